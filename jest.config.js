@@ -1,0 +1,27 @@
+// Two projects: `unit` runs without a cluster; `e2e` starts a real
+// kube-apiserver and etcd (see e2e/cluster) in its global setup.
+const common = {
+  extensionsToTreatAsEsm: ['.ts'],
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+  transform: { '^.+\\.ts$': ['ts-jest', { useESM: true }] },
+  testEnvironment: 'node',
+};
+
+export default {
+  projects: [
+    {
+      ...common,
+      displayName: 'unit',
+      testMatch: ['<rootDir>/src/**/*.test.ts', '<rootDir>/controllers/**/*.test.ts'],
+    },
+    {
+      ...common,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/e2e/**/*.test.ts'],
+      globalSetup: '<rootDir>/e2e/setup/global-setup.ts',
+      globalTeardown: '<rootDir>/e2e/setup/global-teardown.ts',
+      testTimeout: 120000,
+      maxWorkers: 1,
+    },
+  ],
+};

@@ -1,0 +1,53 @@
+// Controller metrics. Label values are bounded: controller names, results,
+// verbs and status codes, never object names.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly reconcileTotal = new Counter({
+    name: 'leasehold_reconcile_total',
+    help: 'Reconciles by controller and result (success, error, requeue).',
+    labelNames: ['controller', 'result'] as const,
+    registers: [this.registry],
+  });
+  readonly reconcileDuration = new Histogram({
+    name: 'leasehold_reconcile_duration_seconds',
+    help: 'Time one reconcile took, by controller.',
+    labelNames: ['controller'] as const,
+    buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120],
+    registers: [this.registry],
+  });
+  readonly queueDepth = new Gauge({
+    name: 'leasehold_workqueue_depth',
+    help: 'Keys waiting in the work queue, by controller.',
+    labelNames: ['controller'] as const,
+    registers: [this.registry],
+  });
+  readonly leader = new Gauge({
+    name: 'leasehold_leader',
+    help: '1 while this replica holds the leader election lease, else 0.',
+    registers: [this.registry],
+  });
+  readonly kubeRequests = new Counter({
+    name: 'leasehold_kube_requests_total',
+    help: 'Requests this controller sent to the Kubernetes API, by HTTP verb.',
+    labelNames: ['verb'] as const,
+    registers: [this.registry],
+  });
+  readonly kubeResponses = new Counter({
+    name: 'leasehold_kube_responses_total',
+    help: 'Responses from the Kubernetes API, by status code.',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+  readonly informerRestarts = new Counter({
+    name: 'leasehold_informer_restarts_total',
+    help: 'Watch restarts after an error, close or watchdog timeout, by resource.',
+    labelNames: ['resource', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(opts: { defaultMetrics?: boolean } = {}) {
+    if (opts.defaultMetrics ?? true) collectDefaultMetrics({ register: this.registry, prefix: 'leasehold_' });
+  }
+}
