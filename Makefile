@@ -1,0 +1,44 @@
+# Leasehold: `make test` and `make demo` set up everything they need on a fresh machine.
+SHELL := /bin/bash
+export NODE_OPTIONS := --experimental-vm-modules
+
+.PHONY: all deps binaries test test-unit test-e2e typecheck crds cluster build clean-cache
+
+all: test
+
+# Node packages, plus the OpenSSH and openssl binaries the tests drive.
+deps: node_modules/.installed
+	@command -v openssl >/dev/null || (apt-get update -qq && apt-get install -y -qq openssl)
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund
+	touch $@
+
+# kube-apiserver, etcd, kubectl and helm from pinned Go modules, cached in ~/.cache/leasehold.
+binaries:
+	bash e2e/cluster/build.sh
+
+typecheck: deps
+	npx tsc --noEmit -p .
+
+crds: deps
+	npm run --silent gen:crds
+
+test-unit: deps
+	npx jest --selectProjects unit
+
+test-e2e: deps binaries
+	npx jest --selectProjects e2e
+
+test: deps binaries typecheck
+	npx jest
+
+build: deps
+	npm run --silent build
+
+# A local control plane in the foreground; prints the KUBECONFIG to export.
+cluster: deps binaries
+	node --import tsx e2e/cluster/main.ts
+
+clean-cache:
+	rm -rf $${LEASEHOLD_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/leasehold}
