@@ -8,6 +8,8 @@ const common = {
 };
 
 export default {
+  // e2e suites share one control plane and start real processes: run files one at a time.
+  maxWorkers: 1,
   projects: [
     {
       ...common,
@@ -21,7 +23,6 @@ export default {
       globalSetup: '<rootDir>/e2e/setup/global-setup.ts',
       globalTeardown: '<rootDir>/e2e/setup/global-teardown.ts',
       testTimeout: 120000,
-      maxWorkers: 1,
     },
   ],
 };

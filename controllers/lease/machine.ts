@@ -1,0 +1,165 @@
+// The Lease lifecycle as a state table. The machine is pure: the reconciler
+// restores it from status, feeds it one observation as an event, and reads
+// back the next phase and the effects it planned (the machine's actions).
+// Effects run only after the reconciler has written the new status.
+import { setup, assign, transition, type SnapshotFrom } from 'xstate';
+
+export const PHASES = ['Pending', 'Launching', 'Ready', 'Idle', 'Releasing', 'Released', 'Failed'] as const;
+export type Phase = (typeof PHASES)[number];
+
+export interface LeaseContext {
+  /** Machine-readable reason for the current phase (a condition reason). */
+  reason: string;
+  /** What a user should read: why the Lease is where it is and what to change. */
+  message: string;
+  /** Launch attempt counter; a new attempt is a new launch record. */
+  attempt: number;
+  /** Set when the Lease is on its way to Failed: the release that ends it must still run. */
+  failure?: { reason: string; message: string };
+}
+
+export type LeaseEvent =
+  | { type: 'UNSCHEDULABLE'; reason: 'NoMatchingOffer' | 'MaxLeases' | 'InvalidSpec'; message: string }
+  | { type: 'OFFER_CHOSEN'; offer: string; message: string }
+  | { type: 'MACHINE_READY'; message: string }
+  | { type: 'LAUNCH_FAILED'; reason: string; message: string }
+  | { type: 'BUSY'; message: string }
+  | { type: 'IDLE'; message: string }
+  | { type: 'EXPIRED'; reason: 'IdleTimeout' | 'MaxLifetime' | 'Unreachable'; message: string }
+  | { type: 'DELETE_REQUESTED'; message: string }
+  | { type: 'RELEASE_FAILED'; message: string }
+  | { type: 'RELEASE_CONFIRMED'; message: string };
+
+/** Effects the reconciler runs after it has written the status the transition produced. */
+export const EFFECTS = ['announce', 'acquire', 'release', 'retryRelease', 'finish'] as const;
+export type Effect = (typeof EFFECTS)[number];
+
+const note = assign(({ event }: { event: LeaseEvent }) => ({
+  message: event.message,
+  reason: 'reason' in event ? event.reason : reasonFor(event.type),
+}));
+
+function reasonFor(type: LeaseEvent['type']): string {
+  switch (type) {
+    case 'OFFER_CHOSEN':
+      return 'Launching';
+    case 'MACHINE_READY':
+      return 'MachineReady';
+    case 'BUSY':
+      return 'Busy';
+    case 'IDLE':
+      return 'Idle';
+    case 'DELETE_REQUESTED':
+      return 'Deleted';
+    case 'RELEASE_FAILED':
+      return 'ReleaseFailed';
+    case 'RELEASE_CONFIRMED':
+      return 'Released';
+    default:
+      return type;
+  }
+}
+
+export const leaseMachine = setup({
+  types: {
+    context: {} as LeaseContext,
+    events: {} as LeaseEvent,
+  },
+  actions: {
+    note,
+    recordFailure: assign(({ event }) => ({
+      failure: 'reason' in event ? { reason: event.reason, message: event.message } : undefined,
+    })),
+    reportFailure: assign(({ context }) => ({
+      reason: context.failure?.reason ?? context.reason,
+      message: context.failure?.message ?? context.message,
+    })),
+    nextAttempt: assign(({ context }) => ({ attempt: context.attempt + 1 })),
+    announce: () => {},
+    acquire: () => {},
+    release: () => {},
+    retryRelease: () => {},
+    finish: () => {},
+  },
+  guards: {
+    failed: ({ context }) => context.failure !== undefined,
+  },
+}).createMachine({
+  id: 'lease',
+  initial: 'Pending',
+  context: { reason: 'Created', message: '', attempt: 0 },
+  states: {
+    Pending: {
+      on: {
+        UNSCHEDULABLE: { target: 'Pending', actions: ['note', 'announce'] },
+        OFFER_CHOSEN: { target: 'Launching', actions: ['note', 'nextAttempt', 'announce', 'acquire'] },
+        DELETE_REQUESTED: { target: 'Released', actions: ['note', 'announce', 'finish'] },
+      },
+    },
+    Launching: {
+      on: {
+        MACHINE_READY: { target: 'Ready', actions: ['note', 'announce'] },
+        // A failed launch may still have created a machine: release it before Failed.
+        LAUNCH_FAILED: { target: 'Releasing', actions: ['note', 'recordFailure', 'announce', 'release'] },
+        DELETE_REQUESTED: { target: 'Releasing', actions: ['note', 'announce', 'release'] },
+      },
+    },
+    Ready: {
+      on: {
+        IDLE: { target: 'Idle', actions: ['note', 'announce'] },
+        BUSY: { target: 'Ready', actions: ['note'] },
+        EXPIRED: { target: 'Releasing', actions: ['note', 'announce', 'release'] },
+        LAUNCH_FAILED: { target: 'Releasing', actions: ['note', 'recordFailure', 'announce', 'release'] },
+        DELETE_REQUESTED: { target: 'Releasing', actions: ['note', 'announce', 'release'] },
+      },
+    },
+    Idle: {
+      on: {
+        BUSY: { target: 'Ready', actions: ['note', 'announce'] },
+        IDLE: { target: 'Idle', actions: ['note'] },
+        EXPIRED: { target: 'Releasing', actions: ['note', 'announce', 'release'] },
+        LAUNCH_FAILED: { target: 'Releasing', actions: ['note', 'recordFailure', 'announce', 'release'] },
+        DELETE_REQUESTED: { target: 'Releasing', actions: ['note', 'announce', 'release'] },
+      },
+    },
+    Releasing: {
+      on: {
+        RELEASE_FAILED: { target: 'Releasing', actions: ['note', 'announce', 'retryRelease'] },
+        RELEASE_CONFIRMED: [
+          { guard: 'failed', target: 'Failed', actions: ['reportFailure', 'announce', 'finish'] },
+          { target: 'Released', actions: ['note', 'announce', 'finish'] },
+        ],
+      },
+    },
+    Released: { type: 'final' },
+    Failed: { type: 'final' },
+  },
+});
+
+export type LeaseSnapshot = SnapshotFrom<typeof leaseMachine>;
+
+/** Restores the machine at a phase recorded in status. */
+export function restore(phase: Phase | undefined, context: Partial<LeaseContext> = {}): LeaseSnapshot {
+  return leaseMachine.resolveState({
+    value: phase ?? 'Pending',
+    context: { reason: 'Created', message: '', attempt: 0, ...context },
+  });
+}
+
+export interface Step {
+  phase: Phase;
+  context: LeaseContext;
+  effects: Effect[];
+  /** False when the event is not accepted in this phase (nothing changes). */
+  accepted: boolean;
+}
+
+/** The pure transition: no I/O, no clock. */
+export function step(snapshot: LeaseSnapshot, event: LeaseEvent): Step {
+  const [next, actions] = transition(leaseMachine, snapshot, event);
+  const effects = actions
+    .map((a) => a.type)
+    .filter((t): t is Effect => (EFFECTS as readonly string[]).includes(t));
+  const accepted = snapshot.can(event);
+  return { phase: next.value as Phase, context: next.context, effects, accepted };
+}

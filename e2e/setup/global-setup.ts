@@ -1,0 +1,16 @@
+// Starts one shared control plane for the e2e suite and installs the CRDs.
+// Tests that break the control plane on purpose start their own.
+import { ControlPlane } from '../cluster/controlplane.js';
+import { join } from 'node:path';
+
+export default async function globalSetup(): Promise<void> {
+  const cp = await ControlPlane.start();
+  (globalThis as { __leaseholdCP?: ControlPlane }).__leaseholdCP = cp;
+  process.env.LEASEHOLD_TEST_KUBECONFIG = cp.info.kubeconfig;
+  process.env.LEASEHOLD_BIN_DIR = cp.info.binDir;
+  process.env.LEASEHOLD_TEST_CP_DIR = cp.info.dir;
+  const applied = await cp.kubectl(['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
+  if (applied.code !== 0) throw new Error(`installing CRDs failed: ${applied.stderr}`);
+  const established = await cp.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '-l', 'app.kubernetes.io/part-of=leasehold']);
+  if (established.code !== 0) throw new Error(`CRDs not established: ${established.stderr}${established.stdout}`);
+}
