@@ -1,0 +1,171 @@
+// The manager owns what every controller shares: API clients, informers,
+// work queues, the leader election, events, metrics and the health port.
+// Informers run on every replica (a follower has a warm cache when it takes
+// over); only the leader runs reconcile workers.
+import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { Server } from 'node:http';
+import type { Logger } from 'pino';
+import { makeCountingClient } from './client.js';
+import { EventRecorder, KubeEventSink } from './events.js';
+import { Finalizers } from './finalizers.js';
+import { serveHealth } from './health.js';
+import { ResilientInformer } from './informer.js';
+import { KubeLeaseStore, LeaderElector } from './leaderelection.js';
+import { Metrics } from './metrics.js';
+import { KubeStatusClient, StatusWriter } from './status.js';
+import { WorkQueue, runWorkers } from './workqueue.js';
+
+export interface ReconcileResult {
+  requeueAfter?: number;
+}
+
+export interface Controller {
+  readonly name: string;
+  readonly concurrency: number;
+  reconcile(key: string): Promise<ReconcileResult | void>;
+}
+
+export interface ManagerOptions {
+  kubeConfig: KubeConfig;
+  log: Logger;
+  identity: string;
+  metricsAddr: string;
+  leaderElection?: { namespace: string; name: string; leaseDurationMs?: number; renewDeadlineMs?: number; retryPeriodMs?: number };
+  resyncMs?: number;
+  watchdogMs?: number;
+}
+
+export class Manager {
+  readonly metrics = new Metrics();
+  readonly custom: CustomObjectsApi;
+  readonly core: CoreV1Api;
+  readonly status: StatusWriter;
+  readonly events: EventRecorder;
+  readonly finalizers: Finalizers;
+  readonly log: Logger;
+  private readonly informers = new Map<string, ResilientInformer<KubernetesObject>>();
+  private readonly controllers: { controller: Controller; queue: WorkQueue }[] = [];
+  private elector?: LeaderElector;
+  private server?: Server;
+  private workers: Promise<void>[] = [];
+  private stopping = false;
+  private leading = false;
+
+  constructor(private readonly opts: ManagerOptions) {
+    this.log = opts.log;
+    this.custom = makeCountingClient(opts.kubeConfig, CustomObjectsApi, this.metrics);
+    this.core = makeCountingClient(opts.kubeConfig, CoreV1Api, this.metrics);
+    this.status = new StatusWriter(new KubeStatusClient(this.custom));
+    this.events = new EventRecorder(new KubeEventSink(this.core), 'leasehold-controller', opts.log);
+    this.finalizers = new Finalizers(this.custom);
+  }
+
+  /** One shared informer per API path (e.g. /apis/leasehold.dev/v1alpha1/leases). */
+  informer<T extends KubernetesObject>(path: string): ResilientInformer<T> {
+    let inf = this.informers.get(path);
+    if (!inf) {
+      inf = new ResilientInformer<KubernetesObject>(this.opts.kubeConfig, path, {
+        log: this.log.child({ informer: path }),
+        resyncMs: this.opts.resyncMs,
+        watchdogMs: this.opts.watchdogMs,
+        onRestart: (reason: string) => this.metrics.informerRestarts.inc({ resource: path, reason }),
+      });
+      this.informers.set(path, inf);
+    }
+    return inf as unknown as ResilientInformer<T>;
+  }
+
+  /** Registers a controller; returns its queue so watches can enqueue keys. */
+  add(controller: Controller): WorkQueue {
+    const queue = new WorkQueue();
+    this.controllers.push({ controller, queue });
+    return queue;
+  }
+
+  isLeader(): boolean {
+    return this.leading;
+  }
+
+  synced(): boolean {
+    return [...this.informers.values()].every((i) => i.hasSynced());
+  }
+
+  async start(): Promise<void> {
+    this.server = await serveHealth(this.opts.metricsAddr, { healthy: () => !this.stopping, ready: () => this.synced() }, this.metrics.registry);
+    for (const inf of this.informers.values()) inf.start();
+    for (const { controller, queue } of this.controllers) {
+      const depth = () => this.metrics.queueDepth.set({ controller: controller.name }, queue.len());
+      setInterval(depth, 1000).unref();
+    }
+    if (!this.opts.leaderElection) {
+      await this.startLeading();
+      return;
+    }
+    const le = this.opts.leaderElection;
+    const coordination = makeCountingClient(this.opts.kubeConfig, CoordinationV1Api, this.metrics);
+    this.elector = new LeaderElector({
+      store: new KubeLeaseStore(coordination, le.namespace, le.name),
+      identity: this.opts.identity,
+      leaseDurationMs: le.leaseDurationMs,
+      renewDeadlineMs: le.renewDeadlineMs,
+      retryPeriodMs: le.retryPeriodMs,
+      log: this.log.child({ component: 'leader-election' }),
+      onStartedLeading: () => void this.startLeading(),
+      onStoppedLeading: () => this.lostLeadership(),
+      onNewLeader: (id: string) => this.log.info({ leader: id }, 'leader observed'),
+    });
+    void this.elector.run();
+  }
+
+  private async startLeading(): Promise<void> {
+    this.leading = true;
+    this.metrics.leader.set(1);
+    this.log.info({ identity: this.opts.identity }, 'started leading');
+    await Promise.all([...this.informers.values()].map((i) => i.waitForSync()));
+    for (const { controller, queue } of this.controllers) {
+      this.workers.push(
+        runWorkers(queue, controller.concurrency, async (key: string) => {
+          const end = this.metrics.reconcileDuration.startTimer({ controller: controller.name });
+          try {
+            const result = await controller.reconcile(key);
+            this.metrics.reconcileTotal.inc({ controller: controller.name, result: result?.requeueAfter ? 'requeue' : 'success' });
+            return result ?? undefined;
+          } catch (err) {
+            this.metrics.reconcileTotal.inc({ controller: controller.name, result: 'error' });
+            this.log.warn({ controller: controller.name, key, err: errorText(err) }, 'reconcile failed; backing off');
+            throw err;
+          } finally {
+            end();
+          }
+        }, { log: this.log.child({ controller: controller.name }) }),
+      );
+    }
+  }
+
+  // Like controller-runtime: a replica that loses the lease exits, so that
+  // no reconcile from a former leader can overlap the new leader's.
+  private lostLeadership(): void {
+    this.metrics.leader.set(0);
+    if (this.stopping) return;
+    this.log.error('lost leadership; exiting');
+    process.exit(1);
+  }
+
+  /** Stops workers (letting in-flight reconciles finish), releases the lease, stops informers. */
+  async stop(): Promise<void> {
+    if (this.stopping) return;
+    this.stopping = true;
+    await Promise.all(this.controllers.map(({ queue }) => queue.shutDownWithDrain()));
+    await Promise.all(this.workers);
+    if (this.elector) await this.elector.release();
+    this.leading = false;
+    this.metrics.leader.set(0);
+    for (const inf of this.informers.values()) inf.stop();
+    await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+  }
+}
+
+export function errorText(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  return String(err);
+}
