@@ -18,6 +18,7 @@ const { values } = parseArgs({
     'leader-election-id': { type: 'string', default: 'leasehold-controller' },
     'log-level': { type: 'string', default: process.env.LEASEHOLD_LOG_LEVEL ?? 'info' },
     concurrency: { type: 'string', default: '4' },
+    'watch-namespace': { type: 'string', default: process.env.LEASEHOLD_WATCH_NAMESPACE },
   },
   strict: true,
 });
@@ -36,6 +37,7 @@ const mgr = new Manager({
   log,
   identity,
   metricsAddr: values['metrics-addr']!,
+  watchNamespace: values['watch-namespace'] || undefined,
   leaderElection: values['no-leader-elect']
     ? undefined
     : { namespace: values['leader-election-namespace']!, name: values['leader-election-id']! },

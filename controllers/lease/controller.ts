@@ -10,7 +10,7 @@ export interface LeaseControllerOptions {
 }
 
 export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptions): LeaseReconciler {
-  const leases = mgr.informer<Lease>(resourcePath(LEASE_RESOURCE));
+  const leases = mgr.informer<Lease>(resourcePath(LEASE_RESOURCE, mgr.watchNamespace));
   const offers = mgr.informer<Offer>(resourcePath(OFFER_RESOURCE));
   const reconciler = new LeaseReconciler({
     leases,

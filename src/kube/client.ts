@@ -18,7 +18,7 @@ export function loadKubeConfig(path?: string): KubeConfig {
   return kc;
 }
 
-export function makeCountingClient<T>(kc: KubeConfig, api: ApiConstructor<T>, metrics: Metrics): T {
+export function makeCountingClient<T>(kc: KubeConfig, api: ApiConstructor<T>, metrics: Metrics, client = 'controller'): T {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('kubeconfig has no current cluster: set current-context or pass --kubeconfig');
   const config = createConfiguration({
@@ -27,7 +27,7 @@ export function makeCountingClient<T>(kc: KubeConfig, api: ApiConstructor<T>, me
     promiseMiddleware: [
       {
         pre: async (ctx: RequestContext) => {
-          metrics.kubeRequests.inc({ verb: ctx.getHttpMethod() });
+          metrics.kubeRequests.inc({ client, verb: ctx.getHttpMethod() });
           return ctx;
         },
         post: async (res: ResponseContext) => {

@@ -31,6 +31,8 @@ export interface ManagerOptions {
   identity: string;
   metricsAddr: string;
   leaderElection?: { namespace: string; name: string; leaseDurationMs?: number; renewDeadlineMs?: number; retryPeriodMs?: number };
+  /** Limit namespaced watches to one namespace (a namespaced install); Offers stay cluster-wide. */
+  watchNamespace?: string;
   resyncMs?: number;
   watchdogMs?: number;
 }
@@ -58,6 +60,11 @@ export class Manager {
     this.status = new StatusWriter(new KubeStatusClient(this.custom));
     this.events = new EventRecorder(new KubeEventSink(this.core), 'leasehold-controller', opts.log);
     this.finalizers = new Finalizers(this.custom);
+  }
+
+  /** The namespace namespaced watches are limited to, or undefined for all. */
+  get watchNamespace(): string | undefined {
+    return this.opts.watchNamespace;
   }
 
   /** One shared informer per API path (e.g. /apis/leasehold.dev/v1alpha1/leases). */
@@ -102,7 +109,7 @@ export class Manager {
       return;
     }
     const le = this.opts.leaderElection;
-    const coordination = makeCountingClient(this.opts.kubeConfig, CoordinationV1Api, this.metrics);
+    const coordination = makeCountingClient(this.opts.kubeConfig, CoordinationV1Api, this.metrics, 'leader-election');
     this.elector = new LeaderElector({
       store: new KubeLeaseStore(coordination, le.namespace, le.name),
       identity: this.opts.identity,

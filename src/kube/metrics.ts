@@ -30,8 +30,8 @@ export class Metrics {
   });
   readonly kubeRequests = new Counter({
     name: 'leasehold_kube_requests_total',
-    help: 'Requests this controller sent to the Kubernetes API, by HTTP verb.',
-    labelNames: ['verb'] as const,
+    help: 'Requests this controller sent to the Kubernetes API, by client (controller, leader-election) and HTTP verb.',
+    labelNames: ['client', 'verb'] as const,
     registers: [this.registry],
   });
   readonly kubeResponses = new Counter({

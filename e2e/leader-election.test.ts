@@ -1,0 +1,77 @@
+// Two controller replicas against one API server: exactly one leads; when
+// the leader is killed with SIGKILL the other takes over and reconciles
+// within 20 s.
+import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { startController, type ControllerProcess } from './support/controller.js';
+import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
+
+const kubectl = testKubectl();
+let ns: string;
+let replicas: ControllerProcess[] = [];
+
+const leaderFlags = (p: ControllerProcess) => p.metric('leasehold_leader');
+
+beforeAll(async () => {
+  ns = await freshNamespace(kubectl, 'leader');
+  const flags = ['--watch-namespace', ns, '--leader-election-namespace', ns];
+  replicas = await Promise.all([startController(process.env.LEASEHOLD_TEST_KUBECONFIG!, flags), startController(process.env.LEASEHOLD_TEST_KUBECONFIG!, flags)]);
+});
+
+afterAll(async () => {
+  await Promise.all(replicas.map((r) => r.stop()));
+});
+
+describe('leader election', () => {
+  it('elects exactly one leader and fails over within 20 s of a SIGKILL', async () => {
+    await waitFor('one leader', async () => (await leaderFlags(replicas[0]!)) + (await leaderFlags(replicas[1]!)) === 1);
+    // Hold the state a few retry periods: still exactly one.
+    await new Promise((r) => setTimeout(r, 5000));
+    const flags = [await leaderFlags(replicas[0]!), await leaderFlags(replicas[1]!)];
+    expect(flags.sort()).toEqual([0, 1]);
+
+    const leaderIndex = (await leaderFlags(replicas[0]!)) === 1 ? 0 : 1;
+    const leader = replicas[leaderIndex]!;
+    const follower = replicas[1 - leaderIndex]!;
+    const lease = await getJSON(kubectl, ['-n', ns, 'leases.coordination.k8s.io', 'leasehold-controller']);
+    expect(lease.spec.holderIdentity).toBeTruthy();
+
+    // The follower only watches; it must not reconcile while it follows.
+    await apply(kubectl, `apiVersion: leasehold.dev/v1alpha1
+kind: Lease
+metadata: {name: before-failover, namespace: ${ns}}
+spec: {where: "gpu=a100"}
+`);
+    await waitFor('leader reconciles', async () => (await getJSON(kubectl, ['-n', ns, 'leases.leasehold.dev', 'before-failover']))?.status?.phase);
+    expect(await follower.metric('leasehold_reconcile_total')).toBe(0);
+
+    const killedAt = Date.now();
+    await leader.stop('SIGKILL');
+    await apply(kubectl, `apiVersion: leasehold.dev/v1alpha1
+kind: Lease
+metadata: {name: after-failover, namespace: ${ns}}
+spec: {where: "gpu=a100"}
+`);
+    await waitFor('new leader reconciles', async () => (await getJSON(kubectl, ['-n', ns, 'leases.leasehold.dev', 'after-failover']))?.status?.phase === 'Pending', 25_000, 100);
+    const tookMs = Date.now() - killedAt;
+    process.stdout.write(`failover: leader killed, new leader reconciled after ${tookMs} ms\n`);
+    expect(tookMs).toBeLessThan(20_000);
+    expect(await follower.metric('leasehold_leader')).toBe(1);
+    const after = await getJSON(kubectl, ['-n', ns, 'leases.coordination.k8s.io', 'leasehold-controller']);
+    expect(after.spec.holderIdentity).not.toBe(lease.spec.holderIdentity);
+  }, 90_000);
+
+  it('hands the lease over at once on SIGTERM', async () => {
+    const current = replicas.find((r) => r.child.exitCode === null && r.child.signalCode === null)!;
+    const standby = await startController(process.env.LEASEHOLD_TEST_KUBECONFIG!, ['--watch-namespace', ns, '--leader-election-namespace', ns]);
+    replicas.push(standby);
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(await standby.metric('leasehold_leader')).toBe(0);
+    const stoppedAt = Date.now();
+    await current.stop('SIGTERM');
+    await waitFor('standby leads', async () => (await standby.metric('leasehold_leader')) === 1, 10_000, 100);
+    const tookMs = Date.now() - stoppedAt;
+    process.stdout.write(`graceful handover took ${tookMs} ms\n`);
+    // Far below the 15 s lease duration: the old leader released the lease.
+    expect(tookMs).toBeLessThan(6000);
+  }, 60_000);
+});

@@ -1,0 +1,70 @@
+// Runs the real controller process (src/main.ts) against a test control plane.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createWriteStream } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort } from '../cluster/controlplane.js';
+
+export interface ControllerProcess {
+  child: ChildProcess;
+  metricsURL: string;
+  logFile: string;
+  /** Sum of a counter or gauge on /metrics, over samples whose labels include `labels`. */
+  metric(name: string, labels?: Record<string, string>): Promise<number>;
+  stop(signal?: NodeJS.Signals): Promise<void>;
+}
+
+export async function startController(kubeconfig: string, args: string[] = [], env: Record<string, string> = {}): Promise<ControllerProcess> {
+  const port = await freePort();
+  const dir = await mkdtemp(join(tmpdir(), 'leasehold-ctl-'));
+  const logFile = join(dir, 'controller.log');
+  const log = createWriteStream(logFile);
+  const child = spawn(process.execPath, ['--import', 'tsx', join(process.cwd(), 'src/main.ts'),
+    '--kubeconfig', kubeconfig, '--metrics-addr', `127.0.0.1:${port}`, '--log-level', 'debug', ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NODE_OPTIONS: '', ...env },
+  });
+  child.stdout!.pipe(log);
+  child.stderr!.pipe(log);
+  const metricsURL = `http://127.0.0.1:${port}/metrics`;
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const proc: ControllerProcess = {
+    child,
+    metricsURL,
+    logFile,
+    async metric(name, labels = {}) {
+      const text = await (await fetch(metricsURL)).text();
+      return sumMetric(text, name, labels);
+    },
+    async stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      child.kill(signal);
+      await exited;
+    },
+  };
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`controller exited with ${child.exitCode}; see ${logFile}`);
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return proc;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  await proc.stop('SIGKILL');
+  throw new Error(`controller did not serve /healthz within 30 s; see ${logFile}`);
+}
+
+export function sumMetric(text: string, name: string, labels: Record<string, string>): number {
+  let sum = 0;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(name)) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const got = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]));
+    if (Object.entries(labels).every(([k, v]) => got[k] === v)) sum += Number(m[3]);
+  }
+  return sum;
+}
