@@ -34,11 +34,6 @@ export type LeaseEvent =
 export const EFFECTS = ['announce', 'acquire', 'release', 'retryRelease', 'finish'] as const;
 export type Effect = (typeof EFFECTS)[number];
 
-const note = assign(({ event }: { event: LeaseEvent }) => ({
-  message: event.message,
-  reason: 'reason' in event ? event.reason : reasonFor(event.type),
-}));
-
 function reasonFor(type: LeaseEvent['type']): string {
   switch (type) {
     case 'OFFER_CHOSEN':
@@ -66,7 +61,10 @@ export const leaseMachine = setup({
     events: {} as LeaseEvent,
   },
   actions: {
-    note,
+    note: assign(({ event }) => ({
+      message: event.message,
+      reason: 'reason' in event ? event.reason : reasonFor(event.type),
+    })),
     recordFailure: assign(({ event }) => ({
       failure: 'reason' in event ? { reason: event.reason, message: event.message } : undefined,
     })),

@@ -219,7 +219,7 @@ export class ControlPlane {
   async get(path: string): Promise<string> {
     const pki = join(this.info.dir, 'pki');
     const [ca, cert, key] = await Promise.all(['ca.crt', 'admin.crt', 'admin.key'].map((f) => readFile(join(pki, f))));
-    return httpGet(`${this.info.server}${path}`, { ca, cert, key });
+    return httpGet(`${this.info.server}${path}`, { ca: ca!, cert: cert!, key: key! });
   }
 
   /** Runs the built kubectl against this control plane. */

@@ -1,0 +1,28 @@
+// What the Lease reconciler needs from the outside world, in its own terms:
+// rent a machine, make it ready (agent, keys, facts), check it, release it.
+// The implementation (controllers/lease/machines.ts) combines a provider
+// with the SSH agent; tests of the reconciler can give it a fake.
+import type { Lease, LeaseStatus } from '../../src/api/index.js';
+
+export type Facts = NonNullable<LeaseStatus['facts']>;
+export type Endpoint = NonNullable<LeaseStatus['machine']>;
+
+export type AcquireResult =
+  | { kind: 'launched'; state: string; machine: Endpoint }
+  | { kind: 'failed'; reason: string; message: string; state?: string };
+
+export type MachineCheck =
+  | { kind: 'ok'; facts: Facts; busy: number; keysHash: string; machine: Endpoint }
+  | { kind: 'unreachable'; message: string }
+  | { kind: 'mismatch'; reason: 'HostKeyMismatch' | 'FactsMismatch' | 'UnsupportedTarget'; message: string };
+
+export interface LeaseDriver {
+  /** Runs the provider's acquire for the launch recorded in status. Never throws. */
+  acquire(lease: Lease, onProgress: (line: string) => void): Promise<AcquireResult>;
+  /** Connects with the pinned host key, installs the agent and device keys, measures facts against the offer's claim. */
+  prepare(lease: Lease): Promise<MachineCheck>;
+  /** Probes a ready machine: reachable, facts unchanged, busy; re-syncs device keys when spec.sshKeys changed. */
+  check(lease: Lease): Promise<MachineCheck>;
+  /** Resolves only once the provider confirms the machine is gone. */
+  release(lease: Lease): Promise<void>;
+}

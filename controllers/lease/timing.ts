@@ -1,0 +1,54 @@
+// When a Ready or Idle Lease ends: pure functions of (status, activity, now).
+//  - maxLifetime releases it regardless of work;
+//  - otherwise it is released idleTimeout after the last activity seen
+//    (work found by a probe, the leasehold.dev/activity annotation, or
+//    becoming Ready). A failed probe renews nothing.
+
+export const ACTIVITY_ANNOTATION = 'leasehold.dev/activity';
+
+export interface ActivityInputs {
+  readyAt?: string;
+  lastActivityAt?: string;
+  /** The leasehold.dev/activity annotation, if set and valid. */
+  annotation?: string;
+}
+
+export function lastActivity(a: ActivityInputs): number {
+  const times = [a.readyAt, a.lastActivityAt, a.annotation]
+    .map((t) => (t ? Date.parse(t) : NaN))
+    .filter((t) => Number.isFinite(t));
+  return times.length ? Math.max(...times) : 0;
+}
+
+export type Verdict =
+  | { kind: 'expired'; reason: 'MaxLifetime' | 'IdleTimeout'; message: string }
+  | { kind: 'busy' }
+  | { kind: 'idle'; releaseAt: number };
+
+export interface CheckInputs {
+  now: number;
+  expiresAt?: string;
+  idleTimeoutMs: number;
+  lastActivityMs: number;
+  /** Jobs the probe saw running; undefined when the machine could not be reached. */
+  busy?: number;
+}
+
+export function verdict(c: CheckInputs): Verdict {
+  const expires = c.expiresAt ? Date.parse(c.expiresAt) : Infinity;
+  if (c.now >= expires) {
+    return { kind: 'expired', reason: 'MaxLifetime', message: `maxLifetime reached at ${new Date(expires).toISOString()}; releasing even if work is running` };
+  }
+  if (c.busy !== undefined && c.busy > 0) return { kind: 'busy' };
+  const releaseAt = c.lastActivityMs + c.idleTimeoutMs;
+  if (c.now >= releaseAt) {
+    return { kind: 'expired', reason: 'IdleTimeout', message: `idle since ${new Date(c.lastActivityMs).toISOString()}, past the idle timeout; releasing` };
+  }
+  return { kind: 'idle', releaseAt };
+}
+
+/** How long until the next check: the check interval, or sooner when a deadline comes first. */
+export function nextCheckIn(now: number, checkIntervalMs: number, deadlines: number[]): number {
+  const soonest = Math.min(now + checkIntervalMs, ...deadlines.filter((d) => d > now));
+  return Math.max(100, soonest - now);
+}

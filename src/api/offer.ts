@@ -1,0 +1,228 @@
+// Offer: a cluster-scoped source of machines a Lease can rent.
+
+import { z } from 'zod';
+import {
+  API_VERSION,
+  ObjectMetaSchema,
+  conditions,
+  count,
+  duration,
+  kube,
+  message,
+  re,
+  secretKeyRef,
+  timestamp,
+  usd,
+} from './common.js';
+import { ARCHES, OSES } from './where.js';
+
+export const OFFER_KIND = 'Offer';
+export const OFFER_PLURAL = 'offers';
+export const OFFER_SINGULAR = 'offer';
+export const OFFER_SHORT_NAMES = ['lho'];
+
+export const DEFAULT_IDLE_TIMEOUT = '20m';
+export const DEFAULT_MAX_LIFETIME = '12h';
+export const DEFAULT_LAMBDA_ENDPOINT = 'https://cloud.lambdalabs.com/api/v1';
+export const DEFAULT_LAMBDA_LOGIN = 'ubuntu';
+export const DEFAULT_MAX_PRICE_PER_HOUR = 10;
+
+const TOOL_NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$';
+
+function argv(description: string, what: string) {
+  return z
+    .array(z.string().max(4096).describe(`One argument of the ${what} command.`))
+    .min(1)
+    .max(64)
+    .describe(description);
+}
+
+export const MachineShapeSpecSchema = kube(
+  z
+    .object({
+      os: z
+        .enum(OSES)
+        .default('linux')
+        .describe('Operating system of the machines: linux, darwin or windows. Defaults to linux.'),
+      arch: z.enum(ARCHES).default('amd64').describe('CPU architecture of the machines: amd64 or arm64. Defaults to amd64.'),
+      cpus: z.int().min(1).max(100000).optional().describe('Number of CPUs each machine has.'),
+      gpu: z
+        .string()
+        .min(1)
+        .max(128)
+        .optional()
+        .describe(
+          'GPU model, e.g. "H100 80GB". A Lease asking for gpu=MODEL matches when this contains MODEL, ignoring case.',
+        ),
+      gpus: z
+        .int()
+        .min(0)
+        .max(1024)
+        .optional()
+        .describe('Number of GPUs each machine has. When gpu is set and this is not, the machine counts as having 1.'),
+      vramGiB: z.int().min(0).max(100000).optional().describe('Memory of each GPU, in GiB.'),
+      memoryGiB: z.int().min(0).max(1000000).optional().describe('System memory of each machine, in GiB.'),
+      tools: z
+        .array(z.string().max(64).regex(re(TOOL_NAME_PATTERN)).describe('A tool name, e.g. docker.'))
+        .max(64)
+        .optional()
+        .describe('Tools the machines provide, matched by tool=NAME in a Lease.'),
+    })
+    .strict()
+    .refine((s) => s.gpu === undefined || s.gpus === undefined || s.gpus >= 1, {
+      message: 'gpus must be at least 1 when gpu names a model',
+      path: ['gpus'],
+    }),
+  {
+    description:
+      'What each machine looks like. This is a claim: a Lease becomes Ready only after the measured facts of the machine match it.',
+    'x-kubernetes-validations': [
+      {
+        rule: '!has(self.gpu) || !has(self.gpus) || self.gpus >= 1',
+        message: 'gpus must be at least 1 when gpu names a model',
+        fieldPath: '.gpus',
+      },
+    ],
+  },
+);
+export type MachineShapeSpec = z.infer<typeof MachineShapeSpecSchema>;
+
+export const CommandProviderSchema = z
+  .object({
+    acquire: argv(
+      'Command (program and arguments, no shell) that creates a machine and exits 0 once it exists. Its last line of stdout must be a JSON object saying how to reach the machine; other fields in it are kept for release. It sees LEASEHOLD_LEASE_ID, LEASEHOLD_OFFER, LEASEHOLD_LEASE_WHERE and LEASEHOLD_LEASE_SSH_KEY (the public key of the controller) in its environment, and should name the machine after the lease so release can always find it.',
+      'acquire',
+    ),
+    release: argv(
+      'Command that destroys the machine. It sees LEASEHOLD_LEASE_ID, LEASEHOLD_OFFER and LEASEHOLD_LEASE_STATE (the JSON acquire printed, or empty), and must succeed when run twice or with empty state.',
+      'release',
+    ),
+    shape: MachineShapeSpecSchema,
+  })
+  .strict()
+  .describe('A provider made of two commands that the controller runs: one to acquire a machine, one to release it.');
+export type CommandProvider = z.infer<typeof CommandProviderSchema>;
+
+export const LambdaProviderSchema = z
+  .object({
+    apiKeySecretRef: secretKeyRef(
+      'The Secret key holding the Lambda Cloud API key. Leases keep using the key they were made with until they are released.',
+      { defaultKey: 'apiKey', namespaceRequired: true, keyMeaning: 'the API key' },
+    ),
+    instanceTypes: z
+      .array(z.string().min(1).max(128).regex(re('^[a-z0-9_]+$')).describe('A Lambda instance type name, e.g. gpu_1x_h100_sxm5.'))
+      .max(128)
+      .optional()
+      .describe('Only these instance types are offered. Omit to offer every type the account can launch.'),
+    regions: z
+      .array(z.string().min(1).max(64).regex(re('^[a-z0-9-]+$')).describe('A Lambda region name, e.g. us-east-1.'))
+      .max(64)
+      .optional()
+      .describe('Regions to launch in, most preferred first. Omit to accept any region with capacity.'),
+    maxPricePerHour: z
+      .number()
+      .min(0)
+      .default(DEFAULT_MAX_PRICE_PER_HOUR)
+      .describe(
+        'Instance types listed above this price, in US dollars per hour, are never rented. Defaults to 10; 0 removes the cap.',
+      ),
+    fileSystems: z
+      .array(z.string().min(1).max(128).describe('A Lambda file system name.'))
+      .max(16)
+      .optional()
+      .describe('Lambda file systems to attach. They must all be in one region, which becomes the only region tried.'),
+    login: z
+      .string()
+      .min(1)
+      .max(32)
+      .regex(re('^[a-z_][a-z0-9_-]*$'))
+      .default(DEFAULT_LAMBDA_LOGIN)
+      .describe('User name to log in as over SSH. Defaults to ubuntu, the login on Lambda images.'),
+    endpoint: z
+      .url({ protocol: /^https?$/ })
+      .max(2048)
+      .default(DEFAULT_LAMBDA_ENDPOINT)
+      .describe('Base URL of the Lambda Cloud API. Defaults to https://cloud.lambdalabs.com/api/v1.'),
+  })
+  .strict()
+  .describe(
+    'Rent Lambda Cloud instances: every instance type the account can launch, with capacity in a wanted region and within the price cap, becomes a candidate, with its shape and price taken from the listing.',
+  );
+export type LambdaProvider = z.infer<typeof LambdaProviderSchema>;
+
+export const OfferSpecSchema = kube(
+  z
+    .object({
+      command: CommandProviderSchema.optional(),
+      lambda: LambdaProviderSchema.optional(),
+      pricePerHour: usd(
+        'Price of one machine in US dollars per hour, shown to users and used to pick the cheapest Offer. An Offer with a price, even 0, is preferred to one without. Lambda Offers use the listed price when this is unset.',
+      ).optional(),
+      idleTimeout: duration(
+        'How long a Ready lease may sit with no activity before its machine is released, e.g. 20m. Defaults to 20m.',
+      ).default(DEFAULT_IDLE_TIMEOUT),
+      maxLifetime: duration(
+        'How long after it became Ready a lease is released, even if work is still running, e.g. 12h. Defaults to 12h.',
+      ).default(DEFAULT_MAX_LIFETIME),
+    })
+    .strict()
+    .refine((s) => (s.command === undefined) !== (s.lambda === undefined), {
+      message: 'an Offer takes exactly one of command or lambda',
+    }),
+  {
+    description:
+      'The desired state of the Offer: exactly one provider (command or lambda), its price and its release timers. Changing an Offer only affects new leases.',
+    'x-kubernetes-validations': [
+      { rule: 'has(self.command) != has(self.lambda)', message: 'an Offer takes exactly one of command or lambda' },
+    ],
+  },
+);
+export type OfferSpec = z.infer<typeof OfferSpecSchema>;
+
+export const OfferCandidateSchema = z
+  .object({
+    name: z.string().max(128).describe('Name of the candidate: the instance type with hyphens, e.g. gpu-1x-h100-sxm5.'),
+    instanceType: z.string().max(128).describe('Provider instance type, e.g. gpu_1x_h100_sxm5.'),
+    region: z.string().max(64).optional().describe('Region the candidate would launch in, when one has capacity.'),
+    gpus: count('Number of GPUs.'),
+    gpuDescription: z.string().max(256).optional().describe('GPU description as the provider lists it.'),
+    gpuModel: z.string().max(128).optional().describe('GPU model as matched by gpu=MODEL, e.g. "H100 80GB".'),
+    vramGiB: count('Memory of each GPU, in GiB.').optional(),
+    cpus: count('Number of CPUs.'),
+    memoryGiB: count('System memory, in GiB.').optional(),
+    arch: z.enum(ARCHES).describe('CPU architecture.'),
+    pricePerHour: usd('Listed price in US dollars per hour.'),
+    available: z.boolean().describe('Whether a Lease could rent this candidate now.'),
+    reason: message('Why the candidate is unavailable, e.g. no capacity in a wanted region, or above the price cap.', 1024).optional(),
+  })
+  .describe('One instance type a Lambda Offer could rent.');
+export type OfferCandidate = z.infer<typeof OfferCandidateSchema>;
+
+export const OfferStatusSchema = z
+  .object({
+    observedGeneration: count('The metadata.generation this status was computed from.').optional(),
+    conditions: conditions('Ready: the Offer is valid and its provider answered (for Lambda, the last listing succeeded).').optional(),
+    activeLeases: count('Number of leases using this Offer that are not yet Released or Failed.').optional(),
+    candidates: z
+      .array(OfferCandidateSchema)
+      .max(256)
+      .optional()
+      .describe('For Lambda Offers: every instance type from the last listing, available or not.'),
+    lastListTime: timestamp('When the provider last listed its instance types successfully.').optional(),
+    lastListError: message('Error of the last failed listing, cleared once one succeeds.', 4096).optional(),
+  })
+  .describe('The observed state of the Offer.');
+export type OfferStatus = z.infer<typeof OfferStatusSchema>;
+
+export const OfferSchema = z
+  .object({
+    apiVersion: z.literal(API_VERSION).describe('leasehold.dev/v1alpha1'),
+    kind: z.literal(OFFER_KIND).describe('Offer'),
+    metadata: ObjectMetaSchema,
+    spec: OfferSpecSchema,
+    status: OfferStatusSchema.optional(),
+  })
+  .describe(
+    'An Offer is a source of machines that Leases rent: a Lambda Cloud account, or a pair of acquire/release commands for any other cloud. The controller picks the cheapest Offer that matches what a Lease needs.',
+  );
+export type Offer = z.infer<typeof OfferSchema>;

@@ -1,0 +1,172 @@
+// PeerFleet: another fleet's queue that our idle nodes may run jobs from.
+
+import { z } from 'zod';
+import {
+  API_VERSION,
+  LabelSelectorSchema,
+  ObjectMetaSchema,
+  conditions,
+  count,
+  duration,
+  kube,
+  message,
+  namespaceName,
+  re,
+  REASON_PATTERN,
+  secretKeyRef,
+  timestamp,
+  usd,
+} from './common.js';
+
+export const PEERFLEET_KIND = 'PeerFleet';
+export const PEERFLEET_PLURAL = 'peerfleets';
+export const PEERFLEET_SINGULAR = 'peerfleet';
+export const PEERFLEET_SHORT_NAMES = ['lhpf'];
+
+export const DEFAULT_IDLE_WINDOW = '10m';
+export const DEFAULT_POLL_INTERVAL = '30s';
+export const DEFAULT_MAX_SESSION_DURATION = '0s';
+
+/**
+ * HTTPS anywhere; plain HTTP only on loopback (127.0.0.0/8, localhost, [::1])
+ * or a tailnet address (100.64.0.0/10).
+ */
+export const ORIGIN_PATTERN =
+  '^(https://[^\\s/?#]+|http://(localhost|127(\\.[0-9]{1,3}){3}|\\[::1\\]|100\\.(6[4-9]|[7-9][0-9]|1[01][0-9]|12[0-7])(\\.[0-9]{1,3}){2})(:[0-9]{1,5})?)(/[^\\s?#]*)?$';
+
+export const HOST_STATES = ['Busy', 'Waiting', 'Available', 'Lending', 'Draining', 'Unlisted'] as const;
+export type PeerHostState = (typeof HOST_STATES)[number];
+
+export const PeerFleetSpecSchema = z
+  .object({
+    origin: z
+      .string()
+      .min(1)
+      .max(2048)
+      .regex(re(ORIGIN_PATTERN), {
+        message: 'origin must be an https:// URL (plain http:// only on loopback or a tailnet address)',
+      })
+      .describe(
+        'URL of the API server of the peer cluster, e.g. https://peer.example.com:6443. Must be HTTPS, except on loopback or a tailnet address (100.64.0.0/10).',
+      ),
+    namespace: namespaceName('Namespace in the peer cluster that holds its queue of lendable Jobs.'),
+    credentialSecretRef: secretKeyRef(
+      'The Secret key holding the bearer token for the peer namespace (a ServiceAccount token of the peer cluster). It is never given to lent jobs.',
+      { defaultKey: 'token', keyMeaning: 'the bearer token' },
+    ),
+    caSecretRef: secretKeyRef(
+      'The Secret key holding the PEM certificate authority that signed the origin. Omit to trust the system roots.',
+      { defaultKey: 'ca.crt', keyMeaning: 'the PEM bundle' },
+    ).optional(),
+    lendableNodes: kube(
+      LabelSelectorSchema.refine(
+        (s) => Object.keys(s.matchLabels ?? {}).length > 0 || (s.matchExpressions?.length ?? 0) > 0,
+        'lendableNodes must select nodes by at least one label or expression',
+      ),
+      {
+        description:
+          'Which of our nodes may be lent, by label. It must name at least one label or expression, so no node is lent by accident.',
+        'x-kubernetes-validations': [
+          {
+            rule: '(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)',
+            message: 'lendableNodes must select nodes by at least one label or expression',
+          },
+        ],
+      },
+    ),
+    idleWindow: duration(
+      'How long a node must have had none of our own work before it is lent, e.g. 10m. Defaults to 10m.',
+    ).default(DEFAULT_IDLE_WINDOW),
+    pollInterval: duration('How often our queue and the peer queue are read, e.g. 30s. Defaults to 30s.').default(
+      DEFAULT_POLL_INTERVAL,
+    ),
+    pricePerGPUHour: usd(
+      'Price the peer pays, in US dollars per GPU-hour; turns the seconds in the peer job records into an amount.',
+    ),
+    ownWorkValuePerGPUHour: usd(
+      'What our own queued work is worth per GPU-hour when a job does not say. Lending drains when our work is worth more than pricePerGPUHour; a tie keeps lending. Omit to drain whenever our work is queued.',
+    ).optional(),
+    maxSessionDuration: duration(
+      'Longest a node lends in one session before it drains, e.g. 8h. 0s (the default) leaves sessions open-ended.',
+    ).default(DEFAULT_MAX_SESSION_DURATION),
+    listed: z
+      .boolean()
+      .default(true)
+      .describe('Whether our nodes are offered to the peer. Setting it to false drains running sessions. Defaults to true.'),
+  })
+  .strict()
+  .describe('Which peer queue to take work from, with which credential, and which of our nodes may run it.');
+export type PeerFleetSpec = z.infer<typeof PeerFleetSpecSchema>;
+
+export const VerdictSchema = z
+  .object({
+    ready: z.boolean().describe('Whether the peer API server answered with our bearer token.'),
+    code: z
+      .string()
+      .max(64)
+      .regex(re(REASON_PATTERN))
+      .optional()
+      .describe('The verdict in one CamelCase word, e.g. Ready, PeerRefused, SecretAbsent, KeyAbsent or Unknown.'),
+    reasons: z
+      .array(message('One reason.', 1024))
+      .max(16)
+      .default([])
+      .describe('Why the fleet cannot lend, and what to fix; empty when ready.'),
+    checkedAt: timestamp('When the verdict was last computed.').optional(),
+  })
+  .describe('Whether we can lend to this peer: the Secret resolves and the peer accepts the token.');
+
+export const PeerSessionSchema = z
+  .object({
+    job: z.string().max(253).describe('Name of the peer Job the node is running.'),
+    startedAt: timestamp('When the session started.'),
+    drainReason: message('Why the session is draining, when it is.', 1024).optional(),
+  })
+  .describe('The lending session on the node.');
+
+export const PeerHostSchema = z
+  .object({
+    node: z.string().max(253).describe('Name of our node.'),
+    state: z
+      .enum(HOST_STATES)
+      .describe(
+        'Busy (our work runs there), Waiting (idle, within the idle window), Available (may lend, nothing to run), Lending (runs a peer job), Draining (finishing a peer job, taking no more) or Unlisted.',
+      ),
+    since: timestamp('When the node entered this state.').optional(),
+    session: PeerSessionSchema.optional(),
+  })
+  .describe('One of our lendable nodes.');
+
+export const AccountingSchema = z
+  .object({
+    gpuSeconds: z.number().min(0).describe('GPU-seconds of peer jobs our nodes ran, from the peer job records.'),
+    amountUSD: usd('gpuSeconds at pricePerGPUHour, in US dollars.'),
+    jobs: count('Number of peer jobs counted.').optional(),
+    unmeasured: count('Number of peer jobs that ran here but whose records cannot be measured.').optional(),
+    lastComputedAt: timestamp('When the accounting was last computed.').optional(),
+  })
+  .describe('What our nodes earned from the peer, computed from the peer records both sides read.');
+
+export const PeerFleetStatusSchema = z
+  .object({
+    observedGeneration: count('The metadata.generation this status was computed from.').optional(),
+    conditions: conditions('Ready: the peer answers with our token and lending can start.').optional(),
+    verdict: VerdictSchema.optional(),
+    hosts: z.array(PeerHostSchema).max(1024).optional().describe('Each node lendableNodes selects, and what it is doing.'),
+    accounting: AccountingSchema.optional(),
+  })
+  .describe('The observed state of lending to the peer fleet.');
+export type PeerFleetStatus = z.infer<typeof PeerFleetStatusSchema>;
+
+export const PeerFleetSchema = z
+  .object({
+    apiVersion: z.literal(API_VERSION).describe('leasehold.dev/v1alpha1'),
+    kind: z.literal(PEERFLEET_KIND).describe('PeerFleet'),
+    metadata: ObjectMetaSchema,
+    spec: PeerFleetSpecSchema,
+    status: PeerFleetStatusSchema.optional(),
+  })
+  .describe(
+    'A PeerFleet lends our idle nodes to another cluster: while a node has none of our work, it runs Jobs from the peer queue, without our credentials, and drains without cutting a peer job off once our work returns.',
+  );
+export type PeerFleet = z.infer<typeof PeerFleetSchema>;
