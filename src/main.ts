@@ -7,6 +7,14 @@ import { loadKubeConfig } from './kube/client.js';
 import { createLogger } from './kube/logger.js';
 import { Manager } from './kube/manager.js';
 import { registerLeaseController } from '../controllers/lease/controller.js';
+import { MachineDriver } from '../controllers/lease/machines.js';
+import { sshAgent } from '../controllers/lease/ssh-agent.js';
+import { loadOrCreateControllerKey, type ControllerKey } from '../controllers/lease/identity.js';
+import { compareFacts } from './machine/facts.js';
+import { parseDuration } from './api/duration.js';
+import { OFFER_RESOURCE } from './api/resources.js';
+import { resourcePath } from './kube/resource.js';
+import type { Offer } from './api/index.js';
 
 const { values } = parseArgs({
   options: {
@@ -18,6 +26,11 @@ const { values } = parseArgs({
     'leader-election-id': { type: 'string', default: 'leasehold-controller' },
     'log-level': { type: 'string', default: process.env.LEASEHOLD_LOG_LEVEL ?? 'info' },
     concurrency: { type: 'string', default: '4' },
+    'max-leases': { type: 'string', default: process.env.LEASEHOLD_MAX_LEASES ?? '2' },
+    'acquire-timeout': { type: 'string', default: process.env.LEASEHOLD_ACQUIRE_TIMEOUT ?? '15m' },
+    'check-interval': { type: 'string', default: process.env.LEASEHOLD_CHECK_INTERVAL ?? '1m' },
+    'resync-period': { type: 'string', default: '10m' },
+    namespace: { type: 'string', default: process.env.POD_NAMESPACE ?? 'default' },
     'watch-namespace': { type: 'string', default: process.env.LEASEHOLD_WATCH_NAMESPACE },
   },
   strict: true,
@@ -30,6 +43,23 @@ if (!Number.isInteger(concurrency) || concurrency < 1) {
   process.exit(2);
 }
 
+function durationFlag(name: string): number {
+  try {
+    return parseDuration(String(values[name as keyof typeof values]));
+  } catch (err) {
+    log.fatal(`--${name}: ${err instanceof Error ? err.message : String(err)}`);
+    process.exit(2);
+  }
+}
+const maxLeases = Number(values['max-leases']);
+if (!Number.isInteger(maxLeases) || maxLeases < 0) {
+  log.fatal(`--max-leases ${values['max-leases']} must be a whole number (0 stops all new leases)`);
+  process.exit(2);
+}
+const acquireTimeoutMs = durationFlag('acquire-timeout');
+const checkIntervalMs = durationFlag('check-interval');
+const resyncMs = durationFlag('resync-period');
+
 const kubeConfig = loadKubeConfig(values.kubeconfig);
 const identity = `${process.env.POD_NAME ?? hostname()}_${randomUUID()}`;
 const mgr = new Manager({
@@ -38,11 +68,42 @@ const mgr = new Manager({
   identity,
   metricsAddr: values['metrics-addr']!,
   watchNamespace: values['watch-namespace'] || undefined,
+  resyncMs,
   leaderElection: values['no-leader-elect']
     ? undefined
     : { namespace: values['leader-election-namespace']!, name: values['leader-election-id']! },
 });
-registerLeaseController(mgr, { concurrency });
+// The controller's SSH key is read (or made) on first use, so a follower
+// replica never needs it.
+let key: Promise<ControllerKey> | undefined;
+const controllerKey = () => {
+  key ??= loadOrCreateControllerKey(mgr.core, values.namespace!).catch((err) => {
+    key = undefined;
+    throw err;
+  });
+  return key;
+};
+const offers = mgr.informer<Offer>(resourcePath(OFFER_RESOURCE));
+const driver = new MachineDriver({
+  offers,
+  key: controllerKey,
+  agent: sshAgent(),
+  compare: (lease, measured) => {
+    const offer = offers.get(undefined, lease.status?.offer ?? '');
+    const shape = offer?.spec.command?.shape;
+    if (!shape) return [];
+    const r = compareFacts(shape as never, measured as never);
+    return r.ok ? [] : r.differences;
+  },
+  acquireTimeoutMs,
+  releaseTimeoutMs: 5 * 60_000,
+  log,
+});
+registerLeaseController(mgr, {
+  concurrency,
+  driver,
+  settings: { maxLeases, acquireTimeoutMs, checkIntervalMs },
+});
 
 let signalled = false;
 for (const sig of ['SIGTERM', 'SIGINT'] as const) {

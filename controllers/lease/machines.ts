@@ -1,0 +1,120 @@
+// The LeaseDriver for real machines: a provider rents and releases them, the
+// SSH agent makes them ready and checks them.
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { Lease, Offer } from '../../src/api/index.js';
+import { CommandProvider } from '../../src/providers/command/provider.js';
+import { isProviderError, type MachineProvider } from '../../src/providers/types.js';
+import type { AcquireResult, Endpoint, LeaseDriver, MachineCheck } from './driver.js';
+import type { ControllerKey } from './identity.js';
+import type { ObjectCache } from './reconciler.js';
+
+/** What the driver needs from the SSH agent (src/machine). */
+export interface MachineAgent {
+  /** Connects with the pinned host key, installs the agent, writes authorized_keys, returns measured facts and busy count. */
+  probe(endpoint: Endpoint, key: ControllerKey, deviceKeys: string[] | undefined): Promise<ProbeResult>;
+}
+
+export type ProbeResult =
+  | { kind: 'ok'; facts: NonNullable<Lease['status']>['facts'] & object; busy: number }
+  | { kind: 'unreachable'; message: string }
+  | { kind: 'hostKeyMismatch'; message: string };
+
+export type ClaimCheck = (offer: Lease, facts: ProbeResult & { kind: 'ok' }) => string[];
+
+export interface MachineDriverOptions {
+  offers: ObjectCache<Offer>;
+  key: () => Promise<ControllerKey>;
+  agent: MachineAgent;
+  /** Differences between an offer's claim and measured facts; empty when they match. */
+  compare: (lease: Lease, measured: NonNullable<Lease['status']>['facts'] & object) => string[];
+  acquireTimeoutMs: number;
+  releaseTimeoutMs: number;
+  log: Logger;
+}
+
+export function keysHash(keys: readonly string[]): string {
+  return createHash('sha256').update(keys.join('\n')).digest('hex').slice(0, 16);
+}
+
+export class MachineDriver implements LeaseDriver {
+  constructor(private readonly opts: MachineDriverOptions) {}
+
+  /** Releases use what the Lease recorded at launch, never the Offer as it is now. */
+  private providerFor(lease: Lease, verb: 'acquire' | 'release'): MachineProvider {
+    const release = lease.status?.release?.command ?? [];
+    const offer = this.opts.offers.get(undefined, lease.status?.offer ?? '');
+    const acquire = verb === 'acquire' ? offer?.spec.command?.acquire ?? [] : ['/bin/false'];
+    return new CommandProvider({
+      acquire,
+      release: release.length ? release : ['/bin/true'],
+      acquireTimeoutMs: this.opts.acquireTimeoutMs,
+      releaseTimeoutMs: this.opts.releaseTimeoutMs,
+    });
+  }
+
+  async acquire(lease: Lease, onProgress: (line: string) => void): Promise<AcquireResult> {
+    const st = lease.status!;
+    const offer = this.opts.offers.get(undefined, st.offer ?? '');
+    if (!offer?.spec.command) {
+      return { kind: 'failed', reason: 'OfferGone', message: `Offer ${st.offer} disappeared before the machine was acquired` };
+    }
+    try {
+      const key = await this.opts.key();
+      const launched = await this.providerFor(lease, 'acquire').launch({
+        leaseID: st.leaseID!,
+        machineName: st.machineName!,
+        offer: st.offer!,
+        where: lease.spec.where,
+        controllerPublicKey: key.publicKey,
+        signal: AbortSignal.timeout(this.opts.acquireTimeoutMs),
+        onProgress,
+      });
+      const ssh = launched.target.ssh;
+      if (!ssh) {
+        return { kind: 'failed', reason: 'UnsupportedTarget', message: 'acquire returned a url target; this controller installs its agent over SSH, so print an ssh target', state: launched.state };
+      }
+      if (!ssh.hostKey) {
+        return { kind: 'failed', reason: 'InvalidTarget', message: 'acquire printed an ssh target without host_key; the controller never trusts a host key on first use, so print the machine\'s host key', state: launched.state };
+      }
+      return { kind: 'launched', state: launched.state, machine: { ssh: { host: ssh.host, port: ssh.port, user: ssh.user ?? 'root', hostKey: ssh.hostKey } } };
+    } catch (err) {
+      const reason = isProviderError(err) ? (err.kind === 'InvalidTarget' ? 'InvalidTarget' : 'AcquireFailed') : 'AcquireFailed';
+      const state = isProviderError(err) ? (err as { state?: string }).state : undefined;
+      return { kind: 'failed', reason, message: err instanceof Error ? err.message : String(err), ...(state ? { state } : {}) };
+    }
+  }
+
+  prepare(lease: Lease): Promise<MachineCheck> {
+    return this.inspect(lease);
+  }
+
+  check(lease: Lease): Promise<MachineCheck> {
+    return this.inspect(lease);
+  }
+
+  private async inspect(lease: Lease): Promise<MachineCheck> {
+    const machine = lease.status?.machine;
+    if (!machine?.ssh) return { kind: 'mismatch', reason: 'UnsupportedTarget', message: 'the machine has no SSH endpoint to check' };
+    const devices = lease.spec.sshKeys ?? [];
+    const result = await this.opts.agent.probe(machine, await this.opts.key(), devices);
+    if (result.kind === 'unreachable') return { kind: 'unreachable', message: result.message };
+    if (result.kind === 'hostKeyMismatch') return { kind: 'mismatch', reason: 'HostKeyMismatch', message: result.message };
+    const differences = this.opts.compare(lease, result.facts);
+    if (differences.length) {
+      return { kind: 'mismatch', reason: 'FactsMismatch', message: `the machine does not match Offer ${lease.status?.offer}: ${differences.join('; ')}; releasing it` };
+    }
+    return { kind: 'ok', facts: result.facts, busy: result.busy, keysHash: keysHash(devices), machine };
+  }
+
+  async release(lease: Lease): Promise<void> {
+    const st = lease.status ?? {};
+    await this.providerFor(lease, 'release').release({
+      leaseID: st.leaseID ?? '',
+      machineName: st.machineName ?? '',
+      offer: st.offer ?? '',
+      state: st.providerState ?? '',
+      signal: AbortSignal.timeout(this.opts.releaseTimeoutMs),
+    });
+  }
+}

@@ -1,0 +1,30 @@
+// The MachineAgent over SSH: pinned host key, agent install, device keys,
+// measured facts. Built on src/machine.
+import { connectPinned, HostKeyMismatchError } from '../../src/machine/ssh.js';
+import { installAgent, probe } from '../../src/machine/agent.js';
+import type { MachineAgent, ProbeResult } from './machines.js';
+
+export function sshAgent(connectTimeoutMs = 10_000): MachineAgent {
+  return {
+    async probe(endpoint, key, deviceKeys): Promise<ProbeResult> {
+      const ssh = endpoint.ssh!;
+      let session;
+      try {
+        session = await connectPinned({ host: ssh.host, port: ssh.port ?? 22, user: ssh.user, hostKey: ssh.hostKey, privateKey: key.privateKey, timeoutMs: connectTimeoutMs });
+      } catch (err) {
+        if (err instanceof HostKeyMismatchError) return { kind: 'hostKeyMismatch', message: `${err.message}; refusing the machine and releasing it` };
+        return { kind: 'unreachable', message: err instanceof Error ? err.message : String(err) };
+      }
+      try {
+        await installAgent(session, { deviceKeys: deviceKeys ?? [], controllerKey: key.publicKey });
+        const p = await probe(session);
+        const { busy, jobs: _jobs, ...facts } = p as typeof p & { jobs?: number };
+        return { kind: 'ok', facts: facts as never, busy };
+      } catch (err) {
+        return { kind: 'unreachable', message: err instanceof Error ? err.message : String(err) };
+      } finally {
+        session.close();
+      }
+    },
+  };
+}

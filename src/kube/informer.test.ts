@@ -1,0 +1,390 @@
+import { afterEach, describe, expect, it, jest } from '@jest/globals';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import { ApiStatusError, ResilientInformer, diffRelist, isResourceVersionExpired, type ListPage, type ListWatchTransport, type RawWatchEvent } from './informer.js';
+
+const obj = (name: string, rv: string, namespace = 'default'): KubernetesObject => ({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { namespace, name, resourceVersion: rv } });
+const names = (objs: KubernetesObject[]) => objs.map((o) => o.metadata!.name).sort();
+
+describe('diffRelist', () => {
+  it('turns a relist into adds, updates and deletes against the cache', () => {
+    const cache = new Map([
+      ['default/kept', obj('kept', '1')],
+      ['default/changed', obj('changed', '2')],
+      ['default/gone', obj('gone', '3')],
+      ['other/gone-too', obj('gone-too', '4', 'other')],
+    ]);
+    const { cache: next, events } = diffRelist(cache, [obj('kept', '1'), obj('changed', '9'), obj('new', '10')]);
+    expect(events.map((e) => `${e.type}:${e.object.metadata!.name}@${e.object.metadata!.resourceVersion}`)).toEqual(['update:changed@9', 'add:new@10', 'delete:gone@3', 'delete:gone-too@4']);
+    const update = events[0]!;
+    expect(update.type === 'update' && update.old.metadata!.resourceVersion).toBe('2');
+    expect([...next.keys()]).toEqual(['default/kept', 'default/changed', 'default/new']);
+    expect(cache.size).toBe(4);
+  });
+
+  it('keys cluster-scoped objects by name and sees an empty list as deleting everything', () => {
+    const node = { kind: 'Node', metadata: { name: 'n1', resourceVersion: '5' } };
+    const { cache, events } = diffRelist(new Map(), [node]);
+    expect([...cache.keys()]).toEqual(['n1']);
+    expect(events).toEqual([{ type: 'add', object: node }]);
+    expect(diffRelist(cache, []).events).toEqual([{ type: 'delete', object: node }]);
+  });
+
+  it('is quiet when nothing changed', () => {
+    const { cache } = diffRelist(new Map(), [obj('a', '1'), obj('b', '2')]);
+    expect(diffRelist(cache, [obj('b', '2'), obj('a', '1')]).events).toEqual([]);
+  });
+});
+
+describe('isResourceVersionExpired', () => {
+  it('recognises 410 and expired-resourceVersion answers only', () => {
+    expect(isResourceVersionExpired(new ApiStatusError(410, 'Gone', 'gone'))).toBe(true);
+    expect(isResourceVersionExpired(new ApiStatusError(500, 'Expired', 'x'))).toBe(true);
+    expect(isResourceVersionExpired(new ApiStatusError(504, 'Timeout', 'Too large resource version: 12, current: 10'))).toBe(true);
+    expect(isResourceVersionExpired(new ApiStatusError(500, 'InternalError', 'etcd is down'))).toBe(false);
+    expect(isResourceVersionExpired(new Error('ECONNREFUSED'))).toBe(false);
+  });
+});
+
+interface OpenWatch {
+  query: Record<string, string>;
+  send(type: string, object: unknown): void;
+  end(): void;
+  fail(err: Error): void;
+  aborted: boolean;
+}
+
+/** An API server in memory: paginated lists and scriptable watch streams. */
+class FakeApi implements ListWatchTransport<KubernetesObject> {
+  objects: KubernetesObject[] = [];
+  listRV = '100';
+  lists: Record<string, string>[] = [];
+  watches: OpenWatch[] = [];
+  listFailures: Error[] = [];
+
+  async list(query: Record<string, string>): Promise<ListPage<KubernetesObject>> {
+    this.lists.push(query);
+    const failure = this.listFailures.shift();
+    if (failure) throw failure;
+    const start = Number(query.continue ?? 0);
+    const limit = Number(query.limit);
+    const end = start + limit;
+    return { items: this.objects.slice(start, end).map((o) => structuredClone(o)), resourceVersion: this.listRV, continue: end < this.objects.length ? String(end) : undefined };
+  }
+
+  watch(query: Record<string, string>, onEvent: (e: RawWatchEvent) => void, signal: AbortSignal): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const w: OpenWatch = {
+        query,
+        aborted: false,
+        send: (type, object) => onEvent({ type, object }),
+        end: () => resolve(),
+        fail: (err) => reject(err),
+      };
+      signal.addEventListener('abort', () => {
+        w.aborted = true;
+        reject(new Error('aborted'));
+      });
+      this.watches.push(w);
+    });
+  }
+
+  get current(): OpenWatch {
+    return this.watches.at(-1)!;
+  }
+}
+
+function start(api: FakeApi, opts: { resyncMs?: number; watchdogMs?: number; pageSize?: number } = {}) {
+  const events: string[] = [];
+  const errors: Error[] = [];
+  const restarts: string[] = [];
+  const inf = new ResilientInformer<KubernetesObject>(new KubeConfig(), '/apis/leasehold.dev/v1alpha1/leases', {
+    transport: api,
+    resyncMs: opts.resyncMs ?? 0,
+    watchdogMs: opts.watchdogMs ?? 60_000,
+    pageSize: opts.pageSize ?? 500,
+    onRestart: (r) => restarts.push(r),
+  });
+  inf.on('add', (o) => events.push(`add:${o.metadata!.name}`));
+  inf.on('update', (o, old) => events.push(`update:${o.metadata!.name}@${old.metadata!.resourceVersion}->${o.metadata!.resourceVersion}`));
+  inf.on('delete', (o) => events.push(`delete:${o.metadata!.name}`));
+  inf.on('error', (e) => errors.push(e));
+  inf.start();
+  return { inf, events, errors, restarts };
+}
+
+describe('ResilientInformer', () => {
+  const advance = (ms: number) => jest.advanceTimersByTimeAsync(ms);
+  let running: ResilientInformer<KubernetesObject> | undefined;
+  afterEach(async () => {
+    await running?.stop();
+    running = undefined;
+    jest.useRealTimers();
+  });
+  const setup = (api: FakeApi, opts?: Parameters<typeof start>[1]) => {
+    jest.useFakeTimers({ now: 0 });
+    const s = start(api, opts);
+    running = s.inf;
+    return s;
+  };
+
+  it('lists page by page, syncs, then watches from the list resourceVersion with bookmarks', async () => {
+    const api = new FakeApi();
+    api.objects = ['a', 'b', 'c', 'd', 'e'].map((n, i) => obj(n, String(i + 1)));
+    const { inf, events } = setup(api, { pageSize: 2 });
+    expect(inf.hasSynced()).toBe(false);
+    await inf.waitForSync();
+    expect(api.lists.map((q) => q.continue)).toEqual([undefined, '2', '4']);
+    expect(api.lists[0]!.limit).toBe('2');
+    expect(events).toEqual(['add:a', 'add:b', 'add:c', 'add:d', 'add:e']);
+    expect(names(inf.list())).toEqual(['a', 'b', 'c', 'd', 'e']);
+    expect(inf.get('default', 'c')?.metadata?.resourceVersion).toBe('3');
+    await advance(0);
+    expect(api.current.query).toMatchObject({ resourceVersion: '100', allowWatchBookmarks: 'true' });
+  });
+
+  it('applies watch events to the cache and resumes from the last bookmark after a close, without relisting', async () => {
+    const api = new FakeApi();
+    api.objects = [obj('a', '1')];
+    const { inf, events, restarts } = setup(api);
+    await advance(0);
+    api.current.send('ADDED', obj('b', '101'));
+    api.current.send('MODIFIED', obj('a', '102'));
+    api.current.send('DELETED', obj('b', '103'));
+    api.current.send('BOOKMARK', { kind: 'Lease', metadata: { resourceVersion: '150' } });
+    expect(events).toEqual(['add:a', 'add:b', 'update:a@1->102', 'delete:b']);
+    expect(names(inf.list())).toEqual(['a']);
+    expect(inf.lastResourceVersion()).toBe('150');
+
+    api.current.end();
+    await advance(300);
+    expect(api.watches).toHaveLength(2);
+    expect(api.current.query.resourceVersion).toBe('150');
+    expect(api.lists).toHaveLength(1);
+    expect(restarts).toEqual(['closed']);
+    expect(inf.stats).toMatchObject({ lists: 1, relists: 0, restarts: 1 });
+  });
+
+  it('restarts a failed watch with growing, jittered backoff and reports the error', async () => {
+    const api = new FakeApi();
+    const { errors, restarts } = setup(api);
+    await advance(0);
+    api.current.fail(new Error('connect ECONNREFUSED'));
+    await advance(159);
+    expect(api.watches).toHaveLength(1);
+    await advance(82);
+    expect(api.watches).toHaveLength(2);
+    api.current.fail(new Error('connect ECONNREFUSED'));
+    await advance(319);
+    expect(api.watches).toHaveLength(2);
+    await advance(162);
+    expect(api.watches).toHaveLength(3);
+    // A watch that delivered events was healthy: its failure backs off from the start again.
+    api.current.send('ADDED', obj('a', '101'));
+    api.current.fail(new Error('socket hang up'));
+    await advance(159);
+    expect(api.watches).toHaveLength(3);
+    await advance(82);
+    expect(api.watches).toHaveLength(4);
+    expect(errors.map((e) => e.message)).toEqual(['connect ECONNREFUSED', 'connect ECONNREFUSED', 'socket hang up']);
+    expect(restarts).toEqual(['error', 'error', 'error']);
+  });
+
+  it('retries a failed initial list until it succeeds', async () => {
+    const api = new FakeApi();
+    api.objects = [obj('a', '1')];
+    api.listFailures = [new ApiStatusError(503, 'ServiceUnavailable', 'apiserver starting')];
+    const { inf, errors } = setup(api);
+    await advance(0);
+    expect(inf.hasSynced()).toBe(false);
+    await advance(300);
+    expect(inf.hasSynced()).toBe(true);
+    expect(errors).toHaveLength(1);
+  });
+
+  it.each([
+    ['an ERROR event in the stream', (w: OpenWatch) => w.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version: 100 (200)' })],
+    ['an HTTP 410', (w: OpenWatch) => w.fail(new ApiStatusError(410, 'Gone', 'gone'))],
+  ])('relists on %s, emitting what changed meanwhile', async (_what, expire) => {
+    const api = new FakeApi();
+    api.objects = [obj('kept', '1'), obj('changed', '2'), obj('gone', '3')];
+    const { inf, events, errors, restarts } = setup(api);
+    await advance(0);
+    api.objects = [obj('kept', '1'), obj('changed', '20'), obj('new', '21')];
+    api.listRV = '300';
+    events.length = 0;
+    expire(api.current);
+    await advance(300);
+    expect(events).toEqual(['update:changed@2->20', 'add:new', 'delete:gone']);
+    expect(names(inf.list())).toEqual(['changed', 'kept', 'new']);
+    expect(api.current.query.resourceVersion).toBe('300');
+    expect(inf.stats).toMatchObject({ lists: 2, relists: 1 });
+    expect(restarts).toEqual(['expired']);
+    expect(errors).toEqual([]);
+  });
+
+  it('treats other ERROR events as errors: restart from the same resourceVersion', async () => {
+    const api = new FakeApi();
+    const { errors, restarts } = setup(api);
+    await advance(0);
+    api.current.send('ERROR', { kind: 'Status', code: 500, reason: 'InternalError', message: 'etcd leader changed' });
+    await advance(300);
+    expect(api.lists).toHaveLength(1);
+    expect(api.current.query.resourceVersion).toBe('100');
+    expect(errors.map((e) => e.message)).toEqual(['etcd leader changed']);
+    expect(restarts).toEqual(['error']);
+  });
+
+  it('aborts and restarts a watch silent for watchdogMs; events and bookmarks keep it alive', async () => {
+    const api = new FakeApi();
+    const { inf, restarts } = setup(api, { watchdogMs: 1_000 });
+    await advance(0);
+    const first = api.current;
+    await advance(900);
+    first.send('BOOKMARK', { metadata: { resourceVersion: '120' } });
+    await advance(900);
+    expect(first.aborted).toBe(false);
+    await advance(100);
+    expect(first.aborted).toBe(true);
+    await advance(300);
+    expect(api.watches).toHaveLength(2);
+    expect(api.current.query.resourceVersion).toBe('120');
+    expect(restarts).toEqual(['watchdog']);
+    expect(inf.stats.watchdogs).toBe(1);
+  });
+
+  it('resyncs every resyncMs from the cache alone', async () => {
+    const api = new FakeApi();
+    api.objects = [obj('a', '1'), obj('b', '2')];
+    const { events } = setup(api, { resyncMs: 10_000 });
+    await advance(0);
+    events.length = 0;
+    await advance(10_000);
+    expect(events.sort()).toEqual(['update:a@1->1', 'update:b@2->2']);
+    await advance(10_000);
+    expect(events).toHaveLength(4);
+    expect(api.lists).toHaveLength(1);
+    expect(api.watches).toHaveLength(1);
+  });
+
+  it('keeps delivering to the other handlers when one throws', async () => {
+    const api = new FakeApi();
+    api.objects = [obj('a', '1')];
+    jest.useFakeTimers({ now: 0 });
+    const inf = new ResilientInformer<KubernetesObject>(new KubeConfig(), '/x', { transport: api, resyncMs: 0 });
+    running = inf;
+    const seen: string[] = [];
+    inf.on('add', () => {
+      throw new Error('handler bug');
+    });
+    inf.on('add', (o) => seen.push(o.metadata!.name!));
+    inf.start();
+    await inf.waitForSync();
+    expect(seen).toEqual(['a']);
+  });
+
+  it('stop aborts the watch and leaves no timers behind', async () => {
+    const api = new FakeApi();
+    const { inf } = setup(api, { resyncMs: 10_000, watchdogMs: 5_000 });
+    await advance(0);
+    await inf.stop();
+    expect(api.current.aborted).toBe(true);
+    expect(jest.getTimerCount()).toBe(0);
+    await advance(60_000);
+    expect(api.watches).toHaveLength(1);
+  });
+
+  it('stop during a backoff wait ends the loop at once', async () => {
+    const api = new FakeApi();
+    const { inf } = setup(api);
+    await advance(0);
+    api.current.fail(new Error('boom'));
+    await advance(10);
+    await inf.stop();
+    expect(jest.getTimerCount()).toBe(0);
+  });
+});
+
+describe('KubeListWatch over HTTP', () => {
+  it('lists with the kubeconfig credentials, fills in item kinds, and relists on a 410 ERROR event', async () => {
+    const seen: { url: string; auth?: string }[] = [];
+    let watchCount = 0;
+    const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+      seen.push({ url: req.url!, auth: req.headers.authorization });
+      const url = new URL(req.url!, 'http://x');
+      if (url.searchParams.get('watch') !== 'true') {
+        const rv = watchCount === 0 ? '10' : '20';
+        const items = watchCount === 0 ? [{ metadata: { name: 'n1', resourceVersion: '5' } }] : [{ metadata: { name: 'n2', resourceVersion: '15' } }];
+        res.setHeader('Content-Type', 'application/json');
+        res.end(JSON.stringify({ kind: 'NodeList', apiVersion: 'v1', metadata: { resourceVersion: rv }, items }));
+        return;
+      }
+      watchCount++;
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      if (watchCount === 1) {
+        res.write(JSON.stringify({ type: 'MODIFIED', object: { kind: 'Node', apiVersion: 'v1', metadata: { name: 'n1', resourceVersion: '11' } } }) + '\n');
+        res.end(JSON.stringify({ type: 'ERROR', object: { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' } }) + '\n');
+      }
+      // The second watch stays open until the informer stops.
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const port = (server.address() as AddressInfo).port;
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `http://127.0.0.1:${port}`, skipTLSVerify: true }],
+      users: [{ name: 'u', token: 'tok3n' }],
+      contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+      currentContext: 'ctx',
+    });
+    const inf = new ResilientInformer<KubernetesObject>(kc, '/api/v1/nodes', { resyncMs: 0, initialBackoffMs: 5 });
+    const events: string[] = [];
+    inf.on('add', (o) => events.push(`add:${o.kind}/${o.metadata!.name}`));
+    inf.on('update', (o) => events.push(`update:${o.metadata!.name}`));
+    inf.on('delete', (o) => events.push(`delete:${o.metadata!.name}`));
+    try {
+      inf.start();
+      await inf.waitForSync();
+      for (let i = 0; i < 200 && watchCount < 2; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(events).toEqual(['add:Node/n1', 'update:n1', 'add:Node/n2', 'delete:n1']);
+      expect(inf.stats).toMatchObject({ lists: 2, relists: 1 });
+      expect(seen.every((s) => s.auth === 'Bearer tok3n')).toBe(true);
+      const watches = seen.filter((s) => s.url.includes('watch=true')).map((s) => new URL(s.url, 'http://x').searchParams);
+      expect(watches[0]!.get('resourceVersion')).toBe('10');
+      expect(watches[0]!.get('allowWatchBookmarks')).toBe('true');
+      expect(watches[1]!.get('resourceVersion')).toBe('20');
+      expect(seen[0]!.url).toBe('/api/v1/nodes?limit=500');
+    } finally {
+      await inf.stop();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+
+  it('reports a non-200 answer as an ApiStatusError with the Status reason', async () => {
+    const server = createServer((_req, res) => {
+      res.writeHead(403, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ kind: 'Status', code: 403, reason: 'Forbidden', message: 'nodes is forbidden' }));
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const kc = new KubeConfig();
+    kc.loadFromOptions({
+      clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
+      users: [{ name: 'u' }],
+      contexts: [{ name: 'ctx', cluster: 'c', user: 'u' }],
+      currentContext: 'ctx',
+    });
+    const inf = new ResilientInformer<KubernetesObject>(kc, '/api/v1/nodes', { resyncMs: 0, initialBackoffMs: 1000 });
+    const errors: Error[] = [];
+    inf.on('error', (e) => errors.push(e));
+    try {
+      inf.start();
+      for (let i = 0; i < 200 && errors.length === 0; i++) await new Promise((r) => setTimeout(r, 10));
+      expect(errors[0]).toBeInstanceOf(ApiStatusError);
+      expect(errors[0]).toMatchObject({ statusCode: 403, reason: 'Forbidden' });
+      expect(errors[0]!.message).toContain('nodes is forbidden');
+    } finally {
+      await inf.stop();
+      await new Promise<void>((r) => server.close(() => r()));
+    }
+  });
+});

@@ -1,0 +1,494 @@
+// A list-then-watch cache of one resource that keeps itself alive.
+//
+// client-node's own informer stops for good on any watch error but 410 and
+// never resyncs. This one lists (paginated), watches from the list's
+// resourceVersion with bookmarks, and on any close or error watches again
+// after a jittered exponential backoff. It relists when the resourceVersion
+// has expired (410 Gone, as an HTTP status or as an ERROR event in the
+// stream), diffing the new list against the cache so handlers see the deletes
+// and changes they missed. A watchdog restarts a watch that has gone silent,
+// and a periodic resync re-emits every cached object as an update.
+//
+// Handlers receive the cached objects themselves: they must not mutate them.
+import http from 'node:http';
+import https from 'node:https';
+import { finished } from 'node:stream/promises';
+import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { objectKey } from './resource.js';
+import { realClock, sleep, type Clock } from './workqueue.js';
+
+export interface ListPage<T> {
+  items: T[];
+  /** The list's kind (e.g. `NodeList`) and apiVersion; list items often lack their own. */
+  kind?: string;
+  apiVersion?: string;
+  resourceVersion: string;
+  continue?: string;
+}
+
+export interface RawWatchEvent {
+  type: string;
+  object: unknown;
+}
+
+/** How the informer reaches the API: list pages and a watch stream of one resource path. */
+export interface ListWatchTransport<T> {
+  list(query: Record<string, string>, signal: AbortSignal): Promise<ListPage<T>>;
+  /** Streams events to `onEvent`; resolves when the server ends the stream, rejects on an error. */
+  watch(query: Record<string, string>, onEvent: (event: RawWatchEvent) => void, signal: AbortSignal): Promise<void>;
+}
+
+/** A non-2xx answer from the API server, or an ERROR event in a watch stream. */
+export class ApiStatusError extends Error {
+  constructor(
+    readonly statusCode: number,
+    readonly reason: string | undefined,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'ApiStatusError';
+  }
+}
+
+/** Whether the resourceVersion we list or watch from is gone: only a fresh list recovers. */
+export function isResourceVersionExpired(err: unknown): boolean {
+  if (!(err instanceof ApiStatusError)) return false;
+  return err.statusCode === 410 || err.reason === 'Expired' || err.reason === 'Gone' || /too (old|large) resource version/i.test(err.message);
+}
+
+export type InformerEvent<T> = { type: 'add'; object: T } | { type: 'update'; object: T; old: T } | { type: 'delete'; object: T };
+
+/**
+ * What a relist means for handlers: objects new to the cache are adds, those
+ * whose resourceVersion changed are updates, and those no longer listed are
+ * deletes (carrying the last state we saw). Pure; the old cache is not touched.
+ */
+export function diffRelist<T extends KubernetesObject>(cache: ReadonlyMap<string, T>, items: readonly T[]): { cache: Map<string, T>; events: InformerEvent<T>[] } {
+  const next = new Map<string, T>();
+  const events: InformerEvent<T>[] = [];
+  for (const object of items) {
+    const key = objectKey(object);
+    next.set(key, object);
+    const old = cache.get(key);
+    if (!old) events.push({ type: 'add', object });
+    else if (old.metadata?.resourceVersion !== object.metadata?.resourceVersion || object.metadata?.resourceVersion === undefined) {
+      events.push({ type: 'update', object, old });
+    }
+  }
+  for (const [key, object] of cache) {
+    if (!next.has(key)) events.push({ type: 'delete', object });
+  }
+  return { cache: next, events };
+}
+
+export interface InformerOptions<T> {
+  log?: Logger;
+  /** Re-emit every cached object as an update this often; 0 turns it off. Default 10 min. */
+  resyncMs?: number;
+  /** Restart a watch (or abort a list page) that has delivered nothing for this long. Default 5 min. */
+  watchdogMs?: number;
+  /** Backoff between restarts: `initialBackoffMs` doubling to `maxBackoffMs`, jittered ±20 %. */
+  initialBackoffMs?: number;
+  maxBackoffMs?: number;
+  pageSize?: number;
+  labelSelector?: string;
+  fieldSelector?: string;
+  /** Called on every restart with its reason: `error`, `expired`, `closed` or `watchdog`. */
+  onRestart?: (reason: RestartReason) => void;
+  clock?: Clock;
+  /** Replaces the HTTP transport built from the KubeConfig (tests). */
+  transport?: ListWatchTransport<T>;
+}
+
+export type RestartReason = 'error' | 'expired' | 'closed' | 'watchdog';
+
+interface Handlers<T> {
+  add: (object: T) => void;
+  update: (object: T, old: T) => void;
+  delete: (object: T) => void;
+  error: (err: Error) => void;
+}
+
+export class ResilientInformer<T extends KubernetesObject> {
+  /** Lists done (the first included), relists after it, restarts of the list-watch loop, and watchdog firings. */
+  readonly stats = { lists: 0, relists: 0, restarts: 0, watchdogs: 0 };
+  private cache = new Map<string, T>();
+  private resourceVersion = '';
+  private needsList = true;
+  private synced = false;
+  private syncWaiters: (() => void)[] = [];
+  private readonly handlers: { [E in keyof Handlers<T>]: Handlers<T>[E][] } = { add: [], update: [], delete: [], error: [] };
+  private readonly transport: ListWatchTransport<T>;
+  private readonly clock: Clock;
+  private readonly log?: Logger;
+  private readonly resyncMs: number;
+  private readonly watchdogMs: number;
+  private readonly stopController = new AbortController();
+  private request?: AbortController;
+  private watchdog?: unknown;
+  private resyncTimer?: unknown;
+  private loop?: Promise<void>;
+  private watchDelivered = false;
+
+  constructor(
+    kc: KubeConfig,
+    readonly path: string,
+    private readonly opts: InformerOptions<T> = {},
+  ) {
+    this.transport = opts.transport ?? new KubeListWatch<T>(kc, path);
+    this.clock = opts.clock ?? realClock;
+    this.log = opts.log;
+    this.resyncMs = opts.resyncMs ?? 10 * 60_000;
+    this.watchdogMs = opts.watchdogMs ?? 5 * 60_000;
+  }
+
+  on<E extends keyof Handlers<T>>(event: E, fn: Handlers<T>[E]): this {
+    this.handlers[event].push(fn);
+    return this;
+  }
+
+  start(): void {
+    if (this.loop || this.stopController.signal.aborted) return;
+    this.loop = this.run();
+    this.scheduleResync();
+  }
+
+  /** Aborts the list or watch in flight and clears every timer; the informer cannot start again. */
+  async stop(): Promise<void> {
+    this.stopController.abort();
+    this.request?.abort();
+    this.disarmWatchdog();
+    if (this.resyncTimer !== undefined) this.clock.clearTimeout(this.resyncTimer);
+    this.resyncTimer = undefined;
+    await this.loop;
+  }
+
+  hasSynced(): boolean {
+    return this.synced;
+  }
+
+  /** Resolves once the first list is in the cache and its add events have been delivered. */
+  waitForSync(): Promise<void> {
+    if (this.synced) return Promise.resolve();
+    return new Promise((resolve) => this.syncWaiters.push(resolve));
+  }
+
+  list(): T[] {
+    return [...this.cache.values()];
+  }
+
+  get(namespace: string | undefined, name: string): T | undefined {
+    return this.cache.get(namespace ? `${namespace}/${name}` : name);
+  }
+
+  /** The resourceVersion the next watch starts from. */
+  lastResourceVersion(): string {
+    return this.resourceVersion;
+  }
+
+  private get stopped(): boolean {
+    return this.stopController.signal.aborted;
+  }
+
+  private async run(): Promise<void> {
+    let failures = 0;
+    while (!this.stopped) {
+      let reason: RestartReason;
+      let failure: unknown;
+      this.watchDelivered = false;
+      try {
+        if (this.needsList) await this.relist();
+        reason = await this.watchOnce();
+      } catch (err) {
+        if (this.stopped) break;
+        failure = err;
+        reason = isResourceVersionExpired(err) ? 'expired' : 'error';
+      }
+      if (this.stopped) break;
+      // A watch that delivered events was healthy, however it ended: back off from the start again.
+      if (this.watchDelivered) failures = 0;
+      const delayMs = this.backoff(failures++);
+      if (reason === 'expired') {
+        this.needsList = true;
+        this.log?.info({ path: this.path, err: errorMessage(failure), retryInMs: delayMs }, 'resourceVersion expired; relisting');
+      } else if (reason === 'error') {
+        this.log?.warn({ path: this.path, err: errorMessage(failure), retryInMs: delayMs }, 'list or watch failed; retrying');
+        this.emitError(failure);
+      }
+      this.stats.restarts++;
+      this.opts.onRestart?.(reason);
+      await sleep(this.clock, delayMs, this.stopController.signal);
+    }
+  }
+
+  private backoff(failures: number): number {
+    const base = Math.min(this.opts.maxBackoffMs ?? 30_000, (this.opts.initialBackoffMs ?? 200) * 2 ** Math.min(failures, 20));
+    return Math.round(base * (0.8 + 0.4 * Math.random()));
+  }
+
+  private selectors(): Record<string, string> {
+    const q: Record<string, string> = {};
+    if (this.opts.labelSelector) q.labelSelector = this.opts.labelSelector;
+    if (this.opts.fieldSelector) q.fieldSelector = this.opts.fieldSelector;
+    return q;
+  }
+
+  private async relist(): Promise<void> {
+    const items: T[] = [];
+    let resourceVersion = '';
+    let cont: string | undefined;
+    do {
+      const query: Record<string, string> = { ...this.selectors(), limit: String(this.opts.pageSize ?? 500) };
+      if (cont) query.continue = cont;
+      const page = await this.guarded((signal) => this.transport.list(query, signal));
+      const itemKind = page.kind?.endsWith('List') ? page.kind.slice(0, -4) : undefined;
+      for (const item of page.items) {
+        // Items of a built-in list come without kind and apiVersion; fill them in so logs and handlers can rely on them.
+        if (!item.kind && itemKind) item.kind = itemKind;
+        if (!item.apiVersion && page.apiVersion) item.apiVersion = page.apiVersion;
+        items.push(item);
+      }
+      resourceVersion = page.resourceVersion;
+      cont = page.continue;
+    } while (cont);
+
+    const initial = this.stats.lists === 0;
+    this.stats.lists++;
+    if (!initial) this.stats.relists++;
+    const { cache, events } = diffRelist(this.cache, items);
+    // The cache is replaced before any handler runs, so a handler that reads
+    // the cache sees the state the event belongs to.
+    this.cache = cache;
+    this.resourceVersion = resourceVersion;
+    this.needsList = false;
+    for (const e of events) this.dispatch(e);
+    if (!this.synced) {
+      this.synced = true;
+      this.syncWaiters.splice(0).forEach((r) => r());
+    }
+  }
+
+  /** Runs one request under its own AbortController, aborted by stop() or by the watchdog. */
+  private async guarded<R>(fn: (signal: AbortSignal) => Promise<R>, onWatchdog?: () => void): Promise<R> {
+    const request = new AbortController();
+    this.request = request;
+    this.armWatchdog(request, onWatchdog);
+    try {
+      return await fn(request.signal);
+    } catch (err) {
+      if (request.signal.aborted && !this.stopped && !onWatchdog) throw new Error(`no answer from ${this.path} for ${this.watchdogMs} ms`);
+      throw err;
+    } finally {
+      this.disarmWatchdog();
+      if (this.request === request) this.request = undefined;
+    }
+  }
+
+  private async watchOnce(): Promise<RestartReason> {
+    let silent = false;
+    let streamError: ApiStatusError | undefined;
+    const query = {
+      ...this.selectors(),
+      resourceVersion: this.resourceVersion,
+      allowWatchBookmarks: 'true',
+      // Like client-go: the server ends each watch after 5 to 10 minutes, so
+      // no connection lives forever behind a load balancer.
+      timeoutSeconds: String(Math.floor(300 * (1 + Math.random()))),
+    };
+    try {
+      await this.guarded(
+        (signal) =>
+          this.transport.watch(
+            query,
+            (event) => {
+              if (signal.aborted) return;
+              if (event.type === 'ERROR') {
+                streamError = statusFromObject(event.object);
+                this.request?.abort();
+                return;
+              }
+              this.watchDelivered = true;
+              this.armWatchdog(this.request!, () => (silent = true));
+              this.apply(event);
+            },
+            signal,
+          ),
+        () => (silent = true),
+      );
+    } catch (err) {
+      if (!streamError && !silent) throw err;
+    }
+    if (streamError) throw streamError;
+    if (silent) {
+      this.stats.watchdogs++;
+      this.log?.warn({ path: this.path, watchdogMs: this.watchdogMs }, 'watch silent; restarting');
+      // Open for a whole watchdog period: the connection worked.
+      this.watchDelivered = true;
+      return 'watchdog';
+    }
+    this.log?.debug({ path: this.path }, 'watch closed by the server; restarting');
+    return 'closed';
+  }
+
+  private apply(event: RawWatchEvent): void {
+    const object = event.object as T;
+    if (object?.metadata?.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;
+    // A BOOKMARK carries only its resourceVersion, taken above.
+    if (event.type === 'BOOKMARK' || !object?.metadata?.name) return;
+    const key = objectKey(object);
+    switch (event.type) {
+      case 'ADDED':
+      case 'MODIFIED': {
+        const old = this.cache.get(key);
+        this.cache.set(key, object);
+        this.dispatch(old ? { type: 'update', object, old } : { type: 'add', object });
+        break;
+      }
+      case 'DELETED': {
+        const old = this.cache.get(key);
+        this.cache.delete(key);
+        if (old) this.dispatch({ type: 'delete', object });
+        break;
+      }
+    }
+  }
+
+  private armWatchdog(request: AbortController, onFire?: () => void): void {
+    this.disarmWatchdog();
+    if (this.watchdogMs <= 0) return;
+    this.watchdog = this.clock.setTimeout(() => {
+      this.watchdog = undefined;
+      onFire?.();
+      request.abort();
+    }, this.watchdogMs);
+  }
+
+  private disarmWatchdog(): void {
+    if (this.watchdog !== undefined) this.clock.clearTimeout(this.watchdog);
+    this.watchdog = undefined;
+  }
+
+  private scheduleResync(): void {
+    if (this.resyncMs <= 0 || this.stopped) return;
+    this.resyncTimer = this.clock.setTimeout(() => {
+      if (this.synced) for (const object of this.cache.values()) this.dispatch({ type: 'update', object, old: object });
+      this.scheduleResync();
+    }, this.resyncMs);
+  }
+
+  private dispatch(e: InformerEvent<T>): void {
+    for (const fn of this.handlers[e.type]) {
+      try {
+        if (e.type === 'update') (fn as Handlers<T>['update'])(e.object, e.old);
+        else (fn as Handlers<T>['add'])(e.object);
+      } catch (err) {
+        this.log?.error({ path: this.path, event: e.type, key: objectKey(e.object), err: errorMessage(err) }, 'informer handler threw');
+      }
+    }
+  }
+
+  private emitError(err: unknown): void {
+    const error = err instanceof Error ? err : new Error(String(err));
+    for (const fn of this.handlers.error) {
+      try {
+        fn(error);
+      } catch {
+        // An error handler that throws has nothing left to tell.
+      }
+    }
+  }
+}
+
+function statusFromObject(object: unknown): ApiStatusError {
+  const s = (object ?? {}) as { code?: number; reason?: string; message?: string };
+  return new ApiStatusError(s.code ?? 500, s.reason, s.message ?? 'watch ERROR event');
+}
+
+function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+/**
+ * List and watch over plain node:http(s), with the TLS agent, credentials and
+ * proxy from the KubeConfig. client-node's Watch would do for the stream, but
+ * it creates its AbortController only after the response headers arrive, so a
+ * request that hangs before them could be neither timed out nor stopped.
+ */
+export class KubeListWatch<T> implements ListWatchTransport<T> {
+  constructor(
+    private readonly kc: KubeConfig,
+    private readonly path: string,
+  ) {}
+
+  async list(query: Record<string, string>, signal: AbortSignal): Promise<ListPage<T>> {
+    const res = await this.get(query, signal);
+    const body = JSON.parse(await readBody(res)) as { kind?: string; apiVersion?: string; items?: T[] | null; metadata?: { resourceVersion?: string; continue?: string } };
+    return {
+      items: body.items ?? [],
+      kind: body.kind,
+      apiVersion: body.apiVersion,
+      resourceVersion: body.metadata?.resourceVersion ?? '',
+      continue: body.metadata?.continue || undefined,
+    };
+  }
+
+  async watch(query: Record<string, string>, onEvent: (event: RawWatchEvent) => void, signal: AbortSignal): Promise<void> {
+    const res = await this.get({ ...query, watch: 'true' }, signal);
+    res.setEncoding('utf8');
+    let buffered = '';
+    res.on('data', (chunk: string) => {
+      buffered += chunk;
+      for (let nl = buffered.indexOf('\n'); nl >= 0; nl = buffered.indexOf('\n')) {
+        const line = buffered.slice(0, nl).trim();
+        buffered = buffered.slice(nl + 1);
+        if (!line) continue;
+        let event: RawWatchEvent;
+        try {
+          event = JSON.parse(line) as RawWatchEvent;
+        } catch {
+          res.destroy(new Error(`unparseable watch event from ${this.path}: ${line.slice(0, 200)}`));
+          return;
+        }
+        onEvent(event);
+      }
+    });
+    try {
+      await finished(res);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      throw new Error(`watch of ${this.path} broke off: ${errorMessage(err)}`);
+    }
+  }
+
+  private async get(query: Record<string, string>, signal: AbortSignal): Promise<http.IncomingMessage> {
+    const cluster = this.kc.getCurrentCluster();
+    if (!cluster) throw new Error('kubeconfig has no current cluster: set current-context or pass --kubeconfig');
+    const url = new URL(cluster.server.replace(/\/+$/, '') + this.path);
+    for (const [k, v] of Object.entries(query)) url.searchParams.set(k, v);
+    const options: https.RequestOptions = { method: 'GET', headers: { Accept: 'application/json' } };
+    await this.kc.applyToHTTPSOptions(options);
+    const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      const req = (url.protocol === 'https:' ? https : http).request(url, { ...options, signal }, resolve);
+      req.on('error', reject);
+      req.end();
+    });
+    if (res.statusCode !== 200) {
+      const text = await readBody(res).catch(() => '');
+      let status: { reason?: string; message?: string } = {};
+      try {
+        status = JSON.parse(text) as typeof status;
+      } catch {
+        // Not a Status object (a proxy's page, say): keep the raw text.
+      }
+      throw new ApiStatusError(res.statusCode ?? 0, status.reason, `${url.pathname}: HTTP ${res.statusCode}: ${status.message ?? text.slice(0, 200)}`);
+    }
+    return res;
+  }
+}
+
+async function readBody(res: http.IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of res) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
