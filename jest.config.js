@@ -10,6 +10,8 @@ const common = {
 export default {
   // e2e suites share one control plane and start real processes: run files one at a time.
   maxWorkers: 1,
+  // e2e tests drive real processes; per-project testTimeout is not honoured, so it is set here.
+  testTimeout: 120000,
   projects: [
     {
       ...common,
@@ -20,9 +22,8 @@ export default {
       ...common,
       displayName: 'e2e',
       testMatch: ['<rootDir>/e2e/**/*.test.ts'],
-      globalSetup: '<rootDir>/e2e/setup/global-setup.ts',
-      globalTeardown: '<rootDir>/e2e/setup/global-teardown.ts',
-      testTimeout: 120000,
+      globalSetup: '<rootDir>/e2e/setup/global-setup.mjs',
+      globalTeardown: '<rootDir>/e2e/setup/global-teardown.mjs',
     },
   ],
 };

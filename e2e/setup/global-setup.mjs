@@ -1,11 +1,14 @@
 // Starts one shared control plane for the e2e suite and installs the CRDs.
-// Tests that break the control plane on purpose start their own.
-import { ControlPlane } from '../cluster/controlplane.js';
+// Tests that break the control plane on purpose start their own. (Plain JS:
+// jest loads global setup outside its module mapper, so TypeScript comes in
+// through tsx.)
+import { tsImport } from 'tsx/esm/api';
 import { join } from 'node:path';
 
-export default async function globalSetup(): Promise<void> {
+export default async function globalSetup() {
+  const { ControlPlane } = await tsImport('../cluster/controlplane.ts', import.meta.url);
   const cp = await ControlPlane.start();
-  (globalThis as { __leaseholdCP?: ControlPlane }).__leaseholdCP = cp;
+  globalThis.__leaseholdCP = cp;
   process.env.LEASEHOLD_TEST_KUBECONFIG = cp.info.kubeconfig;
   process.env.LEASEHOLD_BIN_DIR = cp.info.binDir;
   process.env.LEASEHOLD_TEST_CP_DIR = cp.info.dir;
