@@ -6,9 +6,10 @@ export NODE_OPTIONS := --experimental-vm-modules
 
 all: test
 
-# Node packages, plus the OpenSSH and openssl binaries the tests drive.
+# Node packages, plus the OpenSSH (sshd machines) and openssl (certificates) the tests drive.
 deps: node_modules/.installed
-	@command -v openssl >/dev/null || (apt-get update -qq && apt-get install -y -qq openssl)
+	@command -v openssl >/dev/null && test -x /usr/sbin/sshd && command -v ssh-keygen >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openssl openssh-server openssh-client)
 
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund

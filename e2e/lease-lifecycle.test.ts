@@ -1,0 +1,144 @@
+// Leases on command Offers against real OpenSSH sshd machines: Ready with a
+// pinned host key a real ssh client accepts, refusals that release, idle
+// release, release retries, delete releases.
+import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startController, type ControllerProcess } from './support/controller.js';
+import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
+
+const kubectl = testKubectl();
+const provider = join(process.cwd(), 'e2e/providers/sshd-machine.sh');
+const machines = mkdtempSync(join(tmpdir(), 'leasehold-machines-'));
+const suffix = Date.now().toString(36);
+let ns: string;
+let ctl: ControllerProcess;
+const offers: string[] = [];
+
+const keyDir = mkdtempSync(join(tmpdir(), 'leasehold-device-'));
+execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'device', '-f', join(keyDir, 'id')]);
+const deviceKey = readFileSync(join(keyDir, 'id.pub'), 'utf8').trim();
+
+async function offer(name: string, opts: { cpus?: number; idleTimeout?: string; maxLifetime?: string; env?: string } = {}) {
+  const full = `${name}-${suffix}`;
+  offers.push(full);
+  const wrap = opts.env ? ['/usr/bin/env', ...opts.env.split(' ')] : [];
+  await apply(kubectl, JSON.stringify({
+    apiVersion: 'leasehold.dev/v1alpha1',
+    kind: 'Offer',
+    metadata: { name: full },
+    spec: {
+      command: { acquire: [...wrap, provider, 'acquire'], release: [...wrap, provider, 'release'], shape: { os: 'linux', arch: 'amd64', cpus: opts.cpus ?? 1 } },
+      pricePerHour: 0,
+      idleTimeout: opts.idleTimeout ?? '10m',
+      maxLifetime: opts.maxLifetime ?? '1h',
+    },
+  }));
+  return full;
+}
+
+async function lease(name: string, offerName: string) {
+  await apply(kubectl, JSON.stringify({
+    apiVersion: 'leasehold.dev/v1alpha1',
+    kind: 'Lease',
+    metadata: { name, namespace: ns },
+    spec: { where: 'cpus>=1', offer: offerName, sshKeys: [deviceKey] },
+  }));
+}
+
+const phase = async (name: string) => (await getJSON(kubectl, ['-n', ns, 'leases.leasehold.dev', name]))?.status;
+const waitPhase = (name: string, want: string, ms = 60_000) =>
+  waitFor(`${name} ${want}`, async () => {
+    const s = await phase(name);
+    return s?.phase === want ? s : undefined;
+  }, ms, 250);
+const sshdFor = (leaseID: string) => {
+  try {
+    return execFileSync('pgrep', ['-f', join(machines, leaseID)]).toString().trim();
+  } catch {
+    return '';
+  }
+};
+
+beforeAll(async () => {
+  ns = await freshNamespace(kubectl, 'lifecycle');
+  ctl = await startController(
+    process.env.LEASEHOLD_TEST_KUBECONFIG!,
+    ['--watch-namespace', ns, '--leader-election-namespace', ns, '--namespace', ns, '--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '2'],
+    { LEASEHOLD_MACHINES_DIR: machines },
+  );
+});
+
+afterAll(async () => {
+  await ctl?.stop();
+  for (const o of offers) await kubectl(['delete', 'offer.leasehold.dev', o, '--ignore-not-found', '--wait=false']);
+  try {
+    execFileSync('pkill', ['-f', `${machines}/.*/sshd_config`]);
+  } catch {
+    // nothing left to stop
+  }
+});
+
+describe('leases on command offers with real sshd machines', () => {
+  it('goes Ready, a real ssh with the pinned host key and a device key works, and delete releases it', async () => {
+    const o = await offer('box');
+    await lease('ready', o);
+    const st = await waitPhase('ready', 'Ready');
+    expect(st.machine.ssh.hostKey).toMatch(/^ssh-ed25519 /);
+    expect(st.facts.os).toBe('linux');
+    expect(sshdFor(st.leaseID)).not.toBe('');
+    const known = join(keyDir, 'known_hosts');
+    writeFileSync(known, `[${st.machine.ssh.host}]:${st.machine.ssh.port} ${st.machine.ssh.hostKey}\n`);
+    const out = execFileSync('ssh', ['-i', join(keyDir, 'id'), '-o', `UserKnownHostsFile=${known}`, '-o', 'StrictHostKeyChecking=yes', '-o', 'BatchMode=yes',
+      '-p', String(st.machine.ssh.port), `${st.machine.ssh.user}@${st.machine.ssh.host}`, 'echo hello-from-lease']).toString();
+    expect(out.trim()).toBe('hello-from-lease');
+    const wait = await kubectl(['-n', ns, 'wait', '--for=condition=Ready', 'leases.leasehold.dev/ready', '--timeout=5s']);
+    expect(wait.code).toBe(0);
+
+    const del = await kubectl(['-n', ns, 'delete', 'leases.leasehold.dev', 'ready', '--timeout=60s']);
+    expect(del.code).toBe(0);
+    expect(sshdFor(st.leaseID)).toBe('');
+    expect(existsSync(join(machines, st.leaseID))).toBe(false);
+  });
+
+  it('refuses a machine that presents another host key, and releases it', async () => {
+    const o = await offer('wrongkey', { env: 'SSHD_MACHINE_WRONG_HOST_KEY=1' });
+    await lease('wrongkey', o);
+    const st = await waitPhase('wrongkey', 'Failed');
+    expect(st.reason).toBe('HostKeyMismatch');
+    expect(sshdFor(st.leaseID)).toBe('');
+  });
+
+  it('fails and releases a machine whose facts do not match the claim', async () => {
+    const o = await offer('liar', { cpus: 512 });
+    await lease('liar', o);
+    const st = await waitPhase('liar', 'Failed');
+    expect(st.reason).toBe('FactsMismatch');
+    expect(st.message).toMatch(/cpus: offer claims 512/);
+    expect(sshdFor(st.leaseID)).toBe('');
+  });
+
+  it('releases after idleTimeout, retrying a failing release until it succeeds', async () => {
+    const o = await offer('idle', { idleTimeout: '3s', env: 'SSHD_MACHINE_FAIL_RELEASE_TIMES=2' });
+    await lease('idle', o);
+    const ready = await waitPhase('idle', 'Ready');
+    await waitPhase('idle', 'Idle', 20_000);
+    const st = await waitPhase('idle', 'Released', 30_000);
+    const events = await getJSON(kubectl, ['-n', ns, 'events', '--field-selector', 'involvedObject.name=idle']);
+    expect(events.items.map((e: any) => e.reason)).toEqual(expect.arrayContaining(['IdleTimeout', 'ReleaseFailed', 'Released']));
+    expect(st.releaseAttempts).toBe(3);
+    expect(st.lastReleaseError).toMatch(/simulated release failure/);
+    expect(sshdFor(ready.leaseID)).toBe('');
+  });
+
+  it('releases at maxLifetime', async () => {
+    const o = await offer('short', { maxLifetime: '8s' });
+    await lease('short', o);
+    await waitPhase('short', 'Ready');
+    await waitPhase('short', 'Released', 30_000);
+    const events = await getJSON(kubectl, ['-n', ns, 'events', '--field-selector', 'involvedObject.name=short']);
+    expect(events.items.map((e: any) => e.reason)).toContain('MaxLifetime');
+  });
+});
