@@ -1,0 +1,89 @@
+// Which Offer serves a Lease, maxLeases, and acquire output that breaks the
+// provider rules (no JSON, over 16 KiB, a local socket): fails and releases.
+import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { startController, type ControllerProcess } from './support/controller.js';
+import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
+
+const kubectl = testKubectl();
+const sshd = join(process.cwd(), 'e2e/providers/sshd-machine.sh');
+const bad = join(process.cwd(), 'e2e/providers/bad-target.sh');
+const machines = mkdtempSync(join(tmpdir(), 'leasehold-machines-'));
+const suffix = Date.now().toString(36);
+let ns: string;
+let ctl: ControllerProcess;
+const offers: string[] = [];
+
+async function offer(name: string, acquire: string[], release: string[], pricePerHour?: number, gpu?: string) {
+  const full = `${name}-${suffix}`;
+  offers.push(full);
+  await apply(kubectl, JSON.stringify({
+    apiVersion: 'leasehold.dev/v1alpha1', kind: 'Offer', metadata: { name: full },
+    spec: { command: { acquire, release, shape: { os: 'linux', arch: 'amd64', cpus: 1, ...(gpu ? { gpu } : {}) } }, ...(pricePerHour === undefined ? {} : { pricePerHour }) },
+  }));
+  return full;
+}
+
+async function lease(name: string, where: string, offerName?: string) {
+  await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { name, namespace: ns }, spec: { where, ...(offerName ? { offer: offerName } : {}) } }));
+}
+const status = async (name: string) => (await getJSON(kubectl, ['-n', ns, 'leases.leasehold.dev', name]))?.status;
+const waitPhase = (name: string, want: string, ms = 60_000) => waitFor(`${name} ${want}`, async () => ((await status(name))?.phase === want ? status(name) : undefined), ms, 250);
+
+beforeAll(async () => {
+  ns = await freshNamespace(kubectl, 'sched');
+  ctl = await startController(process.env.LEASEHOLD_TEST_KUBECONFIG!,
+    ['--watch-namespace', ns, '--leader-election-namespace', ns, '--namespace', ns, '--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '1'],
+    { LEASEHOLD_MACHINES_DIR: machines });
+});
+
+afterAll(async () => {
+  await ctl?.stop();
+  for (const o of offers) await kubectl(['delete', 'offer.leasehold.dev', o, '--ignore-not-found', '--wait=false']);
+  try {
+    execFileSync('pkill', ['-f', `${machines}/.*/sshd_config`]);
+  } catch {
+    // nothing left to stop
+  }
+});
+
+describe('scheduling and provider output rules', () => {
+  it('chooses the cheapest matching Offer, a priced one before an unpriced one, and holds maxLeases', async () => {
+    const release = [sshd, 'release'];
+    await offer('unpriced', [sshd, 'acquire'], release, undefined, 'T4');
+    const cheap = await offer('cheap', [sshd, 'acquire'], release, 0.5, 'T4');
+    await offer('dear', [sshd, 'acquire'], release, 3, 'T4');
+    // The machines are real sshd boxes without GPUs; the facts check will fail
+    // them, which is fine here: the choice is made before the machine exists.
+    await lease('first', `gpu=t4`);
+    const first = await waitFor('first scheduled', async () => (await status('first'))?.offer, 30_000);
+    expect(first).toBe(cheap);
+    await waitPhase('first', 'Failed');
+
+    // maxLeases=1: while one Lease is active, the next waits with MaxLeases.
+    const box = await offer('box', [sshd, 'acquire'], release, 0.1);
+    await lease('one', 'cpus>=1', box);
+    await waitPhase('one', 'Ready');
+    await lease('two', 'cpus>=1', box);
+    const waiting = await waitFor('two waits', async () => ((await status('two'))?.reason === 'MaxLeases' ? status('two') : undefined), 20_000);
+    expect(waiting.phase).toBe('Pending');
+    expect(waiting.message).toMatch(/maxLeases is 1/);
+    await kubectl(['-n', ns, 'delete', 'leases.leasehold.dev', 'one', '--timeout=60s']);
+    await waitPhase('two', 'Ready');
+    await kubectl(['-n', ns, 'delete', 'leases.leasehold.dev', 'two', '--timeout=60s']);
+  });
+
+  for (const mode of ['nojson', 'huge', 'socket']) {
+    it(`fails and releases when acquire output breaks the rules (${mode})`, async () => {
+      const o = await offer(`bad-${mode}`, [bad, 'acquire', mode], [bad, 'release']);
+      await lease(`bad-${mode}`, 'cpus>=1', o);
+      const st = await waitPhase(`bad-${mode}`, 'Failed');
+      expect(st.reason).toBe('InvalidTarget');
+      expect(existsSync(join(machines, 'released'))).toBe(true);
+      expect(readFileSync(join(machines, 'released'), 'utf8')).toContain(st.leaseID);
+    });
+  }
+});
