@@ -12,6 +12,8 @@ export default {
   maxWorkers: 1,
   // e2e tests drive real processes; per-project testTimeout is not honoured, so it is set here.
   testTimeout: 120000,
+  // Keep-alive sockets of the real API clients can outlive a suite by seconds; do not let them hold CI.
+  forceExit: true,
   projects: [
     {
       ...common,

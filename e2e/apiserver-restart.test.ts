@@ -10,7 +10,7 @@ let cp: ControlPlane;
 let ctl: ControllerProcess;
 
 beforeAll(async () => {
-  cp = await ControlPlane.start({ binDir: process.env.LEASEHOLD_BIN_DIR });
+  cp = await ControlPlane.start({ binDir: process.env.E2E_BIN_DIR });
   const crds = await cp.kubectl(['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
   expect(crds.code).toBe(0);
   await cp.kubectl(['wait', '--for=condition=Established', 'crd', '--all', '--timeout=60s']);

@@ -14,7 +14,7 @@ const leaderFlags = (p: ControllerProcess) => p.metric('leasehold_leader');
 beforeAll(async () => {
   ns = await freshNamespace(kubectl, 'leader');
   const flags = ['--watch-namespace', ns, '--leader-election-namespace', ns];
-  replicas = await Promise.all([startController(process.env.LEASEHOLD_TEST_KUBECONFIG!, flags), startController(process.env.LEASEHOLD_TEST_KUBECONFIG!, flags)]);
+  replicas = await Promise.all([startController(process.env.E2E_KUBECONFIG!, flags), startController(process.env.E2E_KUBECONFIG!, flags)]);
 });
 
 afterAll(async () => {
@@ -62,7 +62,7 @@ spec: {where: "gpu=a100"}
 
   it('hands the lease over at once on SIGTERM', async () => {
     const current = replicas.find((r) => r.child.exitCode === null && r.child.signalCode === null)!;
-    const standby = await startController(process.env.LEASEHOLD_TEST_KUBECONFIG!, ['--watch-namespace', ns, '--leader-election-namespace', ns]);
+    const standby = await startController(process.env.E2E_KUBECONFIG!, ['--watch-namespace', ns, '--leader-election-namespace', ns]);
     replicas.push(standby);
     await new Promise((r) => setTimeout(r, 3000));
     expect(await standby.metric('leasehold_leader')).toBe(0);

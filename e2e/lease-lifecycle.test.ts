@@ -65,7 +65,7 @@ const sshdFor = (leaseID: string) => {
 beforeAll(async () => {
   ns = await freshNamespace(kubectl, 'lifecycle');
   ctl = await startController(
-    process.env.LEASEHOLD_TEST_KUBECONFIG!,
+    process.env.E2E_KUBECONFIG!,
     ['--watch-namespace', ns, '--leader-election-namespace', ns, '--namespace', ns, '--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '2'],
     { LEASEHOLD_MACHINES_DIR: machines },
   );

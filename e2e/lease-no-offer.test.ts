@@ -16,7 +16,7 @@ const writes = async () =>
 
 beforeAll(async () => {
   ns = await freshNamespace(kubectl, 'no-offer');
-  ctl = await startController(process.env.LEASEHOLD_TEST_KUBECONFIG!, ['--watch-namespace', ns, '--leader-election-namespace', ns]);
+  ctl = await startController(process.env.E2E_KUBECONFIG!, ['--watch-namespace', ns, '--leader-election-namespace', ns]);
 });
 
 afterAll(async () => {

@@ -35,7 +35,7 @@ const waitPhase = (name: string, want: string, ms = 60_000) => waitFor(`${name} 
 
 beforeAll(async () => {
   ns = await freshNamespace(kubectl, 'sched');
-  ctl = await startController(process.env.LEASEHOLD_TEST_KUBECONFIG!,
+  ctl = await startController(process.env.E2E_KUBECONFIG!,
     ['--watch-namespace', ns, '--leader-election-namespace', ns, '--namespace', ns, '--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '1'],
     { LEASEHOLD_MACHINES_DIR: machines });
 });

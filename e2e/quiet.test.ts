@@ -27,7 +27,7 @@ const serverWrites = async () => {
 
 beforeAll(async () => {
   ns = await freshNamespace(kubectl, 'quiet');
-  ctl = await startController(process.env.LEASEHOLD_TEST_KUBECONFIG!, ['--watch-namespace', ns, '--leader-election-namespace', ns]);
+  ctl = await startController(process.env.E2E_KUBECONFIG!, ['--watch-namespace', ns, '--leader-election-namespace', ns]);
 });
 
 afterAll(async () => {

@@ -34,8 +34,8 @@ export interface ControlPlaneInfo {
 
 /** Builds (or finds cached) binaries and returns their directory. */
 export async function ensureBinaries(): Promise<string> {
-  if (process.env.LEASEHOLD_BIN_DIR && existsSync(join(process.env.LEASEHOLD_BIN_DIR, 'kube-apiserver'))) {
-    return process.env.LEASEHOLD_BIN_DIR;
+  if (process.env.E2E_BIN_DIR && existsSync(join(process.env.E2E_BIN_DIR, 'kube-apiserver'))) {
+    return process.env.E2E_BIN_DIR;
   }
   const { stdout } = await run('bash', [join(here, 'build.sh')], { maxBuffer: 1 << 20 });
   const lines = stdout.trim().split('\n');

@@ -9,9 +9,9 @@ export default async function globalSetup() {
   const { ControlPlane } = await tsImport('../cluster/controlplane.ts', import.meta.url);
   const cp = await ControlPlane.start();
   globalThis.__leaseholdCP = cp;
-  process.env.LEASEHOLD_TEST_KUBECONFIG = cp.info.kubeconfig;
-  process.env.LEASEHOLD_BIN_DIR = cp.info.binDir;
-  process.env.LEASEHOLD_TEST_CP_DIR = cp.info.dir;
+  process.env.E2E_KUBECONFIG = cp.info.kubeconfig;
+  process.env.E2E_BIN_DIR = cp.info.binDir;
+  process.env.E2E_CP_DIR = cp.info.dir;
   const applied = await cp.kubectl(['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
   if (applied.code !== 0) throw new Error(`installing CRDs failed: ${applied.stderr}`);
   const established = await cp.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '-l', 'app.kubernetes.io/part-of=leasehold']);

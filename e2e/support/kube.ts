@@ -6,7 +6,7 @@ export interface Kubectl {
   (args: string[], input?: string): Promise<{ stdout: string; stderr: string; code: number }>;
 }
 
-export function testKubectl(kubeconfig = process.env.LEASEHOLD_TEST_KUBECONFIG!, binDir = process.env.LEASEHOLD_BIN_DIR!): Kubectl {
+export function testKubectl(kubeconfig = process.env.E2E_KUBECONFIG!, binDir = process.env.E2E_BIN_DIR!): Kubectl {
   return (args, input) => runTool(join(binDir, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], input);
 }
 
