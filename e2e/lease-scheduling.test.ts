@@ -67,6 +67,11 @@ describe('scheduling and provider output rules', () => {
     const box = await offer('box', [sshd, 'acquire'], release, 0.1);
     await lease('one', 'cpus>=1', box);
     await waitPhase('one', 'Ready');
+    const boxStatus = await waitFor('Offer counts its active Lease', async () => {
+      const o = await getJSON(kubectl, ['offers.leasehold.dev', box]);
+      return o?.status?.activeLeases === 1 ? o.status : undefined;
+    }, 10_000);
+    expect(boxStatus.conditions.find((c: any) => c.type === 'Ready').status).toBe('True');
     await lease('two', 'cpus>=1', box);
     const waiting = await waitFor('two waits', async () => ((await status('two'))?.reason === 'MaxLeases' ? status('two') : undefined), 20_000);
     expect(waiting.phase).toBe('Pending');

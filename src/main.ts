@@ -7,6 +7,7 @@ import { loadKubeConfig } from './kube/client.js';
 import { createLogger } from './kube/logger.js';
 import { Manager } from './kube/manager.js';
 import { registerLeaseController } from '../controllers/lease/controller.js';
+import { registerOfferController } from '../controllers/offer/controller.js';
 import { MachineDriver } from '../controllers/lease/machines.js';
 import { sshAgent } from '../controllers/lease/ssh-agent.js';
 import { loadOrCreateControllerKey, type ControllerKey } from '../controllers/lease/identity.js';
@@ -99,6 +100,7 @@ const driver = new MachineDriver({
   releaseTimeoutMs: 5 * 60_000,
   log,
 });
+registerOfferController(mgr);
 registerLeaseController(mgr, {
   concurrency,
   driver,
