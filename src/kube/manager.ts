@@ -138,8 +138,8 @@ export class Manager {
             this.metrics.reconcileTotal.inc({ controller: controller.name, result: result?.requeueAfter ? 'requeue' : 'success' });
             return result ?? undefined;
           } catch (err) {
+            // runWorkers logs the failure with its requeue count.
             this.metrics.reconcileTotal.inc({ controller: controller.name, result: 'error' });
-            this.log.warn({ controller: controller.name, key, err: errorText(err) }, 'reconcile failed; backing off');
             throw err;
           } finally {
             end();
