@@ -67,7 +67,8 @@ export class MachineDriver implements LeaseDriver {
         offer: st.offer!,
         where: lease.spec.where,
         controllerPublicKey: key.publicKey,
-        signal: AbortSignal.timeout(this.opts.acquireTimeoutMs),
+        // The provider enforces acquireTimeoutMs itself and reports it as a Timeout.
+        signal: new AbortController().signal,
         onProgress,
       });
       const ssh = launched.target.ssh;
@@ -80,7 +81,7 @@ export class MachineDriver implements LeaseDriver {
       return { kind: 'launched', state: launched.state, machine: { ssh: { host: ssh.host, port: ssh.port, user: ssh.user ?? 'root', hostKey: ssh.hostKey } } };
     } catch (err) {
       const reason = isProviderError(err) ? (err.kind === 'InvalidTarget' ? 'InvalidTarget' : 'AcquireFailed') : 'AcquireFailed';
-      const state = isProviderError(err) ? (err as { state?: string }).state : undefined;
+      const state = isProviderError(err) ? err.state : undefined;
       return { kind: 'failed', reason, message: err instanceof Error ? err.message : String(err), ...(state ? { state } : {}) };
     }
   }
@@ -114,7 +115,7 @@ export class MachineDriver implements LeaseDriver {
       machineName: st.machineName ?? '',
       offer: st.offer ?? '',
       state: st.providerState ?? '',
-      signal: AbortSignal.timeout(this.opts.releaseTimeoutMs),
+      signal: new AbortController().signal,
     });
   }
 }
