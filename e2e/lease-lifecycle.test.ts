@@ -104,6 +104,11 @@ describe('leases on command offers with real sshd machines', () => {
     const out = execFileSync('ssh', ['-i', join(keyDir, 'id'), '-o', `UserKnownHostsFile=${known}`, '-o', 'StrictHostKeyChecking=yes', '-o', 'BatchMode=yes',
       '-p', String(st.machine.ssh.port), `${st.machine.ssh.user}@${st.machine.ssh.host}`, 'echo hello-from-lease']).toString();
     expect(out.trim()).toBe('hello-from-lease');
+    // Each stderr line of acquire is shown to the user as an event.
+    const events = await getJSON(kubectl, ['-n', ns, 'events', '--field-selector', 'involvedObject.name=ready']);
+    expect(events.items.filter((e: any) => e.reason === 'Provider').map((e: any) => e.message)).toEqual(
+      expect.arrayContaining([expect.stringMatching(/^starting sshd on 127\.0\.0\.1:/)]),
+    );
     const wait = await kubectl(['-n', ns, 'wait', '--for=condition=Ready', 'leases.leasehold.dev/ready', '--timeout=5s']);
     expect(wait.code).toBe(0);
 
