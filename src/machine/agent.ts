@@ -1,98 +1,293 @@
-// The agent: a small POSIX sh script the controller installs over SSH. It
-// keeps authorized_keys (the controller's key plus the Lease's device keys),
-// measures the machine, and counts jobs.
+// The agent: a small POSIX sh script the controller installs on every
+// machine over SSH. It replaces authorized_keys, measures the machine and
+// counts the jobs running on it.
 //
-// "Busy" is defined as: the number of jobs started through
-// `$LEASEHOLD_HOME/bin/leasehold-run CMD...` that are still running. The
-// wrapper records its PID under $LEASEHOLD_HOME/jobs and removes it on exit;
-// the probe drops records whose process is gone. Clients that submit work
-// another way mark activity with the leasehold.dev/activity annotation.
+// Busy, precisely: the agent also installs `$LEASEHOLD_HOME/bin/leasehold-run`
+// (LEASEHOLD_HOME defaults to ~/.leasehold). Running `leasehold-run CMD...`
+// records the wrapper's PID (and its start time) in `$LEASEHOLD_HOME/jobs/<pid>`
+// and removes the record when CMD ends. `busy` is the number of records whose
+// process is still alive; the probe deletes the rest. Work started any other
+// way is invisible to the probe. `jobs` is how many jobs leasehold-run has
+// started since the agent was first installed, so that a job that started and
+// ended between two probes still shows as activity.
+import { z } from 'zod';
+import { parsePublicKey } from './keys.js';
 import type { SshSession } from './ssh.js';
 
+/** The most device keys a Lease may have admitted (spec.sshKeys). */
+export const MAX_DEVICE_KEYS = 16;
+
 export const AGENT_SCRIPT = `#!/bin/sh
+# leasehold-agent, installed and kept up to date by the Leasehold controller.
+#   leasehold-agent probe       print this machine's facts as one JSON line
+#   leasehold-agent keys        replace authorized_keys with the lines on stdin
+#   leasehold-run CMD [ARG...]  run CMD as a job; the machine is busy while it runs
 set -u
-H="\${LEASEHOLD_HOME:-$HOME/.leasehold}"
-AK="\${LEASEHOLD_AUTHORIZED_KEYS:-$HOME/.ssh/authorized_keys}"
-case "$(basename "$0")" in
-leasehold-run)
-  mkdir -p "$H/jobs"
-  echo $$ > "$H/jobs/$$"
-  trap 'rm -f "$H/jobs/$$"' EXIT
+LC_ALL=C
+export LC_ALL
+
+bin=$(cd "$(dirname "$0")" && pwd)
+home=$(dirname "$bin")
+jobs="$home/jobs"
+started_log="$home/jobs.log"
+
+# The start time of a process, in clock ticks since boot (field 22 of
+# /proc/PID/stat, after the command name, which may hold spaces); empty where
+# there is no /proc.
+start_time() {
+  if [ -r "/proc/$1/stat" ]; then
+    sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20
+  fi
+}
+
+run() {
+  if [ $# -eq 0 ]; then
+    echo "usage: leasehold-run CMD [ARG...]" >&2
+    exit 2
+  fi
+  mkdir -p "$jobs"
+  record="$jobs/$$"
+  trap 'rm -f "$record" "$jobs/.$$"' EXIT
+  # Stay alive until CMD ends even when signalled, so the record lasts as
+  # long as the job does.
+  trap 'exit 129' HUP
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+  # The record is written aside and renamed in: a probe must never see it
+  # half written and take the job for a dead one.
+  start_time $$ > "$jobs/.$$" && mv -f "$jobs/.$$" "$record"
+  echo "$$ $(date +%s)" >> "$started_log"
   "$@"
-  exit $?
-  ;;
+}
+
+probe() {
+  os=$(uname -s | tr '[:upper:]' '[:lower:]')
+  machine=$(uname -m)
+  case "$machine" in
+    x86_64 | amd64) arch=amd64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) arch=$machine ;;
+  esac
+  # nproc would report OMP_NUM_THREADS instead of the CPUs, were it set.
+  unset OMP_NUM_THREADS OMP_THREAD_LIMIT
+  cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 0)
+  if [ -r /proc/meminfo ]; then
+    memory=$(awk '/^MemTotal:/ { printf "%d", $2 / 1048576 + 0.5 }' /proc/meminfo)
+  else
+    memory=$(sysctl -n hw.memsize 2>/dev/null | awk '{ printf "%d", $1 / 1073741824 + 0.5 }')
+  fi
+
+  gpu_json=',"gpus":0'
+  if command -v nvidia-smi >/dev/null 2>&1; then
+    # One "NAME, MIB" line per GPU; vramGiB is the smallest GPU's memory.
+    gpu_json=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits 2>/dev/null | awk -F',' '
+      NF >= 2 {
+        name = $1; mib = $2
+        gsub(/[^ -~]|["\\\\]/, "", name); sub(/^ +/, "", name); sub(/ +$/, "", name)
+        gsub(/ /, "", mib)
+        if (name == "") next
+        n++
+        if (n == 1) model = name
+        if (mib ~ /^[0-9]+$/ && (min == "" || mib + 0 < min)) min = mib + 0
+      }
+      END {
+        if (n == 0) { printf ",\\"gpus\\":0"; exit }
+        printf ",\\"gpus\\":%d,\\"gpuModel\\":\\"%s\\"", n, model
+        if (min != "") printf ",\\"vramGiB\\":%d", min / 1024 + 0.5
+      }')
+    [ -n "$gpu_json" ] || gpu_json=',"gpus":0'
+  fi
+
+  # busy: jobs started through leasehold-run that are still running. A record
+  # whose process is gone (or whose PID now belongs to another process) is
+  # stale and removed.
+  busy=0
+  if [ -d "$jobs" ]; then
+    for record in "$jobs"/*; do
+      [ -f "$record" ] || continue
+      pid=\${record##*/}
+      case "$pid" in
+        '' | *[!0-9]*) rm -f "$record"; continue ;;
+      esac
+      if kill -0 "$pid" 2>/dev/null && [ "$(cat "$record" 2>/dev/null)" = "$(start_time "$pid")" ]; then
+        busy=$((busy + 1))
+      else
+        rm -f "$record"
+      fi
+    done
+  fi
+  started=0
+  if [ -f "$started_log" ]; then started=$(awk 'END { print NR }' "$started_log"); fi
+
+  printf '{"os":"%s","arch":"%s","cpus":%d,"memoryGiB":%d%s,"busy":%d,"jobs":%d}\\n' \\
+    "$os" "$arch" "\${cpus:-0}" "\${memory:-0}" "$gpu_json" "$busy" "$started"
+}
+
+keys() {
+  target="\${LEASEHOLD_AUTHORIZED_KEYS:-$HOME/.ssh/authorized_keys}"
+  dir=$(dirname "$target")
+  umask 077
+  mkdir -p "$dir" || exit 1
+  tmp="$dir/.leasehold-authorized_keys.$$"
+  if ! cat > "$tmp"; then rm -f "$tmp"; exit 1; fi
+  # An empty authorized_keys would lock everyone out, the controller too.
+  if ! grep -q '[^[:space:]]' "$tmp"; then
+    rm -f "$tmp"
+    echo "refusing to write an empty authorized_keys" >&2
+    exit 1
+  fi
+  # Renamed into place, so sshd never reads a half-written file.
+  if ! { chmod 600 "$tmp" && mv -f "$tmp" "$target"; }; then rm -f "$tmp"; exit 1; fi
+}
+
+case "\${0##*/}" in
+  leasehold-run)
+    run "$@"
+    exit $?
+    ;;
 esac
 case "\${1:-}" in
-keys)
-  mkdir -p "$(dirname "$AK")"
-  cat > "$AK.leasehold-tmp" && chmod 600 "$AK.leasehold-tmp" && mv "$AK.leasehold-tmp" "$AK"
-  ;;
-probe)
-  os=$(uname -s | tr '[:upper:]' '[:lower:]')
-  m=$(uname -m)
-  case "$m" in x86_64|amd64) arch=amd64 ;; aarch64|arm64) arch=arm64 ;; *) arch="$m" ;; esac
-  cpus=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN)
-  memkb=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo 2>/dev/null || echo 0)
-  mem=$(( (memkb + 524288) / 1048576 ))
-  gpus=0; model=""; vram=0
-  if command -v nvidia-smi >/dev/null 2>&1; then
-    out=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits 2>/dev/null || true)
-    if [ -n "$out" ]; then
-      gpus=$(printf '%s\\n' "$out" | grep -c .)
-      model=$(printf '%s\\n' "$out" | head -n1 | cut -d, -f1 | tr -d '"\\\\' | sed 's/^ *//;s/ *$//')
-      mib=$(printf '%s\\n' "$out" | head -n1 | cut -d, -f2 | tr -dc '0-9')
-      vram=$(( (\${mib:-0} + 512) / 1024 ))
-    fi
-  fi
-  busy=0
-  mkdir -p "$H/jobs"
-  for f in "$H/jobs"/*; do
-    [ -e "$f" ] || continue
-    pid=$(basename "$f")
-    if kill -0 "$pid" 2>/dev/null; then busy=$((busy + 1)); else rm -f "$f"; fi
-  done
-  printf '{"os":"%s","arch":"%s","cpus":%d,"memoryGiB":%d,"gpus":%d,"gpuModel":"%s","vramGiB":%d,"busy":%d}\\n' \\
-    "$os" "$arch" "$cpus" "$mem" "$gpus" "$model" "$vram" "$busy"
-  ;;
-*)
-  echo "usage: leasehold-agent keys|probe" >&2
-  exit 2
-  ;;
+  probe) probe ;;
+  keys) keys ;;
+  *)
+    echo "usage: leasehold-agent probe|keys, or leasehold-run CMD [ARG...]" >&2
+    exit 2
+    ;;
 esac
 `;
 
-const INSTALL = `H="\${LEASEHOLD_HOME:-$HOME/.leasehold}"; mkdir -p "$H/bin" "$H/jobs" && cat > "$H/bin/.agent.tmp" && chmod 755 "$H/bin/.agent.tmp" && mv "$H/bin/.agent.tmp" "$H/bin/leasehold-agent" && ln -sf leasehold-agent "$H/bin/leasehold-run"`;
-const AGENT = `"\${LEASEHOLD_HOME:-$HOME/.leasehold}/bin/leasehold-agent"`;
+// Commands run through the remote user's login shell, which may not be a
+// POSIX one: each is handed to sh as one single-quoted line.
+const AGENT = '"${LEASEHOLD_HOME:-$HOME/.leasehold}/bin/leasehold-agent"';
+const INSTALL = [
+  'set -eu',
+  'umask 022',
+  'home="${LEASEHOLD_HOME:-$HOME/.leasehold}"',
+  'mkdir -p "$home/bin" "$home/jobs"',
+  'tmp="$home/bin/.leasehold-agent.$$"',
+  'cat > "$tmp"',
+  'chmod 755 "$tmp"',
+  // Replaced by rename, never rewritten in place: sh reads a script as it
+  // runs it, and running leasehold-run jobs are reading the old one.
+  'mv -f "$tmp" "$home/bin/leasehold-agent"',
+  'ln -sf leasehold-agent "$home/bin/leasehold-run"',
+].join('; ');
+
+const TIMEOUT_MS = 30_000;
+
+/** What the agent functions need of a session: SshSession, or anything that runs a command the same way. */
+export type RemoteShell = Pick<SshSession, 'exec'>;
 
 export interface Probe {
+  /** uname -s, lower case: linux, darwin, ... */
   os: string;
+  /** amd64 or arm64 (from uname -m x86_64 / aarch64); other machines as uname -m says. */
   arch: string;
   cpus: number;
+  /** MemTotal rounded to the nearest GiB. */
   memoryGiB: number;
   gpus: number;
+  /** The first GPU's name, as nvidia-smi reports it; only when gpus > 0. */
   gpuModel?: string;
+  /** Memory of the smallest GPU, rounded to the nearest GiB; only when gpus > 0. */
   vramGiB?: number;
+  /** Jobs started through leasehold-run that are still running. */
   busy: number;
+  /** Jobs started through leasehold-run since the agent was first installed. */
+  jobs: number;
 }
 
-/** Installs (or reinstalls: it is idempotent) the agent and writes authorized_keys. */
-export async function installAgent(session: SshSession, keys: { deviceKeys: string[]; controllerKey: string }): Promise<void> {
-  const installed = await session.exec(INSTALL, { stdin: AGENT_SCRIPT, timeoutMs: 30_000 });
-  if (installed.code !== 0) throw new Error(`installing the agent failed (exit ${installed.code}): ${installed.stderr.trim().slice(0, 300)}`);
-  // The controller's key always stays, or the controller would lock itself out.
-  const lines = [keys.controllerKey, ...keys.deviceKeys.filter((k) => k.trim() !== keys.controllerKey.trim())].map((k) => k.trim());
-  const written = await session.exec(`${AGENT} keys`, { stdin: `${lines.join('\n')}\n`, timeoutMs: 30_000 });
-  if (written.code !== 0) throw new Error(`writing authorized_keys failed (exit ${written.code}): ${written.stderr.trim().slice(0, 300)}`);
-}
+const count = z.number().int().min(0);
+const ProbeSchema = z.object({
+  os: z.string().min(1).max(32),
+  arch: z.string().min(1).max(32),
+  cpus: count,
+  memoryGiB: count,
+  gpus: count,
+  gpuModel: z.string().max(256).optional(),
+  vramGiB: count.optional(),
+  busy: count,
+  jobs: count,
+});
 
-export async function probe(session: SshSession): Promise<Probe> {
-  const r = await session.exec(`${AGENT} probe`, { timeoutMs: 30_000 });
-  if (r.code !== 0) throw new Error(`the probe failed (exit ${r.code}): ${r.stderr.trim().slice(0, 300)}`);
-  const line = r.stdout.trim().split('\n').pop() ?? '';
-  const p = JSON.parse(line) as Probe;
-  if (!p.gpus) {
-    delete p.gpuModel;
-    delete p.vramGiB;
+/**
+ * The authorized_keys a machine gets: the controller's key first, then each
+ * device key once. Throws, naming the key, when one is not a valid OpenSSH
+ * public key line or there are more than MAX_DEVICE_KEYS.
+ */
+export function authorizedKeys(controllerKey: string, deviceKeys: readonly string[]): string {
+  if (deviceKeys.length > MAX_DEVICE_KEYS) {
+    throw new Error(`a Lease admits at most ${MAX_DEVICE_KEYS} device keys, and spec.sshKeys has ${deviceKeys.length}; remove some`);
   }
-  return p;
+  const own = parsePublicKey(controllerKey);
+  if (!own.ok) throw new Error(`the controller's public key is not usable: ${own.error}`);
+  const seen = new Set([own.blob.toString('base64')]);
+  const lines = [line(own)];
+  deviceKeys.forEach((key, i) => {
+    const parsed = parsePublicKey(key);
+    if (!parsed.ok) throw new Error(`spec.sshKeys[${i}] is not an OpenSSH public key: ${parsed.error}`);
+    const id = parsed.blob.toString('base64');
+    if (seen.has(id)) return;
+    seen.add(id);
+    lines.push(line(parsed));
+  });
+  return `${lines.join('\n')}\n`;
+}
+
+/**
+ * Installs the agent (or reinstalls it: running this again is harmless) and
+ * replaces authorized_keys with the controller's key plus the device keys.
+ */
+export async function installAgent(session: RemoteShell, keys: { deviceKeys: readonly string[]; controllerKey: string }): Promise<void> {
+  // Built before anything touches the machine, so a bad key changes nothing there.
+  const content = authorizedKeys(keys.controllerKey, keys.deviceKeys);
+  const installed = await session.exec(sh(INSTALL), { stdin: AGENT_SCRIPT, timeoutMs: TIMEOUT_MS });
+  if (installed.code !== 0) throw new Error(`installing the agent failed (exit ${installed.code}): ${excerpt(installed.stderr)}`);
+  await writeAuthorizedKeys(session, content);
+}
+
+/** Replaces authorized_keys (written aside, then renamed in, mode 600). The agent must be installed. */
+export async function writeAuthorizedKeys(session: RemoteShell, content: string): Promise<void> {
+  const written = await session.exec(sh(`${AGENT} keys`), { stdin: content, timeoutMs: TIMEOUT_MS });
+  if (written.code !== 0) throw new Error(`writing authorized_keys failed (exit ${written.code}): ${excerpt(written.stderr)}`);
+}
+
+/** Measures the machine and counts its jobs. The agent must be installed. */
+export async function probe(session: RemoteShell): Promise<Probe> {
+  const r = await session.exec(sh(`${AGENT} probe`), { timeoutMs: TIMEOUT_MS });
+  if (r.code !== 0) throw new Error(`the agent's probe failed (exit ${r.code}): ${excerpt(r.stderr)}`);
+  return parseProbe(r.stdout);
+}
+
+/** Reads the probe's output: its last non-empty line must be the facts as JSON. */
+export function parseProbe(stdout: string): Probe {
+  const last = stdout.split('\n').map((l) => l.trim()).filter(Boolean).pop() ?? '';
+  let json: unknown;
+  try {
+    json = JSON.parse(last);
+  } catch {
+    throw new Error(`the agent's probe printed no JSON: ${excerpt(stdout) || 'nothing'}`);
+  }
+  const parsed = ProbeSchema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new Error(`the agent's probe printed unexpected facts (${issue?.path.join('.') || 'facts'}: ${issue?.message}): ${excerpt(last)}`);
+  }
+  const p = parsed.data;
+  const out: Probe = { os: p.os, arch: p.arch, cpus: p.cpus, memoryGiB: p.memoryGiB, gpus: p.gpus, busy: p.busy, jobs: p.jobs };
+  if (p.gpus > 0 && p.gpuModel !== undefined) out.gpuModel = p.gpuModel;
+  if (p.gpus > 0 && p.vramGiB !== undefined) out.vramGiB = p.vramGiB;
+  return out;
+}
+
+function line(key: { type: string; blob: Buffer; comment: string }): string {
+  return [key.type, key.blob.toString('base64'), key.comment].filter(Boolean).join(' ');
+}
+
+function sh(script: string): string {
+  return `sh -c '${script.replaceAll("'", `'\\''`)}'`;
+}
+
+function excerpt(text: string): string {
+  return text.trim().slice(0, 300);
 }

@@ -1,37 +1,62 @@
-// Whether a machine's measured facts honour its Offer's claim. Counts are
-// floors (more CPUs than claimed is fine); os, arch and the GPU count must
-// be exact, and the GPU model must contain the claimed model.
+// Whether the facts measured on a machine honour what its Offer claims. Pure.
+//
+// os, arch and the GPU count must be exactly as claimed (a job built for one
+// architecture, or sized for N GPUs, breaks otherwise); CPUs, memory and VRAM
+// are floors: more than claimed is fine. The GPU model must contain the
+// claimed model, ignoring case ("H100" matches "NVIDIA H100 80GB HBM3").
 
 export interface Claim {
-  os?: string;
-  arch?: string;
-  cpus?: number;
-  memoryGiB?: number;
-  gpu?: string;
-  gpus?: number;
-  vramGiB?: number;
+  os?: string | undefined;
+  arch?: string | undefined;
+  cpus?: number | undefined;
+  memoryGiB?: number | undefined;
+  /** GPU model; naming one implies 1 GPU unless gpus says otherwise. */
+  gpu?: string | undefined;
+  gpus?: number | undefined;
+  /** Memory of each GPU. */
+  vramGiB?: number | undefined;
 }
 
 export interface Measured {
-  os?: string;
-  arch?: string;
-  cpus?: number;
-  memoryGiB?: number;
-  gpus?: number;
-  gpuModel?: string;
-  vramGiB?: number;
+  os?: string | undefined;
+  arch?: string | undefined;
+  cpus?: number | undefined;
+  memoryGiB?: number | undefined;
+  gpus?: number | undefined;
+  gpuModel?: string | undefined;
+  /** Memory of the smallest GPU. */
+  vramGiB?: number | undefined;
 }
 
-export function compareFacts(claim: Claim, m: Measured): { ok: true } | { ok: false; differences: string[] } {
-  const d: string[] = [];
-  if (claim.os && claim.os !== m.os) d.push(`os: offer claims ${claim.os}, machine has ${m.os ?? 'unknown'}`);
-  if (claim.arch && claim.arch !== m.arch) d.push(`arch: offer claims ${claim.arch}, machine has ${m.arch ?? 'unknown'}`);
-  if (claim.cpus !== undefined && (m.cpus ?? 0) < claim.cpus) d.push(`cpus: offer claims ${claim.cpus}, machine has ${m.cpus ?? 0}`);
-  // The kernel keeps some memory for itself: allow 5 %.
-  if (claim.memoryGiB !== undefined && (m.memoryGiB ?? 0) < claim.memoryGiB * 0.95) d.push(`memory: offer claims ${claim.memoryGiB} GiB, machine has ${m.memoryGiB ?? 0} GiB`);
+export type FactsVerdict = { ok: true } | { ok: false; differences: string[] };
+
+// The kernel keeps part of RAM for itself, so MemTotal reads a few percent
+// under what a provider sells.
+export const MEMORY_SLACK = 0.05;
+// GPU memory is sold in decimal GB ("24 GB" A10: 23028 MiB, 22.5 GiB) and the
+// driver reserves some of it, so the floor is looser than for RAM.
+export const VRAM_SLACK = 0.1;
+
+export function compareFacts(claim: Claim, measured: Measured): FactsVerdict {
+  const differences: string[] = [];
+  const differ = (field: string, claimed: string | number, has: string | number) =>
+    differences.push(`${field}: offer claims ${claimed}, machine has ${has}`);
+
+  if (claim.os !== undefined && claim.os !== measured.os) differ('os', claim.os, measured.os ?? 'unknown');
+  if (claim.arch !== undefined && claim.arch !== measured.arch) differ('arch', claim.arch, measured.arch ?? 'unknown');
+  if (claim.cpus !== undefined && (measured.cpus ?? 0) < claim.cpus) differ('cpus', claim.cpus, measured.cpus ?? 0);
+  if (claim.memoryGiB !== undefined && (measured.memoryGiB ?? 0) < claim.memoryGiB * (1 - MEMORY_SLACK)) {
+    differ('memoryGiB', `${claim.memoryGiB} GiB`, `${measured.memoryGiB ?? 0} GiB`);
+  }
+
   const gpus = claim.gpus ?? (claim.gpu ? 1 : 0);
-  if ((m.gpus ?? 0) !== gpus) d.push(`gpus: offer claims ${gpus}, machine has ${m.gpus ?? 0}`);
-  if (claim.gpu && !(m.gpuModel ?? '').toLowerCase().includes(claim.gpu.toLowerCase())) d.push(`gpu: offer claims ${claim.gpu}, machine has ${m.gpuModel ?? 'none'}`);
-  if (claim.vramGiB !== undefined && gpus > 0 && (m.vramGiB ?? 0) < claim.vramGiB * 0.95) d.push(`vram: offer claims ${claim.vramGiB} GiB per GPU, machine has ${m.vramGiB ?? 0} GiB`);
-  return d.length ? { ok: false, differences: d } : { ok: true };
+  const hasGpus = measured.gpus ?? 0;
+  if (hasGpus !== gpus) differ('gpus', gpus, hasGpus);
+  if (claim.gpu && !(measured.gpuModel ?? '').toLowerCase().includes(claim.gpu.toLowerCase())) {
+    differ('gpu', claim.gpu, measured.gpuModel || 'no GPU');
+  }
+  if (claim.vramGiB !== undefined && gpus > 0 && (measured.vramGiB ?? 0) < claim.vramGiB * (1 - VRAM_SLACK)) {
+    differ('vramGiB', `${claim.vramGiB} GiB per GPU`, `${measured.vramGiB ?? 0} GiB`);
+  }
+  return differences.length ? { ok: false, differences } : { ok: true };
 }
