@@ -62,12 +62,6 @@ const sshdFor = (leaseID: string) => {
   }
 };
 
-const writes = async () => {
-  let sum = 0;
-  for (const verb of ['POST', 'PUT', 'PATCH', 'DELETE']) sum += await ctl.metric('leasehold_kube_requests_total', { client: 'controller', verb });
-  return sum;
-};
-
 beforeAll(async () => {
   ns = await freshNamespace(kubectl, 'lifecycle');
   ctl = await startController(
@@ -91,7 +85,7 @@ describe('leases on command offers with real sshd machines', () => {
   it('goes Ready, a real ssh with the pinned host key and a device key works, and delete releases it', async () => {
     const o = await offer('box');
     await new Promise((r) => setTimeout(r, 1000));
-    const writesBefore = await writes();
+    const writesBefore = await ctl.writes();
     const t0 = Date.now();
     await lease('ready', o);
     const st = await waitPhase('ready', 'Ready');
@@ -117,7 +111,7 @@ describe('leases on command offers with real sshd machines', () => {
     expect(sshdFor(st.leaseID)).toBe('');
     expect(existsSync(join(machines, st.leaseID))).toBe(false);
     await new Promise((r) => setTimeout(r, 1000));
-    process.stdout.write(`kubectl apply to Ready: ${toReady} ms; controller API writes for the whole lifecycle (status, finalizer, events, Offer status): ${(await writes()) - writesBefore}\n`);
+    process.stdout.write(`kubectl apply to Ready: ${toReady} ms; controller API writes for the whole lifecycle (status, finalizer, events, Offer status): ${(await ctl.writes()) - writesBefore}\n`);
   });
 
   it('refuses a machine that presents another host key, and releases it', async () => {

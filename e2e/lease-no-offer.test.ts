@@ -9,11 +9,6 @@ let ns: string;
 let ctl: ControllerProcess;
 const offerName = `no-offer-${Date.now().toString(36)}`;
 
-const writes = async () =>
-  (await ctl.metric('leasehold_kube_requests_total', { client: 'controller', verb: 'PATCH' })) +
-  (await ctl.metric('leasehold_kube_requests_total', { client: 'controller', verb: 'POST' })) +
-  (await ctl.metric('leasehold_kube_requests_total', { client: 'controller', verb: 'PUT' }));
-
 beforeAll(async () => {
   ns = await freshNamespace(kubectl, 'no-offer');
   ctl = await startController(process.env.E2E_KUBECONFIG!, ['--watch-namespace', ns, '--leader-election-namespace', ns]);
@@ -47,9 +42,9 @@ spec: {where: "gpu=h100"}
     const describe = await kubectl(['-n', ns, 'describe', 'leases.leasehold.dev', 'train']);
     expect(describe.stdout).toMatch(/NoMatchingOffer/);
 
-    const before = await writes();
+    const before = await ctl.writes();
     await new Promise((r) => setTimeout(r, 5000));
-    expect(await writes()).toBe(before);
+    expect(await ctl.writes()).toBe(before);
   });
 
   it('is reconciled again as soon as an Offer appears', async () => {

@@ -12,6 +12,8 @@ export interface ControllerProcess {
   logFile: string;
   /** Sum of a counter or gauge on /metrics, over samples whose labels include `labels`. */
   metric(name: string, labels?: Record<string, string>): Promise<number>;
+  /** API writes (POST, PUT, PATCH, DELETE) the reconcilers have sent, leader election excluded. */
+  writes(): Promise<number>;
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
@@ -36,6 +38,11 @@ export async function startController(kubeconfig: string, args: string[] = [], e
     async metric(name, labels = {}) {
       const text = await (await fetch(metricsURL)).text();
       return sumMetric(text, name, labels);
+    },
+    async writes() {
+      let sum = 0;
+      for (const verb of ['POST', 'PUT', 'PATCH', 'DELETE']) sum += await proc.metric('leasehold_kube_requests_total', { client: 'controller', verb });
+      return sum;
     },
     async stop(signal = 'SIGTERM') {
       if (child.exitCode !== null || child.signalCode !== null) return;
