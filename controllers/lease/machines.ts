@@ -11,7 +11,11 @@ import type { ObjectCache } from './reconciler.js';
 
 /** What the driver needs from the SSH agent (src/machine). */
 export interface MachineAgent {
-  /** Connects with the pinned host key, installs the agent, writes authorized_keys, returns measured facts and busy count. */
+  /**
+   * Connects with the pinned host key, installs the agent, writes authorized_keys
+   * (its own key plus deviceKeys; left alone when deviceKeys is undefined),
+   * returns measured facts and busy count.
+   */
   probe(endpoint: Endpoint, key: ControllerKey, deviceKeys: string[] | undefined): Promise<ProbeResult>;
 }
 
@@ -87,25 +91,30 @@ export class MachineDriver implements LeaseDriver {
   }
 
   prepare(lease: Lease): Promise<MachineCheck> {
-    return this.inspect(lease);
+    // A machine being made ready always gets its keys written.
+    return this.inspect(lease, true);
   }
 
   check(lease: Lease): Promise<MachineCheck> {
-    return this.inspect(lease);
+    // A ready machine gets its keys rewritten only when spec.sshKeys no longer
+    // matches what was installed (status.installedKeysHash).
+    return this.inspect(lease, false);
   }
 
-  private async inspect(lease: Lease): Promise<MachineCheck> {
+  private async inspect(lease: Lease, writeKeys: boolean): Promise<MachineCheck> {
     const machine = lease.status?.machine;
     if (!machine?.ssh) return { kind: 'mismatch', reason: 'UnsupportedTarget', message: 'the machine has no SSH endpoint to check' };
     const devices = lease.spec.sshKeys ?? [];
-    const result = await this.opts.agent.probe(machine, await this.opts.key(), devices);
+    const hash = keysHash(devices);
+    const write = writeKeys || lease.status?.installedKeysHash !== hash;
+    const result = await this.opts.agent.probe(machine, await this.opts.key(), write ? devices : undefined);
     if (result.kind === 'unreachable') return { kind: 'unreachable', message: result.message };
     if (result.kind === 'hostKeyMismatch') return { kind: 'mismatch', reason: 'HostKeyMismatch', message: result.message };
     const differences = this.opts.compare(lease, result.facts);
     if (differences.length) {
       return { kind: 'mismatch', reason: 'FactsMismatch', message: `the machine does not match Offer ${lease.status?.offer}: ${differences.join('; ')}; releasing it` };
     }
-    return { kind: 'ok', facts: result.facts, busy: result.busy, keysHash: keysHash(devices), machine };
+    return { kind: 'ok', facts: result.facts, busy: result.busy, keysHash: hash, machine };
   }
 
   async release(lease: Lease): Promise<void> {

@@ -222,7 +222,9 @@ export class LeaseReconciler {
         const check = await this.deps.driver.check(lease);
         if (check.kind === 'mismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.message } };
         const busy = check.kind === 'ok' ? check.busy : undefined;
-        const activityStatus: Partial<LeaseStatus> = busy ? { lastActivityAt: rfc3339(new Date(now)) } : {};
+        // What the probe installed: the next check rewrites keys only when spec.sshKeys differs from it.
+        const keysStatus: Partial<LeaseStatus> = check.kind === 'ok' ? { installedKeysHash: check.keysHash } : {};
+        const activityStatus: Partial<LeaseStatus> = { ...keysStatus, ...(busy ? { lastActivityAt: rfc3339(new Date(now)) } : {}) };
         const idleTimeoutMs = parseDuration(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
         const last = Math.max(lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt, annotation: (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION] }), busy ? now : 0);
         const v = verdict({ now, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
@@ -233,7 +235,7 @@ export class LeaseReconciler {
         const unreachable = check.kind === 'unreachable' ? ` (unreachable: ${check.message})` : '';
         return {
           event: { type: 'IDLE', message: `idle; released at ${new Date(v.releaseAt).toISOString()} unless work starts${unreachable}` },
-          status: { idleSince: st.idleSince && phase === 'Idle' ? st.idleSince : rfc3339(new Date(now)) },
+          status: { ...keysStatus, idleSince: st.idleSince && phase === 'Idle' ? st.idleSince : rfc3339(new Date(now)) },
           requeueAfter,
         };
       }

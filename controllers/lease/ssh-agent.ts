@@ -16,7 +16,8 @@ export function sshAgent(connectTimeoutMs = 10_000): MachineAgent {
         return { kind: 'unreachable', message: err instanceof Error ? err.message : String(err) };
       }
       try {
-        await installAgent(session, { deviceKeys: deviceKeys ?? [], controllerKey: key.publicKey });
+        // undefined: the keys on the machine are already the wanted ones.
+        await installAgent(session, { deviceKeys, controllerKey: key.publicKey });
         const p = await probe(session);
         const { busy, jobs: _jobs, ...facts } = p as typeof p & { jobs?: number };
         return { kind: 'ok', facts: facts as never, busy };

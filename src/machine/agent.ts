@@ -237,13 +237,15 @@ export function authorizedKeys(controllerKey: string, deviceKeys: readonly strin
 /**
  * Installs the agent (or reinstalls it: running this again is harmless) and
  * replaces authorized_keys with the controller's key plus the device keys.
+ * With `deviceKeys` undefined, authorized_keys is left as it is (the keys
+ * installed before are still the wanted ones).
  */
-export async function installAgent(session: RemoteShell, keys: { deviceKeys: readonly string[]; controllerKey: string }): Promise<void> {
+export async function installAgent(session: RemoteShell, keys: { deviceKeys: readonly string[] | undefined; controllerKey: string }): Promise<void> {
   // Built before anything touches the machine, so a bad key changes nothing there.
-  const content = authorizedKeys(keys.controllerKey, keys.deviceKeys);
+  const content = keys.deviceKeys === undefined ? undefined : authorizedKeys(keys.controllerKey, keys.deviceKeys);
   const installed = await session.exec(sh(INSTALL), { stdin: AGENT_SCRIPT, timeoutMs: TIMEOUT_MS });
   if (installed.code !== 0) throw new Error(`installing the agent failed (exit ${installed.code}): ${excerpt(installed.stderr)}`);
-  await writeAuthorizedKeys(session, content);
+  if (content !== undefined) await writeAuthorizedKeys(session, content);
 }
 
 /** Replaces authorized_keys (written aside, then renamed in, mode 600). The agent must be installed. */
