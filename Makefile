@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export NODE_OPTIONS := --experimental-vm-modules
 
-.PHONY: all deps binaries test test-unit test-e2e typecheck crds cluster build clean-cache
+.PHONY: all deps binaries test test-unit test-e2e typecheck crds cluster build clean-cache chart-lint
 
 all: test
 
@@ -36,6 +36,16 @@ test: deps binaries typecheck
 
 build: deps
 	npm run --silent build
+
+# helm lint and helm template of charts/leasehold, with the helm built by `make binaries`.
+chart-lint: binaries
+	@bin="$$(bash e2e/cluster/build.sh | tail -n 1)"; \
+	  "$$bin/helm" lint --strict charts/leasehold && \
+	  "$$bin/helm" template leasehold charts/leasehold --namespace leasehold-system >/dev/null && \
+	  "$$bin/helm" template leasehold charts/leasehold --namespace leasehold-system \
+	    --set watchNamespace=ml,secretNamespaces={ml,cloud},metrics.serviceMonitor.enabled=true,dashboard.enabled=true \
+	    --set-file providerScripts.sshd-machine\\.sh=e2e/providers/sshd-machine.sh >/dev/null && \
+	  echo "chart ok"
 
 # A local control plane in the foreground; prints the KUBECONFIG to export.
 cluster: deps binaries

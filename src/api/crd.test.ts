@@ -11,14 +11,16 @@ import { WHERE_PATTERN } from './where.js';
 const CRDS = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'crds');
 
 describe('crds/', () => {
-  it('is up to date with the zod schemas', () => {
+  // crds/ and the Helm chart's copy in charts/leasehold/crds/.
+  it.each(['crds', 'charts/leasehold/crds'])('%s/ is up to date with the zod schemas', (rel) => {
+    const dir = join(CRDS, '..', rel);
     const want = renderCRDs();
     const have: Record<string, string> = {};
-    for (const f of readdirSync(CRDS).filter((f) => f.startsWith(`${GROUP}_`) && f.endsWith('.yaml'))) {
-      have[f] = readFileSync(join(CRDS, f), 'utf8');
+    for (const f of readdirSync(dir).filter((f) => f.startsWith(`${GROUP}_`) && f.endsWith('.yaml'))) {
+      have[f] = readFileSync(join(dir, f), 'utf8');
     }
     const stale = Object.keys({ ...want, ...have }).filter((f) => want[f] !== have[f]);
-    if (stale.length > 0) throw new Error(`crds/ is stale: run npm run gen:crds (differs: ${stale.join(', ')})`);
+    if (stale.length > 0) throw new Error(`${rel}/ is stale: run npm run gen:crds (differs: ${stale.join(', ')})`);
   });
 
   it('renders deterministically, with the header', () => {

@@ -1,4 +1,5 @@
-// Writes crds/ from the zod schemas: `npm run gen:crds`.
+// Writes crds/ and the Helm chart's copy (charts/leasehold/crds/) from the
+// zod schemas: `npm run gen:crds`.
 
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
@@ -7,6 +8,8 @@ import { GROUP } from './common.js';
 import { renderCRDs } from './crd.js';
 
 export const CRDS_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'crds');
+/** Helm installs whatever is in a chart's crds/ before the templates; it must equal crds/. */
+export const CHART_CRDS_DIR = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', 'charts', 'leasehold', 'crds');
 
 export function writeCRDs(dir = CRDS_DIR): string[] {
   mkdirSync(dir, { recursive: true });
@@ -20,4 +23,5 @@ export function writeCRDs(dir = CRDS_DIR): string[] {
 
 if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
   for (const name of writeCRDs()) console.log(`wrote crds/${name}`);
+  for (const name of writeCRDs(CHART_CRDS_DIR)) console.log(`wrote charts/leasehold/crds/${name}`);
 }

@@ -1,0 +1,60 @@
+{{/* Names and labels shared by every object of the chart. */}}
+
+{{- define "leasehold.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The release name, with the chart name appended unless it already contains it. */}}
+{{- define "leasehold.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "leasehold.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "leasehold.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "leasehold.labels" -}}
+{{ include "leasehold.selectorLabels" . }}
+app.kubernetes.io/part-of: leasehold
+app.kubernetes.io/component: controller
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{- end -}}
+
+{{- define "leasehold.serviceAccountName" -}}
+{{- include "leasehold.fullname" . -}}
+{{- end -}}
+
+{{/* Namespaces whose Secrets the controller may get: secretNamespaces, or the release namespace. */}}
+{{- define "leasehold.secretNamespaces" -}}
+{{- $list := .Values.secretNamespaces | default (list .Release.Namespace) -}}
+{{- toJson (uniq $list) -}}
+{{- end -}}
+
+{{/*
+Rules on namespaced Leasehold objects and Events: a ClusterRole when Leases
+are watched in every namespace, a Role in watchNamespace otherwise. Each verb
+is one the controller sends (see README, "Install with Helm").
+*/}}
+{{- define "leasehold.leaseRules" -}}
+# Informer (list+watch), fresh read before an intent write (get), finalizer
+# leasehold.dev/release added and removed with a merge patch (patch), ended
+# Leases pruned past 32 per namespace or 7 days (delete).
+- apiGroups: ["leasehold.dev"]
+  resources: ["leases"]
+  verbs: ["get", "list", "watch", "patch", "delete"]
+# Status written with a merge patch on the status subresource.
+- apiGroups: ["leasehold.dev"]
+  resources: ["leases/status"]
+  verbs: ["patch"]
+# Events on Leases (kubectl describe); a repeat patches the count.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}

@@ -1,0 +1,287 @@
+// The Helm chart against the real API server: lint and template, install,
+// then the real controller process run with exactly the chart's
+// ServiceAccount identity (a TokenRequest token) and the Deployment's own
+// flags, through a full Lease lifecycle on an sshd machine. Proves the RBAC
+// is enough (no 403 anywhere) and narrow (Secrets outside secretNamespaces
+// refused), and that `helm uninstall` leaves no controller object behind
+// while the CRDs, and so the Leases, stay.
+import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import YAML from 'yaml';
+import { runTool } from './cluster/controlplane.js';
+import { startController, type ControllerProcess } from './support/controller.js';
+import { apply, freshNamespace, getJSON, testKubectl, waitFor, type Kubectl } from './support/kube.js';
+
+const kubeconfig = process.env.E2E_KUBECONFIG!;
+const binDir = process.env.E2E_BIN_DIR!;
+const kubectl = testKubectl();
+const chart = join(process.cwd(), 'charts/leasehold');
+const provider = join(process.cwd(), 'e2e/providers/sshd-machine.sh');
+const machines = mkdtempSync(join(tmpdir(), 'leasehold-helm-machines-'));
+const work = mkdtempSync(join(tmpdir(), 'leasehold-helm-'));
+const suffix = Date.now().toString(36);
+const release = `lh-${suffix}`;
+const offerName = `helm-box-${suffix}`;
+
+const helm = (args: string[]) => runTool(join(binDir, 'helm'), ['--kubeconfig', kubeconfig, ...args]);
+const helmOK = async (args: string[]) => {
+  const r = await helm(args);
+  if (r.code !== 0) throw new Error(`helm ${args.join(' ')} failed (${r.code}): ${r.stderr}${r.stdout}`);
+  return r;
+};
+const docs = (text: string): any[] => YAML.parseAllDocuments(text).map((d) => d.toJSON()).filter(Boolean);
+
+let relNS: string; // the release namespace: controller, leader election, its SSH key
+let leaseNS: string; // watchNamespace: where the Leases live
+let cloudNS: string; // an extra secretNamespaces entry (e.g. where a Lambda API key lives)
+let otherNS: string; // a namespace the controller has no business in
+let sa: string;
+let token: string;
+let tokenKubectl: Kubectl;
+let tokenKubeconfig: string;
+let ctl: ControllerProcess | undefined;
+let installed = false;
+
+function values(): string[] {
+  return [
+    '--set', `watchNamespace=${leaseNS}`,
+    '--set', `secretNamespaces={${relNS},${cloudNS}}`,
+    '--set', 'logLevel=debug',
+    '--set', 'checkInterval=1s',
+    '--set', 'acquireTimeout=60s',
+    '--set', 'maxLeases=2',
+    '--set-file', `providerScripts.sshd-machine\\.sh=${provider}`,
+  ];
+}
+
+/** A GET with the ServiceAccount's bearer token; resolves the HTTP status. */
+async function getAsController(path: string): Promise<number> {
+  const cfg = YAML.parse(readFileSync(kubeconfig, 'utf8'));
+  const cluster = cfg.clusters[0].cluster;
+  const url = new URL(path, cluster.server);
+  return new Promise((resolve, reject) => {
+    const req = request(url, { ca: readFileSync(cluster['certificate-authority']), headers: { authorization: `Bearer ${token}` } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve(res.statusCode ?? 0));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+const sshdRunning = () => {
+  try {
+    return execFileSync('pgrep', ['-f', `${machines}/`]).toString().trim();
+  } catch {
+    return '';
+  }
+};
+
+/** Releases every machine left in our machines directory, through the provider itself. */
+function releaseLeftovers(): void {
+  for (const id of existsSync(machines) ? readdirSync(machines) : []) {
+    if (id.startsWith('.')) continue;
+    try {
+      execFileSync(provider, ['release'], { env: { ...process.env, LEASEHOLD_MACHINES_DIR: machines, LEASEHOLD_LEASE_ID: id, LEASEHOLD_LEASE_STATE: '' }, stdio: 'ignore' });
+    } catch {
+      // best effort; the assertion below reports what is left
+    }
+  }
+}
+
+beforeAll(async () => {
+  relNS = await freshNamespace(kubectl, 'helm-rel');
+  leaseNS = await freshNamespace(kubectl, 'helm-leases');
+  cloudNS = await freshNamespace(kubectl, 'helm-cloud');
+  otherNS = await freshNamespace(kubectl, 'helm-other');
+});
+
+afterAll(async () => {
+  await ctl?.stop();
+  await kubectl(['-n', leaseNS, 'delete', 'leases.leasehold.dev', '--all', '--wait=false']);
+  releaseLeftovers();
+  await kubectl(['delete', 'offer.leasehold.dev', offerName, '--ignore-not-found', '--wait=false']);
+  if (installed) await helm(['uninstall', release, '-n', relNS]);
+  // Namespaces stay Terminating without a kube-controller-manager; delete them anyway.
+  for (const ns of [relNS, leaseNS, cloudNS, otherNS]) if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
+});
+
+describe('the Helm chart', () => {
+  it('lints, and templates what the brief promises', async () => {
+    const lint = await helm(['lint', '--strict', chart, ...['--set', 'secretNamespaces={a,b}']]);
+    expect({ code: lint.code, out: lint.stdout + lint.stderr }).toEqual({ code: 0, out: expect.stringContaining('0 chart(s) failed') });
+
+    const out = docs((await helmOK(['template', 'leasehold', chart, '--namespace', 'leasehold-system', '--set', 'metrics.serviceMonitor.enabled=true,dashboard.enabled=true'])).stdout);
+    const byKind = (kind: string) => out.filter((d) => d.kind === kind);
+    const dep = byKind('Deployment')[0];
+    expect(dep.spec.replicas).toBe(2);
+    const pod = dep.spec.template.spec;
+    const c = pod.containers[0];
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(c.securityContext).toMatchObject({ readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, capabilities: { drop: ['ALL'] } });
+    expect(c.args).toEqual(expect.arrayContaining(['--leader-election-namespace=$(POD_NAMESPACE)', '--namespace=$(POD_NAMESPACE)', '--max-leases=2', '--acquire-timeout=15m', '--check-interval=1m']));
+    expect(c.env.map((e: any) => e.name)).toEqual(expect.arrayContaining(['POD_NAMESPACE', 'POD_NAME']));
+    expect(c.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'metrics' });
+    expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
+    expect(c.volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
+    expect(byKind('Service')[0].spec.ports[0].name).toBe('metrics');
+    expect(byKind('ServiceMonitor')).toHaveLength(1);
+    const dash = byKind('ConfigMap').find((d) => d.metadata.labels?.grafana_dashboard === '1');
+    expect(JSON.parse(dash.data['leasehold.json']).title).toBe('Leasehold');
+
+    // Least privilege by default: Secrets only through Roles, only by name
+    // (get, plus create for the controller's own key), never cluster-wide.
+    const clusterRules = byKind('ClusterRole').flatMap((r) => r.rules);
+    expect(clusterRules.some((r: any) => r.resources.includes('secrets') || r.resources.includes('*') || r.verbs.includes('*'))).toBe(false);
+    expect(clusterRules).toEqual(expect.arrayContaining([{ apiGroups: ['leasehold.dev'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'patch', 'delete'] }]));
+    const secretRoles = byKind('Role').filter((r) => r.rules.some((x: any) => x.resources.includes('secrets')));
+    expect(secretRoles.map((r) => r.metadata.namespace)).toEqual(['leasehold-system', 'leasehold-system']);
+    for (const r of secretRoles) for (const rule of r.rules) expect(rule.verbs.every((v: string) => v === 'get' || v === 'create')).toBe(true);
+
+    // The schema is strict, and the chart refuses two replicas without leader election.
+    expect((await helm(['template', 'x', chart, '--set', 'nosuchvalue=1'])).code).not.toBe(0);
+    expect((await helm(['template', 'x', chart, '--set', 'image.nosuch=1'])).code).not.toBe(0);
+    expect((await helm(['template', 'x', chart, '--set', 'acquireTimeout=soon'])).code).not.toBe(0);
+    const noLE = await helm(['template', 'x', chart, '--set', 'leaderElection.enabled=false']);
+    expect(noLE.stderr).toMatch(/replicas > 1 needs leaderElection/);
+  });
+
+  it('installs into a fresh namespace, skipping the CRDs the cluster already has', async () => {
+    const r = await helmOK(['install', release, chart, '-n', relNS, ...values()]);
+    installed = true;
+    expect(r.stdout).toMatch(/kubectl get leases\.leasehold\.dev/);
+    const status = JSON.parse((await helmOK(['status', release, '-n', relNS, '-o', 'json'])).stdout);
+    expect(status.info.status).toBe('deployed');
+    sa = (await getJSON(kubectl, ['-n', relNS, 'serviceaccount', '-l', `app.kubernetes.io/instance=${release}`])).items[0].metadata.name;
+    const cm = await getJSON(kubectl, ['-n', relNS, 'configmap', `${release}-leasehold-providers`]);
+    expect(cm.data['sshd-machine.sh']).toBe(readFileSync(provider, 'utf8'));
+  }, 60_000);
+
+  it('gives the ServiceAccount Secrets only in secretNamespaces, by name', async () => {
+    const t = await kubectl(['-n', relNS, 'create', 'token', sa, '--duration=1h']);
+    expect(t.code).toBe(0);
+    token = t.stdout.trim();
+    const admin = YAML.parse(readFileSync(kubeconfig, 'utf8'));
+    tokenKubeconfig = join(work, 'controller.kubeconfig');
+    writeFileSync(tokenKubeconfig, YAML.stringify({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: admin.clusters,
+      users: [{ name: sa, user: { token } }],
+      contexts: [{ name: 'controller', context: { cluster: admin.clusters[0].name, user: sa, namespace: relNS } }],
+      'current-context': 'controller',
+    }), { mode: 0o600 });
+    tokenKubectl = testKubectl(tokenKubeconfig, binDir);
+    const whoami = await tokenKubectl(['auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}']);
+    expect(whoami.stdout).toBe(`system:serviceaccount:${relNS}:${sa}`);
+
+    for (const ns of [cloudNS, otherNS]) {
+      await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'api-key', namespace: ns }, stringData: { key: 'k' } }));
+    }
+    const can = async (...args: string[]) => (await tokenKubectl(['auth', 'can-i', ...args])).stdout.trim();
+    expect(await can('get', 'secrets/api-key', '-n', cloudNS)).toBe('yes');
+    expect(await can('get', 'secrets/api-key', '-n', otherNS)).toBe('no');
+    expect(await can('get', 'secrets', '-n', leaseNS)).toBe('no');
+    expect(await can('list', 'secrets', '-n', cloudNS)).toBe('no');
+    expect(await can('watch', 'secrets', '-n', relNS)).toBe('no');
+    expect(await can('list', 'secrets', '--all-namespaces')).toBe('no');
+    expect(await can('update', 'secrets/leasehold-controller-ssh', '-n', relNS)).toBe('no');
+    expect(await getAsController(`/api/v1/namespaces/${cloudNS}/secrets/api-key`)).toBe(200);
+    expect(await getAsController(`/api/v1/namespaces/${otherNS}/secrets/api-key`)).toBe(403);
+    expect(await getAsController(`/api/v1/namespaces/${cloudNS}/secrets`)).toBe(403);
+    // Leases only in watchNamespace; Offers cluster-wide, read-only but for status.
+    expect(await can('watch', 'leases.leasehold.dev', '-n', leaseNS)).toBe('yes');
+    expect(await can('list', 'leases.leasehold.dev', '-n', otherNS)).toBe('no');
+    expect(await can('list', 'offers.leasehold.dev')).toBe('yes');
+    expect(await can('delete', 'offers.leasehold.dev')).toBe('no');
+    expect(await can('update', 'leases.coordination.k8s.io/someone-else', '-n', relNS)).toBe('no');
+    expect(await can('create', 'pods', '-n', relNS)).toBe('no');
+  });
+
+  it('is enough for a full Lease lifecycle run with that identity and the Deployment flags', async () => {
+    const manifest = docs((await helmOK(['get', 'manifest', release, '-n', relNS])).stdout);
+    const container = manifest.find((d) => d.kind === 'Deployment').spec.template.spec.containers[0];
+    const args = (container.args as string[])
+      .filter((a) => !a.startsWith('--metrics-addr=')) // startController picks a free port
+      .map((a) => a.replace('$(POD_NAMESPACE)', relNS));
+    expect(args).toEqual(expect.arrayContaining([`--watch-namespace=${leaseNS}`, `--leader-election-namespace=${relNS}`, `--namespace=${relNS}`]));
+    ctl = await startController(tokenKubeconfig, args, { POD_NAMESPACE: relNS, POD_NAME: 'leasehold-helm-e2e', LEASEHOLD_MACHINES_DIR: machines });
+
+    // It leads, on the coordination Lease the chart let it write.
+    const le = await waitFor('leader lease', async () => {
+      const l = await getJSON(kubectl, ['-n', relNS, 'leases.coordination.k8s.io', 'leasehold-controller']);
+      return l?.spec?.holderIdentity?.startsWith('leasehold-helm-e2e_') ? l : undefined;
+    });
+    expect(le.spec.holderIdentity).toMatch(/^leasehold-helm-e2e_/);
+
+    await apply(kubectl, JSON.stringify({
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'Offer',
+      metadata: { name: offerName },
+      spec: { command: { acquire: [provider, 'acquire'], release: [provider, 'release'], shape: { os: 'linux', arch: 'amd64', cpus: 1 } }, idleTimeout: '10m', maxLifetime: '1h' },
+    }));
+    await apply(kubectl, JSON.stringify({
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'Lease',
+      metadata: { name: 'via-helm', namespace: leaseNS },
+      spec: { where: 'cpus>=1', offer: offerName },
+    }));
+    const st = await waitFor('Lease Ready', async () => {
+      const s = (await getJSON(kubectl, ['-n', leaseNS, 'leases.leasehold.dev', 'via-helm']))?.status;
+      if (s?.phase === 'Failed') throw new Error(`Lease failed: ${s.reason}: ${s.message}`);
+      return s?.phase === 'Ready' ? s : undefined;
+    }, 90_000, 250);
+    expect(st.machine.ssh.hostKey).toMatch(/^ssh-ed25519 /);
+    expect(sshdRunning()).not.toBe('');
+    // The controller made its own SSH key Secret where the chart lets it.
+    const key = await getJSON(kubectl, ['-n', relNS, 'secret', 'leasehold-controller-ssh']);
+    expect(Object.keys(key.data).sort()).toEqual(['id_ed25519', 'id_ed25519.pub']);
+    // Events were recorded, and the Offer's status written.
+    const events = await getJSON(kubectl, ['-n', leaseNS, 'events', '--field-selector', 'involvedObject.name=via-helm']);
+    expect(events.items.map((e: any) => e.reason)).toEqual(expect.arrayContaining(['Provider']));
+    await waitFor('Offer activeLeases 1', async () => (await getJSON(kubectl, ['offer.leasehold.dev', offerName]))?.status?.activeLeases === 1);
+
+    const del = await kubectl(['-n', leaseNS, 'delete', 'leases.leasehold.dev', 'via-helm', '--timeout=60s']);
+    expect(del.code).toBe(0);
+    expect(await getJSON(kubectl, ['-n', leaseNS, 'leases.leasehold.dev', 'via-helm'])).toBeUndefined();
+    expect(existsSync(join(machines, st.leaseID))).toBe(false);
+    expect(sshdRunning()).toBe('');
+    await waitFor('Offer activeLeases 0', async () => (await getJSON(kubectl, ['offer.leasehold.dev', offerName]))?.status?.activeLeases === 0);
+
+    // Not one request was refused: none of the controller's API calls got a
+    // 403, and nothing in its log (informers, events, leader election) says forbidden.
+    expect(await ctl.metric('leasehold_kube_responses_total', { code: '403' })).toBe(0);
+    await ctl.stop();
+    const log = readFileSync(ctl.logFile, 'utf8');
+    expect(log.split('\n').filter((l) => /forbidden|\b403\b/i.test(l))).toEqual([]);
+    expect(log).toMatch(/started leading/);
+  }, 150_000);
+
+  it('uninstalls every controller object; the CRDs, and so the Leases, stay', async () => {
+    // A Lease no controller serves any more (it stays Pending, with no finalizer).
+    await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { name: 'left', namespace: leaseNS }, spec: { where: 'cpus>=1' } }));
+    await helmOK(['uninstall', release, '-n', relNS]);
+    installed = false;
+    const sel = `app.kubernetes.io/instance=${release}`;
+    const left = await kubectl(['get', 'serviceaccounts,roles,rolebindings,deployments,services,configmaps', '-A', '-l', sel, '-o', 'name']);
+    expect(left.code).toBe(0);
+    expect(left.stdout.trim()).toBe('');
+    const clusterLeft = await kubectl(['get', 'clusterroles,clusterrolebindings', '-l', sel, '-o', 'name']);
+    expect(clusterLeft.stdout.trim()).toBe('');
+    // The token of the deleted ServiceAccount no longer works.
+    expect(await getAsController(`/api/v1/namespaces/${cloudNS}/secrets/api-key`)).toBe(401);
+    for (const crd of ['leases.leasehold.dev', 'offers.leasehold.dev', 'peerfleets.leasehold.dev', 'runnertargets.leasehold.dev']) {
+      expect((await kubectl(['get', 'crd', crd, '-o', 'name'])).code).toBe(0);
+    }
+    expect(await getJSON(kubectl, ['-n', leaseNS, 'leases.leasehold.dev', 'left'])).toBeDefined();
+    // What the controller made itself is not Helm's: its SSH key Secret and the
+    // leader-election Lease stay until deleted by hand (README says how).
+    expect(await getJSON(kubectl, ['-n', relNS, 'secret', 'leasehold-controller-ssh'])).toBeDefined();
+    await kubectl(['-n', leaseNS, 'delete', 'leases.leasehold.dev', 'left']);
+    expect(sshdRunning()).toBe('');
+  });
+});
