@@ -1,0 +1,431 @@
+// `make demo`: the whole Leasehold loop on this one machine, with no network.
+//
+// A local control plane (etcd + kube-apiserver on loopback), the CRDs, the
+// real controller process, a Lease that waits Pending until a command Offer
+// appears whose machines are real sshd processes on 127.0.0.1
+// (e2e/providers/sshd-machine.sh). The Lease goes Launching and Ready, a real
+// `ssh` with the pinned host key and a device key runs `uname -a` on it, and
+// with nothing running it goes Idle and is Released after the idle timeout.
+//
+// SIGINT or SIGTERM at any point stops everything: the machine is released
+// (through the Lease while the API answers, else by the provider's own
+// release), then the controller, kube-apiserver and etcd are stopped and the
+// demo directory is removed.
+//
+//   node --import tsx e2e/demo/main.ts [--idle-timeout 30s] [--check-interval 5s]
+//   DEMO_IDLE_TIMEOUT=10s make demo
+import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, openSync, readFileSync } from 'node:fs';
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { parseArgs, promisify } from 'node:util';
+import { stringify } from 'yaml';
+import { ControlPlane, freePort } from '../cluster/controlplane.js';
+import { parseDuration } from '../../src/api/duration.js';
+import { processesMentioning } from './procs.js';
+
+const execFileP = promisify(execFile);
+const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const provider = join(repo, 'e2e/providers/sshd-machine.sh');
+const NAMESPACE = 'demo';
+const LEASE = 'demo';
+const OFFER = 'local-sshd';
+const PHASES = ['Pending', 'Launching', 'Ready', 'Idle', 'Releasing', 'Released', 'Failed'];
+
+const { values: flags } = parseArgs({
+  options: {
+    'idle-timeout': { type: 'string', default: process.env.DEMO_IDLE_TIMEOUT || '30s' },
+    'check-interval': { type: 'string', default: process.env.DEMO_CHECK_INTERVAL || '5s' },
+  },
+  strict: true,
+});
+
+// ---- output ---------------------------------------------------------------
+
+const started = Date.now();
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
+function say(line: string): void {
+  process.stdout.write(`[${seconds(Date.now() - started).padStart(6)}] ${line}\n`);
+}
+function block(text: string, indent = '    '): void {
+  for (const line of text.trimEnd().split('\n')) process.stdout.write(`${indent}${line}\n`);
+}
+
+class Stopping extends Error {}
+
+// ---- what has to be undone --------------------------------------------------
+
+let root: string | undefined;
+let machinesDir: string | undefined;
+let planeStarting: Promise<ControlPlane> | undefined;
+let plane: ControlPlane | undefined;
+let controller: ChildProcess | undefined;
+let controllerLog: string | undefined;
+let watcher: ChildProcess | undefined;
+let leaseApplied = false;
+let stopping: Promise<void> | undefined;
+
+function checkStopping(): void {
+  if (stopping) throw new Stopping('stopping');
+}
+
+const alive = (c: ChildProcess | undefined): boolean => !!c && c.exitCode === null && c.signalCode === null;
+
+async function stopChild(child: ChildProcess | undefined, graceMs: number): Promise<void> {
+  if (!child || !alive(child)) return;
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+  await exited;
+  clearTimeout(timer);
+}
+
+async function kubectl(args: string[], input?: string): Promise<{ stdout: string; stderr: string; code: number }> {
+  if (!plane) throw new Error('no control plane');
+  return plane.kubectl(args, input);
+}
+
+async function mustKubectl(args: string[], input?: string): Promise<string> {
+  const r = await kubectl(args, input);
+  if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr.trim() || r.stdout.trim()}`);
+  return r.stdout;
+}
+
+/** Runs the provider's release for every machine directory left in the demo's machines dir. */
+async function releaseLeftoverMachines(): Promise<boolean> {
+  if (!machinesDir) return true;
+  let names: string[];
+  try {
+    names = (await readdir(machinesDir)).filter((n) => !n.startsWith('.'));
+  } catch {
+    return true;
+  }
+  let ok = true;
+  for (const id of names) {
+    say(`releasing machine ${id} with the provider's release command`);
+    const env: NodeJS.ProcessEnv = { ...process.env, LEASEHOLD_LEASE_ID: id, LEASEHOLD_MACHINES_DIR: machinesDir, LEASEHOLD_LEASE_STATE: '' };
+    for (const k of Object.keys(env)) if (k.startsWith('SSHD_MACHINE_')) delete env[k];
+    try {
+      const { stderr } = await execFileP(provider, ['release'], { env, timeout: 30_000 });
+      if (stderr.trim()) block(stderr);
+    } catch (err) {
+      ok = false;
+      say(`release of ${id} failed: ${String(err)}`);
+    }
+  }
+  return ok;
+}
+
+/** Undoes everything, in order; safe to run at any point. Resolves true when nothing is left. */
+async function teardown(): Promise<boolean> {
+  let ok = true;
+  await stopChild(watcher, 2_000);
+  plane ??= await planeStarting?.catch(() => undefined);
+  if (leaseApplied && plane && alive(controller)) {
+    say(`deleting Lease ${NAMESPACE}/${LEASE}; the controller releases its machine before it goes`);
+    const r = await kubectl(['-n', NAMESPACE, 'delete', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '--timeout=90s']);
+    if (r.code !== 0) say(`could not delete the Lease through the API: ${(r.stderr || r.stdout).trim().split('\n')[0]}`);
+  }
+  if (controller) say('stopping the controller');
+  await stopChild(controller, 35_000);
+  // Whatever the controller did not release (it was stopped mid-acquire, or
+  // the API was already gone) is released here, by lease ID.
+  ok = (await releaseLeftoverMachines()) && ok;
+  if (plane) {
+    say('stopping kube-apiserver and etcd');
+    await plane.stop(true).catch((err) => {
+      ok = false;
+      say(`stopping the control plane: ${String(err)}`);
+    });
+  }
+  if (root) {
+    const left = processesMentioning(root);
+    for (const p of left) {
+      ok = false;
+      say(`process ${p.pid} was still running; killing it: ${p.cmdline.slice(0, 160)}`);
+      try {
+        process.kill(p.pid, 'SIGKILL');
+      } catch {
+        // already gone
+      }
+    }
+    if (!ok && controllerLog) {
+      try {
+        say('last lines of the controller log:');
+        block(readFileSync(controllerLog, 'utf8').split('\n').slice(-15).join('\n'));
+      } catch {
+        // no log
+      }
+    }
+    await rm(root, { recursive: true, force: true });
+    say(`removed ${root}`);
+  }
+  return ok;
+}
+
+function stop(code: number): Promise<void> {
+  stopping ??= teardown().then(
+    (ok) => process.exit(ok ? code : 1),
+    (err) => {
+      process.stderr.write(`teardown failed: ${String(err)}\n`);
+      process.exit(1);
+    },
+  );
+  return stopping;
+}
+
+let signals = 0;
+for (const sig of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(sig, () => {
+    signals++;
+    if (stopping) {
+      if (signals >= 3) {
+        say(`${sig} again: exiting without finishing the cleanup`);
+        process.exit(1);
+      }
+      say(`${sig}: already stopping (send it twice more to exit at once)`);
+      return;
+    }
+    say(`${sig}: stopping everything`);
+    // The user asked for it and everything is cleaned up: that is a clean exit.
+    void stop(0);
+  });
+}
+
+// ---- the watch -------------------------------------------------------------
+
+interface Seen {
+  phase: string;
+  at: number;
+}
+const seen: Seen[] = [];
+let waiters: Array<() => void> = [];
+let watchEnded: string | undefined;
+
+function startWatch(kubeconfig: string, binDir: string): Promise<void> {
+  checkStopping();
+  const child = spawn(join(binDir, 'kubectl'), ['--kubeconfig', kubeconfig, '-n', NAMESPACE, 'get', 'leases.leasehold.dev', '-w'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  watcher = child;
+  const lines = createInterface({ input: child.stdout! });
+  lines.on('line', (line) => {
+    process.stdout.write(`[${seconds(Date.now() - started).padStart(6)}]   | ${line}\n`);
+    const cols = line.trim().split(/\s+/);
+    // PHASE is the second column; a Lease with no status yet shows WHERE there.
+    if (cols[0] === LEASE && cols[1] && PHASES.includes(cols[1]) && seen[seen.length - 1]?.phase !== cols[1]) {
+      seen.push({ phase: cols[1], at: Date.now() });
+    }
+    for (const w of waiters) w();
+  });
+  child.once('exit', (code, signal) => {
+    watchEnded = `kubectl get -w exited (${signal ?? code})`;
+    for (const w of waiters) w();
+  });
+  // kubectl says "No resources found" on stderr once its first list is done:
+  // from then on the watch sees every change.
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, 10_000);
+    createInterface({ input: child.stderr! }).on('line', (line) => {
+      if (/No resources found/.test(line)) {
+        clearTimeout(timer);
+        resolve();
+      } else {
+        say(`kubectl: ${line}`);
+      }
+    });
+  });
+}
+
+/** Resolves with the time the watch first showed `phase`; rejects on Failed, a dead watch or the timeout. */
+function phaseSeen(phase: string, timeoutMs: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const deadline = setTimeout(() => done(new Error(`Lease not ${phase} after ${seconds(timeoutMs)}`)), timeoutMs);
+    const check = () => {
+      const hit = seen.find((s) => s.phase === phase);
+      if (hit) return done(undefined, hit.at);
+      if (phase !== 'Failed' && seen.some((s) => s.phase === 'Failed')) return done(new Error('Lease Failed'));
+      if (watchEnded) return done(new Error(watchEnded));
+      if (stopping) return done(new Stopping('stopping'));
+    };
+    const done = (err?: Error, at?: number) => {
+      clearTimeout(deadline);
+      waiters = waiters.filter((w) => w !== check);
+      if (err) reject(err);
+      else resolve(at!);
+    };
+    waiters.push(check);
+    check();
+  });
+}
+
+// ---- the demo ----------------------------------------------------------------
+
+/** What the agent will measure, so the Offer claims nothing the machine does not have. */
+function localShape(): { os: 'linux'; arch: 'amd64' | 'arm64'; cpus: number } {
+  if (process.platform !== 'linux') throw new Error(`the demo's machines are local sshd processes and need Linux, not ${process.platform}`);
+  const arch = process.arch === 'x64' ? 'amd64' : process.arch === 'arm64' ? 'arm64' : undefined;
+  if (!arch) throw new Error(`CPU architecture ${process.arch} is neither amd64 nor arm64`);
+  // The agent counts CPUs with nproc (OMP_NUM_THREADS unset); CPUs are a floor, so this claim holds.
+  const env = { ...process.env };
+  delete env.OMP_NUM_THREADS;
+  delete env.OMP_THREAD_LIMIT;
+  let cpus = 1;
+  try {
+    cpus = Number(execFileSync('nproc', { env, encoding: 'utf8' }).trim()) || 1;
+  } catch {
+    // keep 1
+  }
+  return { os: 'linux', arch, cpus };
+}
+
+async function main(): Promise<void> {
+  const idleTimeout = flags['idle-timeout']!;
+  const checkInterval = flags['check-interval']!;
+  const idleMs = parseDuration(idleTimeout);
+  parseDuration(checkInterval);
+  if (idleMs < 1000) throw new Error(`--idle-timeout ${idleTimeout}: give the demo at least 1s`);
+  const shape = localShape();
+
+  root = await mkdtemp(join(tmpdir(), 'leasehold-demo-'));
+  machinesDir = join(root, 'machines');
+  const deviceDir = join(root, 'device');
+  await mkdir(machinesDir);
+  await mkdir(deviceDir, { mode: 0o700 });
+  say(`demo directory ${root} (removed when the demo ends)`);
+
+  // 1. Control plane.
+  say('starting etcd and kube-apiserver on loopback');
+  checkStopping();
+  planeStarting = ControlPlane.start({ dir: join(root, 'cp') });
+  plane = await planeStarting;
+  checkStopping();
+  const { kubeconfig, binDir, server } = plane.info;
+  say(`control plane ready at ${server}; to look around from another terminal:`);
+  block(`export KUBECONFIG=${kubeconfig}\nexport PATH=${binDir}:$PATH\nkubectl get leasehold -A`);
+
+  // 2. CRDs.
+  say('installing the CRDs from crds/');
+  await mustKubectl(['apply', '--server-side', '-f', join(repo, 'crds')]);
+  await mustKubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '-l', 'app.kubernetes.io/part-of=leasehold']);
+  await mustKubectl(['create', 'namespace', NAMESPACE]);
+
+  // 3. Controller.
+  checkStopping();
+  const metricsPort = await freePort();
+  controllerLog = join(root, 'controller.log');
+  const logFd = openSync(controllerLog, 'a');
+  checkStopping();
+  const args = ['--kubeconfig', kubeconfig, '--no-leader-elect', '--check-interval', checkInterval, '--metrics-addr', `127.0.0.1:${metricsPort}`, '--acquire-timeout', '3m'];
+  controller = spawn(process.execPath, ['--import', 'tsx', join(repo, 'src/main.ts'), ...args], {
+    cwd: repo,
+    stdio: ['ignore', logFd, logFd],
+    env: { ...process.env, NODE_OPTIONS: '', LEASEHOLD_MACHINES_DIR: machinesDir },
+  });
+  closeSync(logFd);
+  say(`started the controller (pid ${controller.pid}): src/main.ts ${args.join(' ')}`);
+  const healthDeadline = Date.now() + 90_000;
+  for (;;) {
+    checkStopping();
+    if (!alive(controller)) throw new Error(`the controller exited (${controller.exitCode ?? controller.signalCode}); see its log above`);
+    try {
+      if ((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > healthDeadline) throw new Error('the controller did not serve /healthz within 90s');
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  say(`controller healthy; metrics at http://127.0.0.1:${metricsPort}/metrics`);
+
+  // 4. A device key, as a user's laptop would have.
+  const deviceKey = join(deviceDir, 'id_ed25519');
+  await execFileP('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'demo-device', '-f', deviceKey]);
+  const devicePub = (await readFile(`${deviceKey}.pub`, 'utf8')).trim();
+
+  // 5. Watch, then the Lease: with no Offer yet, it waits Pending.
+  say(`watching: kubectl -n ${NAMESPACE} get leases.leasehold.dev -w`);
+  await startWatch(kubeconfig, binDir);
+  const lease = {
+    apiVersion: 'leasehold.dev/v1alpha1',
+    kind: 'Lease',
+    metadata: { name: LEASE, namespace: NAMESPACE },
+    spec: { where: `os=linux,arch=${shape.arch},cpus>=1`, offer: OFFER, sshKeys: [devicePub] },
+  };
+  say('applying a Lease (no Offer exists yet, so it waits Pending):');
+  block(stringify(lease));
+  checkStopping();
+  await mustKubectl(['apply', '-f', '-'], JSON.stringify(lease));
+  leaseApplied = true;
+  const tLease = Date.now();
+  await phaseSeen('Pending', 60_000);
+
+  // 6. The Offer: its machines are sshd processes on loopback.
+  const offer = {
+    apiVersion: 'leasehold.dev/v1alpha1',
+    kind: 'Offer',
+    metadata: { name: OFFER },
+    spec: {
+      command: { acquire: [provider, 'acquire'], release: [provider, 'release'], shape },
+      pricePerHour: 0,
+      idleTimeout,
+      maxLifetime: '1h',
+    },
+  };
+  say(`applying an Offer whose machines are real sshd processes on 127.0.0.1 (shape measured here: ${shape.os}/${shape.arch}, ${shape.cpus} CPUs):`);
+  block(stringify(offer));
+  checkStopping();
+  await mustKubectl(['apply', '-f', '-'], JSON.stringify(offer));
+  const tOffer = Date.now();
+  await phaseSeen('Launching', 60_000);
+  const tReady = await phaseSeen('Ready', 180_000);
+  say(`Lease Ready ${seconds(tReady - tOffer)} after the Offer was applied`);
+
+  // 7. Use it: a real ssh with the pinned host key and the device key.
+  const st = JSON.parse(await mustKubectl(['-n', NAMESPACE, 'get', 'leases.leasehold.dev', LEASE, '-o', 'json'])).status;
+  const ssh = st.machine.ssh as { host: string; port: number; user: string; hostKey: string };
+  const knownHosts = join(deviceDir, 'known_hosts');
+  await writeFile(knownHosts, `[${ssh.host}]:${ssh.port} ${ssh.hostKey}\n`);
+  const sshArgs = ['-i', deviceKey, '-o', 'IdentitiesOnly=yes', '-o', `UserKnownHostsFile=${knownHosts}`, '-o', 'StrictHostKeyChecking=yes', '-p', String(ssh.port), `${ssh.user}@${ssh.host}`];
+  say(`measured facts: ${JSON.stringify(st.facts)}`);
+  say('known_hosts written from status.machine.ssh.hostKey; log in from another terminal with:');
+  block(`ssh ${sshArgs.join(' ')}`);
+  say('running it once: ... uname -a');
+  checkStopping();
+  const out = await execFileP('ssh', ['-o', 'BatchMode=yes', '-o', 'ConnectTimeout=10', ...sshArgs, 'uname -a'], { timeout: 30_000 });
+  block(out.stdout, '    ssh> ');
+  say('ssh worked: the host key was the pinned one and the device key was let in');
+
+  // 8. Nothing runs on it, so it goes Idle and is released after idleTimeout.
+  say(`nothing is running on the machine: Idle, then Released ${idleTimeout} after it became Ready`);
+  await phaseSeen('Idle', idleMs + 60_000);
+  const tReleased = await phaseSeen('Released', idleMs + 120_000);
+  const leftMachines = (await readdir(machinesDir)).filter((n) => !n.startsWith('.'));
+  if (leftMachines.length) throw new Error(`Released, but machine directories remain: ${leftMachines.join(', ')}`);
+  say('the sshd machine is gone: the provider released it');
+
+  const phases = seen.map((s) => s.phase).join(' -> ');
+  say('summary:');
+  block(
+    [
+      `phases seen:                 ${phases}`,
+      `Offer applied -> Ready:      ${seconds(tReady - tOffer)}`,
+      `Lease applied -> Ready:      ${seconds(tReady - tLease)} (includes the wait for the Offer)`,
+      `Ready -> Released:           ${seconds(tReleased - tReady)} (idleTimeout ${idleTimeout}, checked every ${checkInterval})`,
+      `ssh ${ssh.user}@${ssh.host}:${ssh.port}:    ran uname -a`,
+      `whole demo:                  ${seconds(Date.now() - started)}`,
+    ].join('\n'),
+  );
+}
+
+main().then(
+  () => stop(0),
+  (err) => {
+    if (stopping) return; // a signal is already tearing everything down
+    say(`demo failed: ${err instanceof Error ? err.message : String(err)}`);
+    void stop(1);
+  },
+);
