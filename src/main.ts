@@ -16,6 +16,9 @@ import { parseDuration } from './api/duration.js';
 import { OFFER_RESOURCE } from './api/resources.js';
 import { resourcePath } from './kube/resource.js';
 import type { Offer } from './api/index.js';
+import { LambdaAccounts } from './providers/lambda/accounts.js';
+import { LambdaOffers } from '../controllers/offer/lambda.js';
+import { isNotFound } from './kube/client.js';
 
 const { values } = parseArgs({
   options: {
@@ -33,6 +36,13 @@ const { values } = parseArgs({
     'resync-period': { type: 'string', default: '10m' },
     namespace: { type: 'string', default: process.env.POD_NAMESPACE ?? 'default' },
     'watch-namespace': { type: 'string', default: process.env.LEASEHOLD_WATCH_NAMESPACE },
+    'lambda-list-interval': { type: 'string', default: '2m' },
+    'lambda-launch-interval': { type: 'string', default: '12s' },
+    'lambda-poll-interval': { type: 'string', default: '2s' },
+    orphans: { type: 'string', default: 'terminate' },
+    'orphan-grace': { type: 'string', default: '10m' },
+    'history-limit': { type: 'string', default: '32' },
+    'history-max-age': { type: 'string', default: '168h' },
   },
   strict: true,
 });
@@ -60,6 +70,21 @@ if (!Number.isInteger(maxLeases) || maxLeases < 0) {
 const acquireTimeoutMs = durationFlag('acquire-timeout');
 const checkIntervalMs = durationFlag('check-interval');
 const resyncMs = durationFlag('resync-period');
+const historyLimit = Number(values['history-limit']);
+if (!Number.isInteger(historyLimit) || historyLimit < 0) {
+  log.fatal(`--history-limit ${values['history-limit']} must be a whole number (ended Leases kept per namespace; 0 keeps none)`);
+  process.exit(2);
+}
+const historyMaxAgeMs = durationFlag('history-max-age');
+
+const lambdaListMs = durationFlag('lambda-list-interval');
+const lambdaLaunchMs = durationFlag('lambda-launch-interval');
+const lambdaPollMs = durationFlag('lambda-poll-interval');
+const orphanGraceMs = durationFlag('orphan-grace');
+if (values.orphans !== 'terminate' && values.orphans !== 'report') {
+  log.fatal(`--orphans ${values.orphans} must be terminate or report`);
+  process.exit(2);
+}
 
 const kubeConfig = loadKubeConfig(values.kubeconfig);
 const identity = `${process.env.POD_NAME ?? hostname()}_${randomUUID()}`;
@@ -85,26 +110,55 @@ const controllerKey = () => {
   return key;
 };
 const offers = mgr.informer<Offer>(resourcePath(OFFER_RESOURCE));
+const lambdaAccounts = new LambdaAccounts({
+  launchIntervalMs: lambdaLaunchMs,
+  async secrets(namespace, name) {
+    try {
+      const s = await mgr.core.readNamespacedSecret({ namespace, name });
+      return Object.fromEntries(Object.entries(s.data ?? {}).map(([k, v]) => [k, Buffer.from(v, 'base64').toString()]));
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  },
+});
+// A controller that sees one namespace cannot tell another namespace's
+// machines from orphans, so it only reports them.
+const lambdaOffers = new LambdaOffers({
+  accounts: lambdaAccounts,
+  events: mgr.events,
+  log: log.child({ controller: 'offer' }),
+  listIntervalMs: lambdaListMs,
+  orphanGraceMs,
+  orphans: values['watch-namespace'] ? 'report' : (values.orphans as 'terminate' | 'report'),
+});
 const driver = new MachineDriver({
+  lambda: lambdaAccounts,
+  lambdaPollMs,
   offers,
   key: controllerKey,
   agent: sshAgent(),
   compare: (lease, measured) => {
     const offer = offers.get(undefined, lease.status?.offer ?? '');
-    const shape = offer?.spec.command?.shape;
-    if (!shape) return [];
-    const r = compareFacts(shape as never, measured as never);
+    let claim: Parameters<typeof compareFacts>[0] | undefined = offer?.spec.command?.shape as never;
+    if (offer?.spec.lambda) {
+      // A Lambda machine is checked against the listing it was rented from.
+      const c = offer.status?.candidates?.find((x) => x.instanceType === lease.status?.instanceType);
+      if (c) claim = { os: 'linux', arch: c.arch, cpus: c.cpus, memoryGiB: c.memoryGiB, gpus: c.gpus, gpu: c.gpus ? c.gpuModel : undefined, vramGiB: c.vramGiB };
+    }
+    if (!claim) return [];
+    const r = compareFacts(claim, measured as never);
     return r.ok ? [] : r.differences;
   },
   acquireTimeoutMs,
   releaseTimeoutMs: 5 * 60_000,
   log,
 });
-registerOfferController(mgr);
+registerOfferController(mgr, { lambda: lambdaOffers });
 registerLeaseController(mgr, {
   concurrency,
   driver,
-  settings: { maxLeases, acquireTimeoutMs, checkIntervalMs },
+  settings: { maxLeases, acquireTimeoutMs, checkIntervalMs, historyLimit, historyMaxAgeMs },
 });
 
 let signalled = false;
