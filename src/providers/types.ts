@@ -66,6 +66,8 @@ export const PROVIDER_ERROR_KINDS = [
   'NotFound',
   'Unauthorized',
   'InvalidTarget',
+  'InvalidRequest',
+  'OverPriceCap',
   'Timeout',
   'Unknown',
 ] as const;
@@ -78,6 +80,8 @@ const RETRYABLE_BY_DEFAULT: Record<ProviderErrorKind, boolean> = {
   NotFound: false,
   Unauthorized: false,
   InvalidTarget: false,
+  InvalidRequest: false,
+  OverPriceCap: false,
   Timeout: true,
   Unknown: true,
 };
@@ -86,6 +90,8 @@ export interface ProviderErrorOptions {
   retryable?: boolean;
   /** For a failed launch: the state release should get (possibly ""). */
   state?: string;
+  /** No answer came back: the provider may have carried the request out. */
+  answerLost?: boolean;
   cause?: unknown;
 }
 
@@ -95,12 +101,15 @@ export class ProviderError extends Error {
   readonly retryable: boolean;
   /** Set by a failed launch: what to hand release, since a machine may exist. */
   readonly state: string | undefined;
+  /** True when no answer came back, so the request may have been carried out all the same. */
+  readonly answerLost: boolean;
 
   constructor(kind: ProviderErrorKind, message: string, opts: ProviderErrorOptions = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
     this.kind = kind;
     this.retryable = opts.retryable ?? RETRYABLE_BY_DEFAULT[kind];
     this.state = opts.state;
+    this.answerLost = opts.answerLost ?? false;
   }
 }
 

@@ -1,0 +1,296 @@
+// Lambda Cloud as a MachineProvider. One launch:
+//   1. the account key (the controller's public key) is registered once;
+//   2. wait for this account's launch turn (one every 12 s);
+//   3. list the types again and check capacity and price as the request goes out;
+//   4. launch, named after the lease, with a fresh host key in cloud-init;
+//      an answer that is lost is sent once more (after looking the name up),
+//      and if that one is lost too the instance is looked up by name;
+//   5. wait for it to be active with an address.
+// Release terminates by ID (or by name when the launch never answered) and
+// succeeds only once Lambda lists the instance as terminated.
+import { createHash } from 'node:crypto';
+import { utils } from 'ssh2';
+import { stringify } from 'yaml';
+import { isProviderError, ProviderError, type Launched, type LaunchRequest, type MachineProvider, type ReleaseRequest } from '../types.js';
+import { overCap, pickRegion, priceOf } from './catalog.js';
+import { retryAfterMs, type LambdaClient, type LambdaInstance } from './client.js';
+import { abortableSleep, type LaunchPacer } from './pacer.js';
+
+export interface LambdaLaunchSettings {
+  instanceType: string;
+  regions?: readonly string[] | undefined;
+  fileSystems?: readonly string[] | undefined;
+  maxPricePerHour: number;
+  login: string;
+  sshPort: number;
+}
+
+export interface LambdaProviderOptions {
+  client: LambdaClient;
+  pacer: LaunchPacer;
+  /** Only for launch: what to rent. */
+  launch?: LambdaLaunchSettings;
+  /** Accounts whose key is known to be registered (shared across launches). */
+  registeredKeys?: Set<string>;
+  /** How often to look at a booting or terminating instance. */
+  pollMs?: number;
+  /** How long one release call waits for Lambda to list the instance as terminated. */
+  confirmWithinMs?: number;
+  /** How long after a twice-lost launch the instance is looked for by name. */
+  lookupWithinMs?: number;
+}
+
+/** What a Lambda launch keeps in Lease status for release. */
+export interface LambdaState {
+  name: string;
+  instanceID?: string;
+  region?: string;
+  instanceType?: string;
+  /** The host key given to the instance (public half only). */
+  hostKey?: string;
+}
+
+/** The name the controller's key has in the Lambda account. */
+export function accountKeyName(publicKey: string): string {
+  const blob = Buffer.from(publicKey.trim().split(/\s+/)[1] ?? '', 'base64');
+  return `leasehold-${createHash('sha256').update(blob).digest('hex').slice(0, 16)}`;
+}
+
+/** cloud-init user_data that installs the given host key and nothing else. */
+export function hostKeyUserData(hostKey: { privateKey: string; publicKey: string }): string {
+  return `#cloud-config\n${stringify({
+    ssh_deletekeys: true,
+    ssh_genkeytypes: [],
+    ssh_keys: { ed25519_private: hostKey.privateKey, ed25519_public: hostKey.publicKey },
+  })}`;
+}
+
+export function parseLambdaState(raw: string): Partial<LambdaState> {
+  if (!raw) return {};
+  try {
+    const v = JSON.parse(raw) as Partial<LambdaState>;
+    return typeof v === 'object' && v ? v : {};
+  } catch {
+    return {};
+  }
+}
+
+const LIVE = (i: LambdaInstance) => i.status !== 'terminated';
+
+export class LambdaProvider implements MachineProvider {
+  private readonly pollMs: number;
+
+  constructor(private readonly opts: LambdaProviderOptions) {
+    this.pollMs = opts.pollMs ?? 2000;
+  }
+
+  async launch(req: LaunchRequest): Promise<Launched> {
+    const s = this.opts.launch;
+    if (!s) throw new ProviderError('InvalidRequest', 'this Lambda provider was made for release only');
+    const { client } = this.opts;
+    const state: LambdaState = { name: req.machineName, instanceType: s.instanceType };
+    const fail = (err: unknown): never => {
+      if (isProviderError(err)) throw new ProviderError(err.kind, err.message, { retryable: err.retryable, state: JSON.stringify(state), cause: err });
+      throw new ProviderError('Unknown', err instanceof Error ? err.message : String(err), { state: JSON.stringify(state), cause: err });
+    };
+    try {
+      const keyName = await this.ensureAccountKey(req.controllerPublicKey, req.signal);
+      const onlyRegion = s.fileSystems?.length ? await this.fileSystemRegion(s.fileSystems, req.signal) : undefined;
+      const hostKeyPair = utils.generateKeyPairSync('ed25519', { comment: `${req.machineName}-host` });
+      const hostKey = { privateKey: hostKeyPair.private, publicKey: hostKeyPair.public.trim() };
+      state.hostKey = hostKey.publicKey;
+      const userData = hostKeyUserData(hostKey);
+
+      let lostBefore = false;
+      let id: string | undefined;
+      const tried = new Set<string>();
+      for (let round = 0; round < 8 && !id; round++) {
+        if (this.opts.pacer.waiting > 0) req.onProgress(`waiting for a Lambda launch turn (${this.opts.pacer.waiting} ahead; one launch per 12s per account)`);
+        await this.opts.pacer.turn(req.signal, round > 0);
+        if (lostBefore) {
+          // Before sending it again, see whether the lost one went through.
+          const found = await this.findByName(req.machineName, req.signal);
+          if (found) {
+            id = found.id;
+            req.onProgress(`the launch answer was lost; adopted instance ${found.id} by its name ${req.machineName}`);
+            break;
+          }
+        }
+        // Capacity and price as the request goes out, not as they were listed.
+        const types = await client.listInstanceTypes(req.signal);
+        const t = types.find((x) => x.name === s.instanceType);
+        if (!t) throw new ProviderError('InvalidRequest', `Lambda no longer lists instance type ${s.instanceType}`);
+        const price = priceOf(t);
+        const capped = overCap(price, s.maxPricePerHour);
+        if (capped) throw new ProviderError('OverPriceCap', `${s.instanceType} is ${capped}`);
+        const region = pickRegion(t.regions.filter((r) => !tried.has(r)), s.regions, onlyRegion);
+        if (!region) {
+          const where = onlyRegion ? onlyRegion : s.regions?.length ? s.regions.join(', ') : 'any region';
+          throw new ProviderError('InsufficientCapacity', `Lambda has no capacity for ${s.instanceType} in ${where} now; Leasehold does not wait for capacity, create the Lease again later or widen spec.lambda.regions`, { retryable: false });
+        }
+        state.region = region;
+        req.onProgress(`launching ${s.instanceType} in ${region} at $${price.toFixed(2)}/h`);
+        try {
+          const ids = await client.launch(
+            { region, instanceType: s.instanceType, sshKeyNames: [keyName], fileSystemNames: s.fileSystems ? [...s.fileSystems] : undefined, name: req.machineName, userData },
+            req.signal,
+          );
+          id = ids[0];
+          if (!id) throw new ProviderError('Unknown', 'Lambda answered the launch without an instance ID', { answerLost: true });
+        } catch (err) {
+          if (isProviderError(err, 'RateLimited')) {
+            this.opts.pacer.backOff(retryAfterMs(err) ?? 12_000);
+            req.onProgress('Lambda asked to slow down (429); waiting for the next launch turn');
+            continue;
+          }
+          if (isProviderError(err, 'InsufficientCapacity')) {
+            tried.add(region);
+            req.onProgress(`no capacity for ${s.instanceType} in ${region} after all; trying the next wanted region`);
+            continue;
+          }
+          if (!isProviderError(err) || !err.answerLost) throw err;
+          if (lostBefore) {
+            // Lost twice: the instance is either there under its name, or nowhere.
+            const found = await this.findByName(req.machineName, req.signal, this.opts.lookupWithinMs ?? 15_000);
+            if (found) {
+              id = found.id;
+              req.onProgress(`two launch answers were lost; adopted instance ${found.id} by its name ${req.machineName}`);
+              break;
+            }
+            throw new ProviderError('Unknown', `two launch answers from Lambda were lost and no instance named ${req.machineName} exists: ${err.message}`, { retryable: false });
+          }
+          lostBefore = true;
+          req.onProgress(`the launch answer was lost (${err.message}); asking once more`);
+        }
+      }
+      if (!id) throw new ProviderError('RateLimited', 'Lambda kept refusing the launch; giving up on this attempt');
+      state.instanceID = id;
+      const ready = await this.waitActive(id, req);
+      return {
+        target: { ssh: { host: ready.ip!, port: s.sshPort, user: s.login, hostKey: hostKey.publicKey } },
+        state: JSON.stringify(state),
+      };
+    } catch (err) {
+      return fail(err);
+    }
+  }
+
+  async release(req: ReleaseRequest): Promise<void> {
+    const { client } = this.opts;
+    const st = parseLambdaState(req.state);
+    const name = st.name || req.machineName;
+    let ids: string[];
+    if (st.instanceID) {
+      ids = [st.instanceID];
+    } else {
+      // The launch never answered with an ID: whatever has the lease's name is ours.
+      if (!name) return;
+      ids = (await client.listInstances(req.signal)).filter((i) => i.name === name && LIVE(i)).map((i) => i.id);
+      if (ids.length === 0) return;
+    }
+    const deadline = Date.now() + (this.opts.confirmWithinMs ?? 30_000);
+    let requestedAt = Number.NEGATIVE_INFINITY;
+    for (;;) {
+      const states = await Promise.all(ids.map((id) => this.instanceOrMissing(id, req.signal)));
+      const missing = ids.filter((_, i) => states[i] === undefined);
+      if (missing.length) {
+        throw new ProviderError('NotFound', `the API key cannot see instance ${missing.join(', ')}; it may belong to another account, so keep the Secret and key this Lease was made with until it is released`);
+      }
+      const live = states.filter((i): i is LambdaInstance => i !== undefined && LIVE(i));
+      if (live.length === 0) return;
+      const toTerminate = live.filter((i) => i.status !== 'terminating');
+      // Ask again if an earlier request seems not to have taken (its answer may have been lost).
+      if (toTerminate.length && Date.now() - requestedAt > 5000) {
+        requestedAt = Date.now();
+        await client.terminate(toTerminate.map((i) => i.id), req.signal);
+        continue;
+      }
+      if (Date.now() >= deadline) {
+        throw new ProviderError('Unknown', `termination requested; Lambda still lists ${live.map((i) => `${i.id} as ${i.status}`).join(', ')}; checking again at the next check`);
+      }
+      await abortableSleep(Math.min(this.pollMs, 1000), req.signal);
+    }
+  }
+
+  private async instanceOrMissing(id: string, signal: AbortSignal): Promise<LambdaInstance | undefined> {
+    try {
+      return await this.opts.client.getInstance(id, signal);
+    } catch (err) {
+      if (isProviderError(err, 'NotFound')) return undefined;
+      throw err;
+    }
+  }
+
+  private async ensureAccountKey(publicKey: string, signal: AbortSignal): Promise<string> {
+    const name = accountKeyName(publicKey);
+    if (this.opts.registeredKeys?.has(name)) return name;
+    const keys = await this.opts.client.listSshKeys(signal);
+    if (!keys.some((k) => k.name === name)) {
+      try {
+        await this.opts.client.addSshKey(name, publicKey.trim(), signal);
+      } catch (err) {
+        // Another replica or launch may have registered it first.
+        const again = await this.opts.client.listSshKeys(signal);
+        if (!again.some((k) => k.name === name)) throw err;
+      }
+    }
+    this.opts.registeredKeys?.add(name);
+    return name;
+  }
+
+  private async fileSystemRegion(names: readonly string[], signal: AbortSignal): Promise<string> {
+    const all = await this.opts.client.listFileSystems(signal);
+    const regions = new Set<string>();
+    for (const n of names) {
+      const fs = all.find((f) => f.name === n);
+      if (!fs) throw new ProviderError('InvalidRequest', `spec.lambda.fileSystems names ${n}, which this Lambda account does not have`);
+      regions.add(fs.region);
+    }
+    if (regions.size !== 1) {
+      throw new ProviderError('InvalidRequest', `spec.lambda.fileSystems are in ${[...regions].join(' and ')}; an instance can attach file systems of one region only`);
+    }
+    return [...regions][0]!;
+  }
+
+  private async findByName(name: string, signal: AbortSignal, withinMs = 0): Promise<LambdaInstance | undefined> {
+    const deadline = Date.now() + withinMs;
+    for (;;) {
+      try {
+        const found = (await this.opts.client.listInstances(signal)).filter((i) => i.name === name && LIVE(i));
+        if (found.length > 1) {
+          // Should never happen; if it does, keep one and end the rest rather than pay for them.
+          await this.opts.client.terminate(found.slice(1).map((i) => i.id), signal);
+        }
+        if (found[0]) return found[0];
+      } catch (err) {
+        if (!isProviderError(err) || !err.retryable || Date.now() >= deadline) throw err;
+      }
+      if (Date.now() >= deadline) return undefined;
+      await abortableSleep(this.pollMs, signal);
+    }
+  }
+
+  private async waitActive(id: string, req: LaunchRequest): Promise<LambdaInstance> {
+    let said = '';
+    for (;;) {
+      let inst: LambdaInstance | undefined;
+      try {
+        inst = await this.opts.client.getInstance(id, req.signal);
+      } catch (err) {
+        // Right after a launch the instance may not be visible yet; transient errors are retried until the acquire timeout.
+        if (!isProviderError(err) || (!err.retryable && err.kind !== 'NotFound')) throw err;
+      }
+      if (inst) {
+        if (inst.status === 'active' && inst.ip) return inst;
+        if (inst.status === 'terminated' || inst.status === 'terminating') {
+          throw new ProviderError('Unknown', `instance ${id} went ${inst.status} while booting`);
+        }
+        if (inst.status !== said) {
+          said = inst.status;
+          req.onProgress(`instance ${id} is ${inst.status}`);
+        }
+      }
+      await abortableSleep(this.pollMs, req.signal);
+    }
+  }
+}
