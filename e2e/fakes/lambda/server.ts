@@ -463,6 +463,7 @@ export async function startLambdaEmulator(opts: LambdaEmulatorOptions = {}): Pro
   const waiters = new Set<() => void>();
   const wait = (ms: number) =>
     new Promise<void>((r) => {
+      if (stopping) return r();
       const done = () => {
         clearTimeout(t);
         waiters.delete(done);
