@@ -119,16 +119,45 @@ async function releaseLeftoverMachines(): Promise<boolean> {
   return ok;
 }
 
+/**
+ * Deletes the Lease and waits while the controller releases its machine (the
+ * finalizer goes once the provider confirms). Gives up early when the API or
+ * the controller goes away, as both do when a terminal's Ctrl-C reaches the
+ * whole process group; the provider's release then does the job.
+ */
+async function deleteLease(): Promise<void> {
+  say(`deleting Lease ${NAMESPACE}/${LEASE}; the controller releases its machine before it goes`);
+  const del = await kubectl(['-n', NAMESPACE, 'delete', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '--wait=false', '--request-timeout=10s']);
+  if (del.code !== 0) {
+    say(`could not delete the Lease through the API: ${(del.stderr || del.stdout).trim().split('\n')[0]}`);
+    return;
+  }
+  const deadline = Date.now() + 90_000;
+  while (Date.now() < deadline) {
+    const r = await kubectl(['-n', NAMESPACE, 'get', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '-o', 'name', '--request-timeout=5s']);
+    if (r.code === 0 && r.stdout.trim() === '') {
+      say('Lease deleted: its machine is released');
+      return;
+    }
+    if (r.code !== 0) {
+      say(`the API stopped answering while the Lease was being deleted: ${r.stderr.trim().split('\n')[0]}`);
+      return;
+    }
+    if (!alive(controller)) {
+      say('the controller stopped before the Lease was released');
+      return;
+    }
+    await new Promise((res) => setTimeout(res, 500));
+  }
+  say('the Lease was not released within 90s');
+}
+
 /** Undoes everything, in order; safe to run at any point. Resolves true when nothing is left. */
 async function teardown(): Promise<boolean> {
   let ok = true;
   await stopChild(watcher, 2_000);
   plane ??= await planeStarting?.catch(() => undefined);
-  if (leaseApplied && plane && alive(controller)) {
-    say(`deleting Lease ${NAMESPACE}/${LEASE}; the controller releases its machine before it goes`);
-    const r = await kubectl(['-n', NAMESPACE, 'delete', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '--timeout=90s']);
-    if (r.code !== 0) say(`could not delete the Lease through the API: ${(r.stderr || r.stdout).trim().split('\n')[0]}`);
-  }
+  if (leaseApplied && plane && alive(controller)) await deleteLease();
   if (controller) say('stopping the controller');
   await stopChild(controller, 35_000);
   // Whatever the controller did not release (it was stopped mid-acquire, or
