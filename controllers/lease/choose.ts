@@ -6,15 +6,22 @@ import { matchShape, type ParsedWhere, type MachineShape } from '../../src/api/w
 export interface OfferCandidate {
   /** Offer name (for Lambda offers: offer/instance-type). */
   name: string;
+  /** The Offer the candidate belongs to. */
+  offer: string;
   shape: MachineShape;
-  pricePerHour?: number;
-  /** Set when the offer exists but cannot serve now (e.g. no capacity, not Ready). */
-  unavailable?: string;
+  pricePerHour?: number | undefined;
+  /** Lambda: the instance type and the region it would launch in. */
+  instanceType?: string | undefined;
+  region?: string | undefined;
+  /** Set when the offer exists but cannot serve now (e.g. no capacity, over the price cap, not Ready). */
+  unavailable?: string | undefined;
+  /** True when capacity is all it lacks: a Lease only it could serve fails at once instead of waiting. */
+  noCapacity?: boolean | undefined;
 }
 
 export type Choice =
   | { ok: true; candidate: OfferCandidate }
-  | { ok: false; message: string };
+  | { ok: false; message: string; noCapacity?: boolean };
 
 export function chooseOffer(
   where: ParsedWhere,
@@ -23,7 +30,7 @@ export function chooseOffer(
   onlyOffer: string | undefined,
   random: () => number = Math.random,
 ): Choice {
-  const scoped = onlyOffer ? candidates.filter((c) => c.name === onlyOffer || c.name.startsWith(`${onlyOffer}/`)) : candidates;
+  const scoped = onlyOffer ? candidates.filter((c) => c.offer === onlyOffer || c.name === onlyOffer) : candidates;
   if (scoped.length === 0) {
     return {
       ok: false,
@@ -34,17 +41,19 @@ export function chooseOffer(
   }
   const reasons: string[] = [];
   const matching: OfferCandidate[] = [];
+  const blocked: OfferCandidate[] = [];
   for (const c of scoped) {
-    if (c.unavailable) {
-      reasons.push(`${c.name}: ${c.unavailable}`);
-      continue;
-    }
     const m = matchShape(where, c.shape);
-    if (m.ok) matching.push(c);
-    else reasons.push(`${c.name}: ${m.lacks.join(', ')}`);
+    if (!m.ok) reasons.push(`${c.name}: ${m.lacks.join(', ')}`);
+    else if (c.unavailable) {
+      reasons.push(`${c.name}: ${c.unavailable}`);
+      blocked.push(c);
+    } else matching.push(c);
   }
   if (matching.length === 0) {
-    return { ok: false, message: `no Offer matches ${rawWhere}: ${reasons.join('; ')}` };
+    // What could serve it exists but has no capacity anywhere wanted: say so now rather than wait.
+    const noCapacity = blocked.length > 0 && blocked.every((c) => c.noCapacity);
+    return { ok: false, message: `no Offer matches ${rawWhere}: ${reasons.join('; ')}`, ...(noCapacity ? { noCapacity } : {}) };
   }
   // Shuffle first so that the stable sort leaves equal offers in random order.
   const shuffled = matching.map((c) => ({ c, k: random() })).sort((a, b) => a.k - b.k).map((x) => x.c);

@@ -5,6 +5,7 @@ import { leaseMachine, restore, step, PHASES, type LeaseEvent, type Phase, type 
 const sample: LeaseEvent[] = [
   { type: 'UNSCHEDULABLE', reason: 'NoMatchingOffer', message: 'no offer' },
   { type: 'OFFER_CHOSEN', offer: 'box', message: 'leasing box' },
+  { type: 'REFUSED', reason: 'NoCapacity', message: 'no capacity in us-east-1' },
   { type: 'MACHINE_READY', message: 'ready' },
   { type: 'LAUNCH_FAILED', reason: 'HostKeyMismatch', message: 'bad key' },
   { type: 'BUSY', message: 'busy' },
@@ -19,6 +20,7 @@ const sample: LeaseEvent[] = [
 const table: Record<string, [Phase, Effect[]]> = {
   'Pending UNSCHEDULABLE': ['Pending', ['announce']],
   'Pending OFFER_CHOSEN': ['Launching', ['announce', 'acquire']],
+  'Pending REFUSED': ['Failed', ['announce', 'finish']],
   'Pending DELETE_REQUESTED': ['Released', ['announce', 'finish']],
   'Launching MACHINE_READY': ['Ready', ['announce']],
   'Launching LAUNCH_FAILED': ['Releasing', ['announce', 'release']],
@@ -65,6 +67,13 @@ describe('lease machine', () => {
     expect(done.phase).toBe('Failed');
     expect(done.context.reason).toBe('FactsMismatch');
     expect(done.context.message).toBe('has 8 cpus, offer says 26');
+  });
+
+  it('a Lease refused before anything is rented ends Failed at once with the reason', () => {
+    const r = step(restore('Pending'), { type: 'REFUSED', reason: 'NoCapacity', message: 'no capacity' });
+    expect(r.phase).toBe('Failed');
+    expect(r.context.failure).toEqual({ reason: 'NoCapacity', message: 'no capacity' });
+    expect(r.effects).not.toContain('acquire');
   });
 
   it('counts launch attempts', () => {

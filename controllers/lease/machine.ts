@@ -21,6 +21,8 @@ export interface LeaseContext {
 export type LeaseEvent =
   | { type: 'UNSCHEDULABLE'; reason: 'NoMatchingOffer' | 'MaxLeases' | 'InvalidSpec'; message: string }
   | { type: 'OFFER_CHOSEN'; offer: string; message: string }
+  /** Refused outright, nothing rented (e.g. no capacity anywhere wanted): the Lease ends Failed without waiting. */
+  | { type: 'REFUSED'; reason: string; message: string }
   | { type: 'MACHINE_READY'; message: string }
   | { type: 'LAUNCH_FAILED'; reason: string; message: string }
   | { type: 'BUSY'; message: string }
@@ -91,6 +93,7 @@ export const leaseMachine = setup({
       on: {
         UNSCHEDULABLE: { target: 'Pending', actions: ['note', 'announce'] },
         OFFER_CHOSEN: { target: 'Launching', actions: ['note', 'nextAttempt', 'announce', 'acquire'] },
+        REFUSED: { target: 'Failed', actions: ['note', 'recordFailure', 'announce', 'finish'] },
         DELETE_REQUESTED: { target: 'Released', actions: ['note', 'announce', 'finish'] },
       },
     },

@@ -4,7 +4,9 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Lease, Offer } from '../../src/api/index.js';
 import { CommandProvider } from '../../src/providers/command/provider.js';
-import { isProviderError, type MachineProvider } from '../../src/providers/types.js';
+import { isProviderError, ProviderError, type MachineProvider } from '../../src/providers/types.js';
+import { CredentialError, type LambdaAccounts } from '../../src/providers/lambda/accounts.js';
+import { LambdaProvider } from '../../src/providers/lambda/provider.js';
 import type { AcquireResult, Endpoint, LeaseDriver, MachineCheck } from './driver.js';
 import type { ControllerKey } from './identity.js';
 import type { ObjectCache } from './reconciler.js';
@@ -34,6 +36,10 @@ export interface MachineDriverOptions {
   compare: (lease: Lease, measured: NonNullable<Lease['status']>['facts'] & object) => string[];
   acquireTimeoutMs: number;
   releaseTimeoutMs: number;
+  /** Lambda accounts; without them a Lambda lease fails with a clear reason. */
+  lambda?: LambdaAccounts;
+  /** How often a booting or terminating Lambda instance is looked at. */
+  lambdaPollMs?: number;
   log: Logger;
 }
 
@@ -45,9 +51,35 @@ export class MachineDriver implements LeaseDriver {
   constructor(private readonly opts: MachineDriverOptions) {}
 
   /** Releases use what the Lease recorded at launch, never the Offer as it is now. */
-  private providerFor(lease: Lease, verb: 'acquire' | 'release'): MachineProvider {
-    const release = lease.status?.release?.command ?? [];
-    const offer = this.opts.offers.get(undefined, lease.status?.offer ?? '');
+  private async providerFor(lease: Lease, verb: 'acquire' | 'release'): Promise<MachineProvider> {
+    const st = lease.status ?? {};
+    const offer = this.opts.offers.get(undefined, st.offer ?? '');
+    if (st.release?.provider === 'lambda') {
+      const rec = st.release.lambda;
+      if (!rec) throw new ProviderError('InvalidRequest', 'status.release.lambda is missing: the Lease does not record which Lambda account made its machine');
+      if (!this.opts.lambda) throw new ProviderError('InvalidRequest', 'this controller was started without Lambda support');
+      const account = await this.opts.lambda.account(rec.apiKeySecretRef, rec.endpoint);
+      const spec = offer?.spec.lambda;
+      return new LambdaProvider({
+        client: account.client,
+        pacer: account.pacer,
+        registeredKeys: this.opts.lambda.registeredKeys,
+        ...(this.opts.lambdaPollMs ? { pollMs: this.opts.lambdaPollMs } : {}),
+        ...(verb === 'acquire' && spec
+          ? {
+              launch: {
+                instanceType: st.instanceType ?? '',
+                regions: st.region ? [st.region, ...(spec.regions ?? []).filter((r) => r !== st.region)] : spec.regions,
+                fileSystems: spec.fileSystems,
+                maxPricePerHour: spec.maxPricePerHour ?? 10,
+                login: spec.login ?? 'ubuntu',
+                sshPort: spec.sshPort ?? 22,
+              },
+            }
+          : {}),
+      });
+    }
+    const release = st.release?.command ?? [];
     const acquire = verb === 'acquire' ? offer?.spec.command?.acquire ?? [] : ['/bin/false'];
     return new CommandProvider({
       acquire,
@@ -60,19 +92,21 @@ export class MachineDriver implements LeaseDriver {
   async acquire(lease: Lease, onProgress: (line: string) => void): Promise<AcquireResult> {
     const st = lease.status!;
     const offer = this.opts.offers.get(undefined, st.offer ?? '');
-    if (!offer?.spec.command) {
+    if (!offer?.spec.command && !offer?.spec.lambda) {
       return { kind: 'failed', reason: 'OfferGone', message: `Offer ${st.offer} disappeared before the machine was acquired` };
     }
+    // The provider enforces acquireTimeoutMs itself (command) or is cut off here (Lambda).
+    const deadline = AbortSignal.timeout(Math.max(1000, this.opts.acquireTimeoutMs - (Date.now() - (Date.parse(st.launch?.startedAt ?? '') || Date.now()))));
     try {
       const key = await this.opts.key();
-      const launched = await this.providerFor(lease, 'acquire').launch({
+      const provider = await this.providerFor(lease, 'acquire');
+      const launched = await provider.launch({
         leaseID: st.leaseID!,
         machineName: st.machineName!,
         offer: st.offer!,
         where: lease.spec.where,
         controllerPublicKey: key.publicKey,
-        // The provider enforces acquireTimeoutMs itself and reports it as a Timeout.
-        signal: new AbortController().signal,
+        signal: deadline,
         onProgress,
       });
       const ssh = launched.target.ssh;
@@ -84,7 +118,9 @@ export class MachineDriver implements LeaseDriver {
       }
       return { kind: 'launched', state: launched.state, machine: { ssh: { host: ssh.host, port: ssh.port, user: ssh.user ?? 'root', hostKey: ssh.hostKey } } };
     } catch (err) {
-      const reason = isProviderError(err) ? (err.kind === 'InvalidTarget' ? 'InvalidTarget' : 'AcquireFailed') : 'AcquireFailed';
+      // The provider stops an acquire that outlives acquireTimeout and says Timeout:
+      // the same AcquireTimeout the reconciler reports for an agent that is not ready in time.
+      const reason = deadline.aborted ? 'AcquireTimeout' : failureReason(err);
       const state = isProviderError(err) ? err.state : undefined;
       return { kind: 'failed', reason, message: err instanceof Error ? err.message : String(err), ...(state ? { state } : {}) };
     }
@@ -119,12 +155,35 @@ export class MachineDriver implements LeaseDriver {
 
   async release(lease: Lease): Promise<void> {
     const st = lease.status ?? {};
-    await this.providerFor(lease, 'release').release({
+    const provider = await this.providerFor(lease, 'release');
+    await provider.release({
       leaseID: st.leaseID ?? '',
       machineName: st.machineName ?? '',
       offer: st.offer ?? '',
       state: st.providerState ?? '',
       signal: new AbortController().signal,
     });
+  }
+}
+
+/** The Lease reason for a failed acquire, from the provider's error kind. */
+export function failureReason(err: unknown): string {
+  if (err instanceof CredentialError) return err.reason;
+  if (!isProviderError(err)) return 'AcquireFailed';
+  switch (err.kind) {
+    case 'InvalidTarget':
+      return 'InvalidTarget';
+    // The provider stops an acquire that outlives acquireTimeout and says Timeout:
+    // the same AcquireTimeout the reconciler reports for an agent that is not ready in time.
+    case 'Timeout':
+      return 'AcquireTimeout';
+    case 'InsufficientCapacity':
+      return 'NoCapacity';
+    case 'OverPriceCap':
+      return 'OverPriceCap';
+    case 'Unauthorized':
+      return 'Unauthorized';
+    default:
+      return 'AcquireFailed';
   }
 }

@@ -18,6 +18,7 @@ import { chooseOffer, type OfferCandidate } from './choose.js';
 import { ACTIVITY_ANNOTATION, lastActivity, nextCheckIn, verdict } from './timing.js';
 import { leasesToPrune } from './history.js';
 import type { LeaseDriver, MachineCheck } from './driver.js';
+import { PROGRESS_INTERVAL_MS, ProgressThrottle } from './progress.js';
 
 export const RELEASE_FINALIZER = 'leasehold.dev/release';
 const ACTIVE: readonly Phase[] = ['Launching', 'Ready', 'Idle', 'Releasing'];
@@ -73,27 +74,50 @@ interface Observation {
   requeueAfter?: number;
 }
 
-/** The candidates an Offer contributes: one for a command offer. */
+/**
+ * The candidates an Offer contributes: one for a command offer; for a
+ * Lambda offer, each instance type of its last listing (or one unavailable
+ * candidate saying why there is no listing).
+ */
 export function candidatesOf(offer: Offer): OfferCandidate[] {
   const name = offer.metadata?.name ?? '';
   const command = offer.spec.command;
-  if (!command) return [];
-  const shape = command.shape;
-  return [
-    {
-      name,
-      pricePerHour: offer.spec.pricePerHour,
-      shape: {
-        os: shape.os ?? 'linux',
-        arch: shape.arch ?? 'amd64',
-        cpus: shape.cpus,
-        gpu: shape.gpu,
-        gpus: shape.gpus ?? (shape.gpu ? 1 : 0),
-        vramGiB: shape.vramGiB,
-        tools: shape.tools,
+  if (command) {
+    const shape = command.shape;
+    return [
+      {
+        name,
+        offer: name,
+        pricePerHour: offer.spec.pricePerHour,
+        shape: {
+          os: shape.os ?? 'linux',
+          arch: shape.arch ?? 'amd64',
+          cpus: shape.cpus,
+          gpu: shape.gpu,
+          gpus: shape.gpus ?? (shape.gpu ? 1 : 0),
+          vramGiB: shape.vramGiB,
+          tools: shape.tools,
+        },
       },
-    },
-  ];
+    ];
+  }
+  if (!offer.spec.lambda) return [];
+  const ready = offer.status?.conditions?.find((c) => c.type === 'Ready');
+  const listed = offer.status?.candidates ?? [];
+  if (ready?.status !== 'True' || listed.length === 0) {
+    const why = ready?.status === 'False' ? `${ready.reason}: ${ready.message}` : 'not listed yet';
+    return [{ name, offer: name, shape: { os: 'linux', arch: 'amd64', gpus: 0 }, unavailable: `Offer is not Ready (${why})` }];
+  }
+  return listed.map((c) => ({
+    name: `${name}/${c.name}`,
+    offer: name,
+    instanceType: c.instanceType,
+    region: c.region,
+    pricePerHour: offer.spec.pricePerHour ?? c.pricePerHour,
+    shape: { os: 'linux', arch: c.arch, cpus: c.cpus, gpu: c.gpuModel ?? (c.gpus > 0 ? c.gpuDescription : undefined), gpus: c.gpus, vramGiB: c.vramGiB },
+    unavailable: c.available ? undefined : c.reason ?? 'unavailable',
+    noCapacity: !c.available && !c.region,
+  }));
 }
 
 export class LeaseReconciler {
@@ -148,6 +172,9 @@ export class LeaseReconciler {
     if (!parsed.ok) return { event: { type: 'UNSCHEDULABLE', reason: 'InvalidSpec', message: `spec.where: ${parsed.error}` } };
     const candidates = this.deps.offers.list().flatMap(candidatesOf);
     const choice = chooseOffer(parsed.value, lease.spec.where, candidates, lease.spec.offer, this.random);
+    if (!choice.ok && choice.noCapacity) {
+      return { event: { type: 'REFUSED', reason: 'NoCapacity', message: `${choice.message}; Leasehold does not wait for capacity` } };
+    }
     if (!choice.ok) return { event: { type: 'UNSCHEDULABLE', reason: 'NoMatchingOffer', message: choice.message } };
     const active = this.activeCount();
     if (active >= this.deps.settings.maxLeases) {
@@ -159,25 +186,30 @@ export class LeaseReconciler {
         },
       };
     }
-    const offer = this.deps.offers.get(undefined, choice.candidate.name)!;
+    const chosen = choice.candidate;
+    const offer = this.deps.offers.get(undefined, chosen.offer)!;
     const now = this.now();
-    const price = choice.candidate.pricePerHour;
+    const price = chosen.pricePerHour;
     const uid = lease.metadata!.uid!;
     const leaseID = uid.replace(/-/g, '').slice(0, 8);
     const attempt = (lease.status?.launch?.attempt ?? 0) + 1;
     return {
       event: {
         type: 'OFFER_CHOSEN',
-        offer: choice.candidate.name,
-        message: `leasing from ${choice.candidate.name}${price === undefined ? '' : ` ($${price.toFixed(2)}/h)`}`,
+        offer: chosen.offer,
+        message: `leasing ${chosen.name}${chosen.region ? ` in ${chosen.region}` : ''}${price === undefined ? '' : ` at $${price.toFixed(2)}/h`}`,
       },
       status: {
-        offer: choice.candidate.name,
+        offer: chosen.offer,
         ...(price === undefined ? {} : { pricePerHour: price }),
+        ...(chosen.instanceType ? { instanceType: chosen.instanceType } : {}),
+        ...(chosen.region ? { region: chosen.region } : {}),
         leaseID,
         machineName: `leasehold-${leaseID}`,
         launch: { attempt, startedAt: rfc3339(now), offerGeneration: offer.metadata?.generation },
-        release: { provider: 'command', command: offer.spec.command!.release },
+        release: offer.spec.lambda
+          ? { provider: 'lambda', lambda: { apiKeySecretRef: offer.spec.lambda.apiKeySecretRef, endpoint: offer.spec.lambda.endpoint } }
+          : { provider: 'command', command: offer.spec.command!.release },
         idleTimeout: offer.spec.idleTimeout ?? DEFAULT_IDLE_TIMEOUT,
         expiresAt: rfc3339(new Date(now.getTime() + parseDuration(offer.spec.maxLifetime ?? DEFAULT_MAX_LIFETIME))),
       } as Partial<LeaseStatus>,
@@ -289,12 +321,13 @@ export class LeaseReconciler {
       .filter((l) => l.metadata?.namespace === ns && (phaseOf(l) === 'Released' || phaseOf(l) === 'Failed'))
       .map((l) => ({ name: l.metadata!.name!, namespace: ns, endedAt: endedAt(l) }));
     const now = this.now().getTime();
+    // Every Lease past the limit goes now, not only this one: an older ended
+    // Lease may not be reconciled again until its own max age.
     const prune = leasesToPrune(ended, now, historyLimit, historyMaxAgeMs);
-    if (prune.some((p) => p.name === lease.metadata!.name)) {
-      await this.deps.writer.delete(ns, lease.metadata!.name!);
-      return {};
-    }
-    return { requeueAfter: Math.max(1000, endedAt(lease) + historyMaxAgeMs - now) };
+    for (const p of prune) await this.deps.writer.delete(ns, p.name);
+    if (prune.some((p) => p.name === lease.metadata!.name)) return {};
+    // Capped: a timer past 2^31 ms would fire at once.
+    return { requeueAfter: Math.min(3600_000, Math.max(1000, endedAt(lease) + historyMaxAgeMs - now)) };
   }
 
   // ---- writing status, then running effects ----
@@ -346,15 +379,37 @@ export class LeaseReconciler {
 
   /** Runs acquire and records what it made; on failure the next pass releases. */
   private async acquire(lease: Lease): Promise<Lease> {
+    // The latest stderr line also shows in status.message while acquire runs
+    // (throttled; acquire never waits for these writes). What they write is
+    // kept as the Lease the result is recorded on.
+    let current = lease;
+    const progress = new ProgressThrottle(PROGRESS_INTERVAL_MS, async (line) => {
+      current = await this.writeProgress(current, `acquiring from ${current.status?.offer ?? 'the offer'}: ${line}`);
+    });
     const result = await this.deps.driver.acquire(lease, (line) => {
       void this.deps.events.record(lease, 'Normal', 'Provider', line);
+      progress.push(line);
     });
+    await progress.stop();
+    lease = current;
     if (result.kind === 'launched') {
       return this.record(lease, { providerState: result.state, machine: result.machine, message: 'machine acquired; installing the agent' } as Partial<LeaseStatus>);
     }
     const next = step(restore('Launching', contextOf(lease)), { type: 'LAUNCH_FAILED', reason: result.reason, message: result.message });
     const applied = await this.apply(lease, next, { status: result.state ? { providerState: result.state } : {} });
     return applied!.lease;
+  }
+
+  /** A progress message for a launch still running; a lost race reads the Lease again and skips this line. */
+  private async writeProgress(lease: Lease, message: string): Promise<Lease> {
+    try {
+      return await this.deps.status.write(LEASE_RESOURCE, lease, { ...lease.status, message } as LeaseStatus);
+    } catch (err) {
+      this.deps.log.debug({ err: errorText(err), lease: lease.metadata?.name }, 'acquire progress not recorded');
+      if (!isConflict(err)) return lease;
+      const fresh = await this.deps.writer.get(lease.metadata!.namespace!, lease.metadata!.name!).catch(() => undefined);
+      return fresh && fresh.status?.launch?.attempt === lease.status?.launch?.attempt && phaseOf(fresh) === phaseOf(lease) ? fresh : lease;
+    }
   }
 
   /**

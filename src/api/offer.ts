@@ -138,6 +138,12 @@ export const LambdaProviderSchema = z
       .regex(re('^[a-z_][a-z0-9_-]*$'))
       .default(DEFAULT_LAMBDA_LOGIN)
       .describe('User name to log in as over SSH. Defaults to ubuntu, the login on Lambda images.'),
+    sshPort: z
+      .int()
+      .min(1)
+      .max(65535)
+      .default(22)
+      .describe('TCP port the instances accept SSH on. Defaults to 22, as on Lambda images; change it only for an API emulator or an SSH gateway.'),
     endpoint: z
       .url({ protocol: /^https?$/ })
       .max(2048)

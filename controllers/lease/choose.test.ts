@@ -1,0 +1,57 @@
+import { describe, it, expect } from '@jest/globals';
+import { parseWhere, type ParsedWhere } from '../../src/api/where.js';
+import { chooseOffer, type OfferCandidate } from './choose.js';
+
+const where = (raw: string): ParsedWhere => {
+  const p = parseWhere(raw);
+  if (!p.ok) throw new Error(p.error);
+  return p.value;
+};
+const gpuBox = (name: string, price?: number, extra: Partial<OfferCandidate> = {}): OfferCandidate => ({
+  name,
+  offer: name.split('/')[0]!,
+  shape: { os: 'linux', arch: 'amd64', cpus: 8, gpu: 'H100', gpus: 1, vramGiB: 80 },
+  ...(price === undefined ? {} : { pricePerHour: price }),
+  ...extra,
+});
+
+describe('chooseOffer', () => {
+  it('takes the cheapest matching candidate, and a priced one (even 0) before an unpriced one', () => {
+    const r = chooseOffer(where('gpu=h100'), 'gpu=h100', [gpuBox('a', 3), gpuBox('b', 2), gpuBox('c')], undefined);
+    expect(r.ok && r.candidate.name).toBe('b');
+    const z = chooseOffer(where('gpu'), 'gpu', [gpuBox('free', 0), gpuBox('unpriced')], undefined);
+    expect(z.ok && z.candidate.name).toBe('free');
+  });
+
+  it('breaks ties at random', () => {
+    const seen = new Set<string>();
+    for (const k of [0.1, 0.9]) {
+      let i = 0;
+      const r = chooseOffer(where('gpu'), 'gpu', [gpuBox('x', 1), gpuBox('y', 1)], undefined, () => (i++ === 0 ? k : 1 - k));
+      if (r.ok) seen.add(r.candidate.name);
+    }
+    expect([...seen].sort()).toEqual(['x', 'y']);
+  });
+
+  it('narrows to one Offer with spec.offer, including all of a Lambda Offer\'s types', () => {
+    const r = chooseOffer(where('gpu'), 'gpu', [gpuBox('cheap', 1), gpuBox('lambda/gpu-1x-h100', 2.49), gpuBox('lambda/gpu-8x', 20)], 'lambda');
+    expect(r.ok && r.candidate.name).toBe('lambda/gpu-1x-h100');
+    const missing = chooseOffer(where('gpu'), 'gpu', [gpuBox('cheap', 1)], 'nope');
+    expect(missing.ok).toBe(false);
+    expect(!missing.ok && missing.message).toContain('spec.offer names nope');
+  });
+
+  it('says what each candidate lacks, and why a matching one is unavailable', () => {
+    const r = chooseOffer(where('gpus>=8'), 'gpus>=8', [gpuBox('one', 1), gpuBox('l/gpu-8x', 23.92, { shape: { os: 'linux', arch: 'amd64', gpu: 'H100', gpus: 8 }, unavailable: 'listed at $23.92/h, above the cap of $10.00/h; raise spec.lambda.maxPricePerHour to rent it' })], undefined);
+    expect(r.ok).toBe(false);
+    if (r.ok) return;
+    expect(r.message).toContain('one: ');
+    expect(r.message).toContain('l/gpu-8x: listed at $23.92/h');
+    expect(r.noCapacity).toBeUndefined();
+  });
+
+  it('flags a Lease that only candidates without capacity could serve', () => {
+    const r = chooseOffer(where('gpu'), 'gpu', [gpuBox('l/a10', 0.75, { unavailable: 'no capacity in us-east-1', noCapacity: true })], undefined);
+    expect(!r.ok && r.noCapacity).toBe(true);
+  });
+});
