@@ -39,7 +39,7 @@ const { values } = parseArgs({
     'lambda-list-interval': { type: 'string', default: '2m' },
     'lambda-launch-interval': { type: 'string', default: '12s' },
     'lambda-poll-interval': { type: 'string', default: '2s' },
-    orphans: { type: 'string', default: 'terminate' },
+    orphans: { type: 'string' },
     'orphan-grace': { type: 'string', default: '10m' },
     'history-limit': { type: 'string', default: '32' },
     'history-max-age': { type: 'string', default: '168h' },
@@ -81,7 +81,7 @@ const lambdaListMs = durationFlag('lambda-list-interval');
 const lambdaLaunchMs = durationFlag('lambda-launch-interval');
 const lambdaPollMs = durationFlag('lambda-poll-interval');
 const orphanGraceMs = durationFlag('orphan-grace');
-if (values.orphans !== 'terminate' && values.orphans !== 'report') {
+if (values.orphans !== undefined && values.orphans !== 'terminate' && values.orphans !== 'report') {
   log.fatal(`--orphans ${values.orphans} must be terminate or report`);
   process.exit(2);
 }
@@ -123,14 +123,14 @@ const lambdaAccounts = new LambdaAccounts({
   },
 });
 // A controller that sees one namespace cannot tell another namespace's
-// machines from orphans, so it only reports them.
+// machines from orphans, so unless told otherwise it only reports them.
 const lambdaOffers = new LambdaOffers({
   accounts: lambdaAccounts,
   events: mgr.events,
   log: log.child({ controller: 'offer' }),
   listIntervalMs: lambdaListMs,
   orphanGraceMs,
-  orphans: values['watch-namespace'] ? 'report' : (values.orphans as 'terminate' | 'report'),
+  orphans: (values.orphans as 'terminate' | 'report' | undefined) ?? (values['watch-namespace'] ? 'report' : 'terminate'),
 });
 const driver = new MachineDriver({
   lambda: lambdaAccounts,

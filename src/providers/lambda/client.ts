@@ -236,7 +236,7 @@ function errorFor(what: string, status: number, json: unknown, retryAfter: strin
     ? [parsed.data.error.message, parsed.data.error.suggestion].filter(Boolean).join(' ')
     : `HTTP ${status}`;
   const after = retryAfter && /^\d+(\.\d+)?$/.test(retryAfter) ? Math.round(Number(retryAfter) * 1000) : undefined;
-  const msg = `Lambda ${what}: ${code ? `${code}: ` : ''}${sanitize(detail)}`;
+  const msg = `Lambda ${what}: HTTP ${status}${code ? ` ${code}` : ''}: ${sanitize(detail)}`;
   let kind: ProviderErrorKind;
   let retryable: boolean | undefined;
   if (status === 401 || status === 403 || code === 'global/invalid-api-key') kind = 'Unauthorized';
