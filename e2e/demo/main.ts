@@ -67,6 +67,8 @@ let controllerLog: string | undefined;
 let watcher: ChildProcess | undefined;
 let leaseApplied = false;
 let stopping: Promise<void> | undefined;
+/** Set when the demo failed: the controller log is worth showing before it is removed. */
+let failed = false;
 
 function checkStopping(): void {
   if (stopping) throw new Stopping('stopping');
@@ -181,7 +183,7 @@ async function teardown(): Promise<boolean> {
         // already gone
       }
     }
-    if (!ok && controllerLog) {
+    if ((failed || !ok) && controllerLog) {
       try {
         say('last lines of the controller log:');
         block(readFileSync(controllerLog, 'utf8').split('\n').slice(-15).join('\n'));
@@ -359,7 +361,7 @@ async function main(): Promise<void> {
   const healthDeadline = Date.now() + 90_000;
   for (;;) {
     checkStopping();
-    if (!alive(controller)) throw new Error(`the controller exited (${controller.exitCode ?? controller.signalCode}); see its log above`);
+    if (!alive(controller)) throw new Error(`the controller exited (${controller.exitCode ?? controller.signalCode}); its log follows`);
     try {
       if ((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).ok) break;
     } catch {
@@ -455,6 +457,7 @@ main().then(
   (err) => {
     if (stopping) return; // a signal is already tearing everything down
     say(`demo failed: ${err instanceof Error ? err.message : String(err)}`);
+    failed = true;
     void stop(1);
   },
 );
