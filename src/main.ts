@@ -112,6 +112,7 @@ const controllerKey = () => {
 const offers = mgr.informer<Offer>(resourcePath(OFFER_RESOURCE));
 const lambdaAccounts = new LambdaAccounts({
   launchIntervalMs: lambdaLaunchMs,
+  onResult: (operation, code) => mgr.metrics.providerRequests.inc({ provider: 'lambda', operation, code }),
   async secrets(namespace, name) {
     try {
       const s = await mgr.core.readNamespacedSecret({ namespace, name });
@@ -134,6 +135,10 @@ const lambdaOffers = new LambdaOffers({
 });
 const driver = new MachineDriver({
   lambda: lambdaAccounts,
+  metrics: {
+    launched: (provider, result, seconds) => mgr.metrics.launchDuration.observe({ provider, result }, seconds),
+    commandCall: (operation, code) => mgr.metrics.providerRequests.inc({ provider: 'command', operation, code }),
+  },
   lambdaPollMs,
   offers,
   key: controllerKey,

@@ -36,7 +36,12 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
       }
     },
   };
+  mgr.metrics.leaseSource = () => leases.list() as never;
   const reconciler = new LeaseReconciler({
+    metrics: {
+      ready: (provider, seconds) => mgr.metrics.timeToReady.observe({ provider }, seconds),
+      releaseFailed: (provider) => mgr.metrics.releaseFailures.inc({ provider }),
+    },
     leases,
     offers,
     status: mgr.status,

@@ -40,7 +40,15 @@ export interface MachineDriverOptions {
   lambda?: LambdaAccounts;
   /** How often a booting or terminating Lambda instance is looked at. */
   lambdaPollMs?: number;
+  metrics?: DriverMetrics;
   log: Logger;
+}
+
+/** Provider-level metrics: bounded labels only (provider kind, operation, result). */
+export interface DriverMetrics {
+  launched(provider: string, result: 'launched' | 'failed', seconds: number): void;
+  /** Command providers; Lambda's HTTP calls are counted by its client. */
+  commandCall(operation: 'acquire' | 'release', code: 'ok' | 'error' | 'timeout'): void;
 }
 
 export function keysHash(keys: readonly string[]): string {
@@ -97,6 +105,18 @@ export class MachineDriver implements LeaseDriver {
     }
     // The provider enforces acquireTimeoutMs itself (command) or is cut off here (Lambda).
     const deadline = AbortSignal.timeout(Math.max(1000, this.opts.acquireTimeoutMs - (Date.now() - (Date.parse(st.launch?.startedAt ?? '') || Date.now()))));
+    const kind = st.release?.provider ?? 'command';
+    const t0 = Date.now();
+    const done = (result: AcquireResult): AcquireResult => {
+      this.opts.metrics?.launched(kind, result.kind, (Date.now() - t0) / 1000);
+      if (kind === 'command') this.opts.metrics?.commandCall('acquire', result.kind === 'launched' ? 'ok' : result.reason === 'AcquireTimeout' ? 'timeout' : 'error');
+      return result;
+    };
+    return done(await this.launchWith(lease, deadline, onProgress));
+  }
+
+  private async launchWith(lease: Lease, deadline: AbortSignal, onProgress: (line: string) => void): Promise<AcquireResult> {
+    const st = lease.status!;
     try {
       const key = await this.opts.key();
       const provider = await this.providerFor(lease, 'acquire');
@@ -156,13 +176,20 @@ export class MachineDriver implements LeaseDriver {
   async release(lease: Lease): Promise<void> {
     const st = lease.status ?? {};
     const provider = await this.providerFor(lease, 'release');
-    await provider.release({
-      leaseID: st.leaseID ?? '',
-      machineName: st.machineName ?? '',
-      offer: st.offer ?? '',
-      state: st.providerState ?? '',
-      signal: new AbortController().signal,
-    });
+    const command = (st.release?.provider ?? 'command') === 'command';
+    try {
+      await provider.release({
+        leaseID: st.leaseID ?? '',
+        machineName: st.machineName ?? '',
+        offer: st.offer ?? '',
+        state: st.providerState ?? '',
+        signal: new AbortController().signal,
+      });
+      if (command) this.opts.metrics?.commandCall('release', 'ok');
+    } catch (err) {
+      if (command) this.opts.metrics?.commandCall('release', isProviderError(err, 'Timeout') ? 'timeout' : 'error');
+      throw err;
+    }
   }
 }
 

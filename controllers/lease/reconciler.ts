@@ -59,8 +59,15 @@ export interface LeaseReconcilerDeps {
   driver: LeaseDriver;
   settings: LeaseSettings;
   log: Logger;
+  metrics?: LeaseMetrics;
   now?: () => Date;
   random?: () => number;
+}
+
+/** What the reconciler reports to metrics; labels are the provider kind only. */
+export interface LeaseMetrics {
+  ready(provider: string, seconds: number): void;
+  releaseFailed(provider: string): void;
 }
 
 export interface ReconcileResult {
@@ -246,7 +253,7 @@ export class LeaseReconciler {
           return { event: { type: 'LAUNCH_FAILED', reason: 'LaunchInterrupted', message: 'the controller stopped while acquire was running; releasing whatever it may have made' } };
         }
         const check = await this.deps.driver.prepare(lease);
-        return this.fromPrepare(check, started);
+        return this.fromPrepare(check, started, lease);
       }
       case 'Ready':
       case 'Idle': {
@@ -281,7 +288,7 @@ export class LeaseReconciler {
     }
   }
 
-  private fromPrepare(check: MachineCheck, startedMs: number): Observation {
+  private fromPrepare(check: MachineCheck, startedMs: number, lease?: Lease): Observation {
     if (check.kind === 'mismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.message } };
     if (check.kind === 'unreachable') {
       // Machines take a while to boot: keep trying until acquireTimeout.
@@ -289,6 +296,10 @@ export class LeaseReconciler {
       return { status: { message: `waiting for the machine's agent: ${check.message}` }, requeueAfter: Math.max(100, Math.min(2000, left)) };
     }
     const now = rfc3339(this.now());
+    if (lease) {
+      const created = Date.parse(lease.metadata?.creationTimestamp as unknown as string);
+      if (created) this.deps.metrics?.ready(lease.status?.release?.provider ?? 'command', Math.max(0, (this.now().getTime() - created) / 1000));
+    }
     return {
       event: { type: 'MACHINE_READY', message: `ready (${describeFacts(check.facts)})` },
       status: { facts: check.facts, readyAt: now, lastActivityAt: now, installedKeysHash: check.keysHash, machine: check.machine } as Partial<LeaseStatus>,
@@ -303,6 +314,7 @@ export class LeaseReconciler {
       return { event: { type: 'RELEASE_CONFIRMED', message: 'released: the provider confirmed the machine is gone' }, status: { releasedAt: rfc3339(this.now()), releaseAttempts: attempts } };
     } catch (err) {
       const text = errorText(err);
+      this.deps.metrics?.releaseFailed(st.release?.provider ?? 'command');
       return {
         event: { type: 'RELEASE_FAILED', message: `release attempt ${attempts} failed: ${text}; retrying in ${Math.round(this.deps.settings.checkIntervalMs / 1000)}s` },
         status: { releaseAttempts: attempts, lastReleaseError: text },

@@ -36,6 +36,7 @@ export interface LambdaAccountsOptions {
   secrets: SecretReader;
   launchIntervalMs: number;
   requestTimeoutMs?: number;
+  onResult?: (operation: string, code: string) => void;
 }
 
 export class LambdaAccounts {
@@ -74,7 +75,12 @@ export class LambdaAccounts {
     const id = `${endpoint.replace(/\/+$/, '')}#${createHash('sha256').update(apiKey).digest('hex').slice(0, 12)}`;
     return {
       id,
-      client: new LambdaClient({ endpoint, apiKey, ...(this.opts.requestTimeoutMs ? { timeoutMs: this.opts.requestTimeoutMs } : {}) }),
+      client: new LambdaClient({
+        endpoint,
+        apiKey,
+        ...(this.opts.requestTimeoutMs ? { timeoutMs: this.opts.requestTimeoutMs } : {}),
+        ...(this.opts.onResult ? { onResult: this.opts.onResult } : {}),
+      }),
       pacer: this.pacers.for(id),
     };
   }

@@ -47,6 +47,8 @@ export interface LambdaClientOptions {
   /** Per request. */
   timeoutMs?: number;
   fetch?: typeof fetch;
+  /** Called once per call with its operation and the HTTP status, or "lost" when no answer came. */
+  onResult?: (operation: string, code: string) => void;
 }
 
 const ErrorBody = z.object({
@@ -99,7 +101,7 @@ export class LambdaClient {
   }
 
   async listInstanceTypes(signal?: AbortSignal): Promise<LambdaInstanceType[]> {
-    const body = InstanceTypesBody.parse(await this.call('GET', '/instance-types', undefined, signal));
+    const body = InstanceTypesBody.parse(await this.call('GET', '/instance-types', undefined, signal, 'list-instance-types'));
     return Object.entries(body.data).map(([key, v]) => ({
       name: v.instance_type.name || key,
       description: v.instance_type.description,
@@ -124,41 +126,52 @@ export class LambdaClient {
       quantity: 1,
       ...(p.userData ? { user_data: p.userData } : {}),
     };
-    const answer = z.object({ data: z.object({ instance_ids: z.array(z.string()) }) }).parse(await this.call('POST', '/instance-operations/launch', body, signal));
+    const answer = z.object({ data: z.object({ instance_ids: z.array(z.string()) }) }).parse(await this.call('POST', '/instance-operations/launch', body, signal, 'launch'));
     return answer.data.instance_ids;
   }
 
   async listInstances(signal?: AbortSignal): Promise<LambdaInstance[]> {
-    const answer = z.object({ data: z.array(InstanceSchema) }).parse(await this.call('GET', '/instances', undefined, signal));
+    const answer = z.object({ data: z.array(InstanceSchema) }).parse(await this.call('GET', '/instances', undefined, signal, 'list-instances'));
     return answer.data.map(toInstance);
   }
 
   async getInstance(id: string, signal?: AbortSignal): Promise<LambdaInstance> {
-    const answer = z.object({ data: InstanceSchema }).parse(await this.call('GET', `/instances/${encodeURIComponent(id)}`, undefined, signal));
+    const answer = z.object({ data: InstanceSchema }).parse(await this.call('GET', `/instances/${encodeURIComponent(id)}`, undefined, signal, 'get-instance'));
     return toInstance(answer.data);
   }
 
   async terminate(ids: string[], signal?: AbortSignal): Promise<void> {
-    await this.call('POST', '/instance-operations/terminate', { instance_ids: ids }, signal);
+    await this.call('POST', '/instance-operations/terminate', { instance_ids: ids }, signal, 'terminate');
   }
 
   async listSshKeys(signal?: AbortSignal): Promise<{ id: string; name: string; publicKey: string }[]> {
-    const answer = z.object({ data: z.array(SshKeySchema) }).parse(await this.call('GET', '/ssh-keys', undefined, signal));
+    const answer = z.object({ data: z.array(SshKeySchema) }).parse(await this.call('GET', '/ssh-keys', undefined, signal, 'list-ssh-keys'));
     return answer.data.map((k) => ({ id: k.id, name: k.name, publicKey: k.public_key }));
   }
 
   async addSshKey(name: string, publicKey: string, signal?: AbortSignal): Promise<void> {
-    await this.call('POST', '/ssh-keys', { name, public_key: publicKey }, signal);
+    await this.call('POST', '/ssh-keys', { name, public_key: publicKey }, signal, 'add-ssh-key');
   }
 
   async listFileSystems(signal?: AbortSignal): Promise<LambdaFileSystem[]> {
     const answer = z
       .object({ data: z.array(z.object({ name: z.string(), region: z.object({ name: z.string() }).passthrough() }).passthrough()) })
-      .parse(await this.call('GET', '/file-systems', undefined, signal));
+      .parse(await this.call('GET', '/file-systems', undefined, signal, 'list-file-systems'));
     return answer.data.map((f) => ({ name: f.name, region: f.region.name }));
   }
 
-  private async call(method: 'GET' | 'POST', path: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
+  private async call(method: 'GET' | 'POST', path: string, body: unknown, signal: AbortSignal | undefined, operation: string): Promise<unknown> {
+    try {
+      const out = await this.send(method, path, body, signal);
+      this.opts.onResult?.(operation, '200');
+      return out;
+    } catch (err) {
+      this.opts.onResult?.(operation, err instanceof LambdaApiError ? String(err.status) : 'lost');
+      throw err;
+    }
+  }
+
+  private async send(method: 'GET' | 'POST', path: string, body: unknown, signal?: AbortSignal): Promise<unknown> {
     const what = `${method} ${path.replace(/\/instances\/[^/]+$/, '/instances/{id}')}`;
     const timeout = AbortSignal.timeout(this.timeoutMs);
     const combined = signal ? AbortSignal.any([signal, timeout]) : timeout;
