@@ -2,11 +2,11 @@
 // (`sshd -D -e -f <config>`), run as whoever runs the emulator, on its own
 // loopback address. Like e2e/providers/sshd-machine.sh, every machine has its
 // own directory (config, host keys, authorized_keys, sshd.log, home/) and sshd
-// sets LEASEHOLD_HOME and LEASEHOLD_AUTHORIZED_KEYS for every session, so
+// sets LEASEHOLD_HOME, LEASEHOLD_AUTHORIZED_KEYS and HOME for every session, so
 // that machines sharing one Unix user stay apart and the controller's agent
 // rewrites this machine's authorized_keys, not the user's.
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { chmodSync, createWriteStream, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync, type WriteStream } from 'node:fs';
+import { chmodSync, closeSync, existsSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -51,7 +51,6 @@ export class SshdMachine {
   readonly notes: string[] = [];
   pid: number | undefined;
   private child: ChildProcess | undefined;
-  private log: WriteStream | undefined;
   private starting: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
 
@@ -133,7 +132,9 @@ export class SshdMachine {
       'PermitRootLogin prohibit-password',
       'PrintMotd no',
       'PrintLastLog no',
-      `SetEnv "LEASEHOLD_HOME=${this.home}" "LEASEHOLD_AUTHORIZED_KEYS=${this.authorizedKeysFile}"`,
+      // HOME too: a fresh machine has its own, and the user's shell start-up files (a ~/.bashrc that
+      // bash reads even for `ssh host cmd`) must not slow down or break the machine's sessions.
+      `SetEnv "LEASEHOLD_HOME=${this.home}" "LEASEHOLD_AUTHORIZED_KEYS=${this.authorizedKeysFile}" "HOME=${this.home}"`,
       '',
     ];
     writeFileSync(this.config, lines.join('\n'), { mode: 0o600 });
@@ -146,33 +147,48 @@ export class SshdMachine {
     const sshdArgs = ['-D', '-e', '-f', this.config];
     // With setpriv, sshd dies with the emulator's process even when that is killed outright.
     const [cmd, args] = existsSync(SETPRIV) ? [SETPRIV, ['--pdeathsig', 'KILL', SSHD, ...sshdArgs]] : [SSHD, sshdArgs];
-    this.log = createWriteStream(join(this.dir, 'sshd.log'), { flags: 'a' });
-    const child = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], env: { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin' } });
+    // sshd writes its log straight to the file, not through a pipe that this
+    // process would have to drain: a test blocked in spawnSync must not stall it.
+    const logFile = join(this.dir, 'sshd.log');
+    const fd = openSync(logFile, 'a');
+    const offset = fstatSync(fd).size;
+    let child: ChildProcess;
+    try {
+      child = spawn(cmd, args, { stdio: ['ignore', 'ignore', fd], env: { PATH: '/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin' } });
+    } finally {
+      closeSync(fd);
+    }
     this.child = child;
     this.pid = child.pid;
     const listening = `Server listening on ${this.address} port ${this.port}`;
+    const seen = () => {
+      try {
+        return readFileSync(logFile, 'utf8').slice(offset);
+      } catch {
+        return '';
+      }
+    };
     this.starting = new Promise<void>((resolve, reject) => {
-      let seen = '';
       let done = false;
       const finish = (err?: Error) => {
         if (done) return;
         done = true;
         clearTimeout(timer);
+        clearInterval(poll);
         if (err) reject(err);
         else resolve();
       };
-      const timer = setTimeout(() => finish(new Error(`sshd did not listen on ${this.address}:${this.port} within ${timeoutMs} ms: ${tail(seen)}`)), timeoutMs);
-      child.stderr!.on('data', (chunk: Buffer) => {
-        this.log?.write(chunk);
-        if (done) return;
-        seen += chunk.toString('utf8');
-        if (seen.includes(listening)) finish();
-      });
+      const timer = setTimeout(() => finish(new Error(`sshd did not listen on ${this.address}:${this.port} within ${timeoutMs} ms: ${tail(seen())}`)), timeoutMs);
+      const poll = setInterval(() => {
+        if (seen().includes(listening)) finish();
+      }, 20);
       child.on('error', (e) => finish(e));
       child.on('exit', (code, signal) => {
         this.pid = undefined;
-        if (/Bind to port|Cannot bind any address|Address already in use/.test(seen)) finish(new BindError(`sshd could not bind ${this.address}:${this.port}`));
-        else finish(new Error(`sshd exited (${signal ?? code}) before listening: ${tail(seen)}`));
+        const log = seen();
+        if (log.includes(listening)) return;
+        if (/Bind to port|Cannot bind any address|Address already in use/.test(log)) finish(new BindError(`sshd could not bind ${this.address}:${this.port}`));
+        else finish(new Error(`sshd exited (${signal ?? code}) before listening: ${tail(log)}`));
       });
     });
     return this.starting;
@@ -188,7 +204,6 @@ export class SshdMachine {
     this.stopping ??= (async () => {
       if (this.starting) await this.starting.catch(() => undefined);
       await killMachineProcesses(this.dir);
-      this.log?.end();
     })();
     return this.stopping;
   }

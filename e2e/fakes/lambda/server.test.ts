@@ -102,12 +102,12 @@ function processesUnder(dir: string): number[] {
   return found;
 }
 
-function realSsh(host: string, port: number, user: string, knownKey: string, command: string) {
+function realSsh(host: string, port: number, user: string, knownKey: string, command: string, identity = device.file) {
   const knownHosts = join(work, `known_hosts-${host}-${port}-${Math.random().toString(36).slice(2)}`);
   writeFileSync(knownHosts, `[${host}]:${port} ${knownKey}\n`);
   return spawnSync(
     'ssh',
-    ['-F', '/dev/null', '-i', device.file, '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', `UserKnownHostsFile=${knownHosts}`, '-o', 'GlobalKnownHostsFile=/dev/null',
+    ['-F', '/dev/null', '-i', identity, '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', `UserKnownHostsFile=${knownHosts}`, '-o', 'GlobalKnownHostsFile=/dev/null',
       '-o', 'StrictHostKeyChecking=yes', '-o', 'ConnectTimeout=10', '-p', String(port), `${user}@${host}`, command],
     { encoding: 'utf8', timeout: 30_000 },
   );
@@ -454,10 +454,10 @@ describe('real sshd per instance', () => {
     const known = hostKey.pub.split(' ').slice(0, 2).join(' ');
     expect(e.instance(id)!.hostKey).toBe(known);
     const ok = realSsh(i.ip!, e.sshPort, e.sshUser, known, 'echo ok');
-    expect({ status: ok.status, stdout: ok.stdout.trim() }).toEqual({ status: 0, stdout: 'ok' });
-    const env = realSsh(i.ip!, e.sshPort, e.sshUser, known, 'echo "$LEASEHOLD_HOME|$LEASEHOLD_AUTHORIZED_KEYS"');
+    expect({ status: ok.status, stdout: ok.stdout.trim() }).toEqual({ status: 0, stdout: "ok" });
+    const env = realSsh(i.ip!, e.sshPort, e.sshUser, known, 'echo "$LEASEHOLD_HOME|$LEASEHOLD_AUTHORIZED_KEYS|$HOME"');
     const dir = e.instance(id)!.dir;
-    expect(env.stdout.trim()).toBe(`${dir}/home|${dir}/authorized_keys`);
+    expect(env.stdout.trim()).toBe(`${dir}/home|${dir}/authorized_keys|${dir}/home`);
     const refused = realSsh(i.ip!, e.sshPort, e.sshUser, otherHost.pub.split(' ').slice(0, 2).join(' '), 'echo ok');
     expect(refused.status).not.toBe(0);
     expect(refused.stderr).toMatch(/host key verification failed|REMOTE HOST IDENTIFICATION HAS CHANGED/i);
@@ -474,6 +474,26 @@ describe('real sshd per instance', () => {
     // b's sshd does not answer with a's key.
     expect(realSsh(ib.ip!, e.sshPort, e.sshUser, ka, 'echo ok').status).not.toBe(0);
     expect(e.instance(b)!.notes.join(' ')).toMatch(/not #cloud-config/);
+  });
+
+  it('admits only the launch key and the cloud-config ssh_authorized_keys; with sshLagMs sshd comes up after active', async () => {
+    const extra = keygen('extra');
+    const stranger = keygen('stranger');
+    const lagging = await emulator({ sshLagMs: 700 });
+    await addDeviceKey(lagging);
+    const userData = `${cloudConfig(hostKey.priv, hostKey.pub)}ssh_authorized_keys:\n  - ${extra.pub}\n`;
+    const id = await launch(lagging, { user_data: userData });
+    const i = await waitStatus(lagging, id, 'active');
+    expect(lagging.instance(id)!.sshdPid).toBeUndefined();
+    await until('sshd after active', async () => lagging.instance(id)!.sshdPid);
+    const known = hostKey.pub.split(' ').slice(0, 2).join(' ');
+    expect(realSsh(i.ip!, lagging.sshPort, lagging.sshUser, known, 'echo ok').stdout.trim()).toBe('ok');
+    expect(realSsh(i.ip!, lagging.sshPort, lagging.sshUser, known, 'echo ok', extra.file).stdout.trim()).toBe('ok');
+    const refused = realSsh(i.ip!, lagging.sshPort, lagging.sshUser, known, 'echo ok', stranger.file);
+    expect(refused.status).not.toBe(0);
+    expect(refused.stderr).toMatch(/Permission denied/);
+    await lagging.stop();
+    expect(processesUnder(lagging.dir)).toEqual([]);
   });
 
   it('terminate kills open sessions and what they run', async () => {
