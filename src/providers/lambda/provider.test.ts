@@ -1,0 +1,181 @@
+// LambdaProvider against the Lambda API emulator over real HTTP (no sshd
+// here: these tests are about the API conversation; e2e/lambda.test.ts
+// boots real machines).
+import { describe, it, expect, beforeEach, afterEach } from '@jest/globals';
+import { startLambdaEmulator, type CatalogEntry, type LambdaEmulator } from '../../../e2e/fakes/lambda/server.js';
+import { generateControllerKey } from '../../machine/keys.js';
+import { isProviderError, type LaunchRequest } from '../types.js';
+import { LambdaClient } from './client.js';
+import { LaunchPacer } from './pacer.js';
+import { accountKeyName, LambdaProvider, parseLambdaState, type LambdaLaunchSettings } from './provider.js';
+
+const INTERVAL = 300;
+const type = (name: string, cents: number, regions: string[] | Record<string, number>): CatalogEntry => ({
+  name,
+  description: name,
+  gpu_description: 'A10 (24 GB PCIe)',
+  price_cents_per_hour: cents,
+  specs: { vcpus: 30, memory_gib: 200, storage_gib: 1400, gpus: 1 },
+  regions,
+});
+
+let emu: LambdaEmulator;
+let key: { privateKey: string; publicKey: string };
+
+beforeEach(async () => {
+  emu = await startLambdaEmulator({ sshd: false, bootMs: 50, terminateMs: 50, launchIntervalMs: INTERVAL, catalog: [type('gpu_1x_a10', 75, ['us-east-1', 'us-west-1']), type('gpu_8x_h100', 2392, ['us-east-1'])] });
+  key = generateControllerKey();
+});
+afterEach(async () => {
+  await emu.stop();
+});
+
+function provider(launch?: Partial<LambdaLaunchSettings>, apiKey = emu.apiKey, pacer = new LaunchPacer({ intervalMs: INTERVAL + 50 })) {
+  const client = new LambdaClient({ endpoint: emu.url, apiKey, timeoutMs: 2000 });
+  return new LambdaProvider({
+    client,
+    pacer,
+    registeredKeys: new Set(),
+    pollMs: 30,
+    lookupWithinMs: 500,
+    confirmWithinMs: 2000,
+    launch: { instanceType: 'gpu_1x_a10', regions: ['us-east-1'], maxPricePerHour: 10, login: 'ubuntu', sshPort: 2222, ...launch },
+  });
+}
+
+const progress: string[] = [];
+function req(name = 'leasehold-abcd1234'): LaunchRequest {
+  progress.length = 0;
+  return { leaseID: name.slice(10), machineName: name, offer: 'lambda', where: 'gpu', controllerPublicKey: key.publicKey, signal: new AbortController().signal, onProgress: (l) => progress.push(l) };
+}
+const live = () => emu.instances().filter((i) => i.status !== 'terminated');
+async function failure(p: Promise<unknown>) {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  throw new Error('expected a failure');
+}
+
+describe('LambdaProvider.launch', () => {
+  it('registers the account key once, launches a named instance with a fresh host key in user_data, and waits until it is active', async () => {
+    const p = provider();
+    const out = await p.launch(req());
+    const [inst] = live();
+    expect(inst).toMatchObject({ name: 'leasehold-abcd1234', status: 'active', ssh_key_names: [accountKeyName(key.publicKey)] });
+    expect(inst!.region.name).toBe('us-east-1');
+    expect(inst!.userData).toMatch(/^#cloud-config/);
+    expect(inst!.userData).toContain('ed25519_private');
+    expect(out.target.ssh).toMatchObject({ host: inst!.ip, port: 2222, user: 'ubuntu' });
+    expect(inst!.userData).toContain(out.target.ssh!.hostKey!.split(' ')[1]!);
+    expect(parseLambdaState(out.state)).toMatchObject({ instanceID: inst!.id, region: 'us-east-1', name: 'leasehold-abcd1234' });
+    expect(progress.some((l) => l.includes('$0.75/h'))).toBe(true);
+    // A second launch on the same account does not register the key again.
+    const keysBefore = emu.requests.filter((r) => r.path.endsWith('/ssh-keys') && r.method === 'POST').length;
+    await p.launch(req('leasehold-abcd5678'));
+    expect(emu.requests.filter((r) => r.path.endsWith('/ssh-keys') && r.method === 'POST').length).toBe(keysBefore);
+    const hostKeys = new Set(live().map((i) => i.userData));
+    expect(hostKeys.size).toBe(2);
+  });
+
+  it('checks the price as the request goes out and refuses one above the cap', async () => {
+    emu.setPrice('gpu_1x_a10', 1200);
+    const err = await failure(provider().launch(req()));
+    expect(isProviderError(err, 'OverPriceCap')).toBe(true);
+    expect(String(err)).toContain('maxPricePerHour');
+    expect(emu.launches).toEqual([]);
+  });
+
+  it('fails without retry when no wanted region has capacity, and never launches another type', async () => {
+    emu.setCapacity('gpu_1x_a10', ['us-west-1']);
+    const err = await failure(provider().launch(req()));
+    expect(isProviderError(err, 'InsufficientCapacity')).toBe(true);
+    expect(isProviderError(err) && err.retryable).toBe(false);
+    expect(emu.launches).toEqual([]);
+  });
+
+  it('tries the next wanted region when the launch itself says no capacity', async () => {
+    emu.fault({ op: 'launch', mode: 'status', status: 400, code: 'instance-operations/launch/insufficient-capacity', times: 1 });
+    const out = await provider({ regions: ['us-east-1', 'us-west-1'] }).launch(req());
+    expect(parseLambdaState(out.state).region).toBe('us-west-1');
+    // (A fault answers before the emulator reads the body, so only the real launch records its region.)
+    expect(emu.launches).toHaveLength(2);
+    expect(emu.launches[1]!.region).toBe('us-west-1');
+  });
+
+  it('spaces launches on one account and waits out a 429 instead of failing', async () => {
+    const pacer = new LaunchPacer({ intervalMs: INTERVAL + 50 });
+    emu.fault({ op: 'launch', mode: 'status', status: 429, times: 1 });
+    await Promise.all(['leasehold-aaaa0001', 'leasehold-aaaa0002', 'leasehold-aaaa0003'].map((n) => provider({}, emu.apiKey, pacer).launch(req(n))));
+    const ok = emu.launches.filter((l) => l.outcome === 'launched');
+    expect(ok).toHaveLength(3);
+    const gaps = emu.launches.slice(1).map((l, i) => l.time - emu.launches[i]!.time);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(INTERVAL);
+    expect(emu.launches.filter((l) => l.status === 429 && l.fault === undefined)).toEqual([]);
+  });
+
+  it('adopts by name, without sending again, when the lost launch went through', async () => {
+    emu.fault({ op: 'launch', mode: 'drop', times: 1 });
+    await provider().launch(req());
+    expect(emu.launches).toHaveLength(1);
+    expect(live()).toHaveLength(1);
+    expect(progress.some((l) => l.includes('adopted'))).toBe(true);
+  });
+
+  it('sends a lost launch once more, and adopts by name when the second answer is lost too', async () => {
+    emu.fault({ op: 'launch', mode: 'status', status: 502, times: 1 });
+    emu.fault({ op: 'launch', mode: 'drop', times: 1 });
+    const out = await provider().launch(req());
+    expect(emu.launches).toHaveLength(2);
+    expect(live().map((i) => i.id)).toEqual([parseLambdaState(out.state).instanceID]);
+  });
+
+  it('withdraws after two lost answers when nothing has the name', async () => {
+    emu.fault({ op: 'launch', mode: 'status', status: 502, times: 2 });
+    const err = await failure(provider().launch(req()));
+    expect(String(err)).toContain('two launch answers');
+    expect(isProviderError(err) && err.retryable).toBe(false);
+    expect(emu.launches).toHaveLength(2);
+    expect(live()).toEqual([]);
+  });
+
+  it('reports a wrong API key as Unauthorized without the key in the message', async () => {
+    const err = await failure(provider({}, 'secret_wrong_key_123').launch(req()));
+    expect(isProviderError(err, 'Unauthorized')).toBe(true);
+    expect(String(err)).not.toContain('secret_wrong_key_123');
+  });
+});
+
+describe('LambdaProvider.release', () => {
+  it('terminates by ID and returns only once the instance is listed terminated', async () => {
+    const p = provider();
+    const out = await p.launch(req());
+    await p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state: out.state, signal: new AbortController().signal });
+    expect(emu.instances()[0]!.status).toBe('terminated');
+    // Safe to run twice.
+    await p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state: out.state, signal: new AbortController().signal });
+  });
+
+  it('finds the instance by name when the launch never answered, and is a no-op when nothing has the name', async () => {
+    const p = provider();
+    await p.launch(req());
+    await p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state: '', signal: new AbortController().signal });
+    expect(live()).toEqual([]);
+    await p.release({ leaseID: 'ffff0000', machineName: 'leasehold-ffff0000', offer: 'lambda', state: '', signal: new AbortController().signal });
+  });
+
+  it('fails, to be retried, when termination is refused or the key cannot see the instance', async () => {
+    const p = provider();
+    const out = await p.launch(req());
+    emu.fault({ op: 'terminate', mode: 'status', status: 500, times: 1 });
+    const err = await failure(p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state: out.state, signal: new AbortController().signal }));
+    expect(String(err)).toContain('HTTP 500');
+    expect(live()).toHaveLength(1);
+    const other = provider({}, emu.addAccount('other'));
+    const hidden = await failure(other.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state: out.state, signal: new AbortController().signal }));
+    expect(isProviderError(hidden, 'NotFound')).toBe(true);
+    expect(String(hidden)).toContain('keep the Secret');
+    expect(live()).toHaveLength(1);
+  });
+});
