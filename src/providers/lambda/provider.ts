@@ -9,7 +9,8 @@
 // Release terminates by ID (or by name when the launch never answered) and
 // succeeds only once Lambda lists the instance as terminated.
 import { createHash } from 'node:crypto';
-import { utils } from 'ssh2';
+// ssh2 is CommonJS: under plain Node ESM (the controller process) only its default export exists.
+import ssh2 from 'ssh2';
 import { stringify } from 'yaml';
 import { isProviderError, ProviderError, type Launched, type LaunchRequest, type MachineProvider, type ReleaseRequest } from '../types.js';
 import { overCap, pickRegion, priceOf } from './catalog.js';
@@ -96,7 +97,7 @@ export class LambdaProvider implements MachineProvider {
     try {
       const keyName = await this.ensureAccountKey(req.controllerPublicKey, req.signal);
       const onlyRegion = s.fileSystems?.length ? await this.fileSystemRegion(s.fileSystems, req.signal) : undefined;
-      const hostKeyPair = utils.generateKeyPairSync('ed25519', { comment: `${req.machineName}-host` });
+      const hostKeyPair = ssh2.utils.generateKeyPairSync('ed25519', { comment: `${req.machineName}-host` });
       const hostKey = { privateKey: hostKeyPair.private, publicKey: hostKeyPair.public.trim() };
       state.hostKey = hostKey.publicKey;
       const userData = hostKeyUserData(hostKey);
