@@ -43,9 +43,15 @@ chart-lint: binaries
 	  "$$bin/helm" lint --strict charts/leasehold && \
 	  "$$bin/helm" template leasehold charts/leasehold --namespace leasehold-system >/dev/null && \
 	  "$$bin/helm" template leasehold charts/leasehold --namespace leasehold-system \
-	    --set watchNamespace=ml,secretNamespaces={ml,cloud},metrics.serviceMonitor.enabled=true,dashboard.enabled=true \
+	    --set 'watchNamespace=ml,secretNamespaces={ml,cloud},metrics.serviceMonitor.enabled=true,dashboard.enabled=true' \
 	    --set-file providerScripts.sshd-machine\\.sh=e2e/providers/sshd-machine.sh >/dev/null && \
 	  echo "chart ok"
+
+# The whole loop on this machine, no network: control plane, CRDs, controller, a Lease on a
+# local sshd machine, ssh into it, idle release. DEMO_IDLE_TIMEOUT=10s shortens it; Ctrl-C cleans up.
+.PHONY: demo
+demo: deps binaries
+	node --import tsx e2e/demo/main.ts
 
 # A local control plane in the foreground; prints the KUBECONFIG to export.
 cluster: deps binaries

@@ -38,7 +38,7 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{/*
-Rules on namespaced Leasehold objects and Events: a ClusterRole when Leases
+Rules on namespaced Leasehold objects: in the ClusterRole when Leases
 are watched in every namespace, a Role in watchNamespace otherwise. Each verb
 is one the controller sends (see README, "Install with Helm").
 */}}
@@ -53,8 +53,4 @@ is one the controller sends (see README, "Install with Helm").
 - apiGroups: ["leasehold.dev"]
   resources: ["leases/status"]
   verbs: ["patch"]
-# Events on Leases (kubectl describe); a repeat patches the count.
-- apiGroups: [""]
-  resources: ["events"]
-  verbs: ["create", "patch"]
 {{- end -}}
