@@ -39,6 +39,9 @@ const { values: flags } = parseArgs({
   options: {
     'idle-timeout': { type: 'string', default: process.env.DEMO_IDLE_TIMEOUT || '30s' },
     'check-interval': { type: 'string', default: process.env.DEMO_CHECK_INTERVAL || '5s' },
+    // For digging into a failure: the controller's log level, and keeping the demo directory (logs) afterwards.
+    'log-level': { type: 'string', default: process.env.DEMO_LOG_LEVEL || 'info' },
+    'keep-dir': { type: 'boolean', default: process.env.DEMO_KEEP_DIR === '1' },
   },
   strict: true,
 });
@@ -64,7 +67,7 @@ let planeStarting: Promise<ControlPlane> | undefined;
 let plane: ControlPlane | undefined;
 let controller: ChildProcess | undefined;
 let controllerLog: string | undefined;
-let watcher: ChildProcess | undefined;
+const watchers: ChildProcess[] = [];
 let leaseApplied = false;
 let stopping: Promise<void> | undefined;
 /** Set when the demo failed: the controller log is worth showing before it is removed. */
@@ -157,43 +160,56 @@ async function deleteLease(): Promise<void> {
 /** Undoes everything, in order; safe to run at any point. Resolves true when nothing is left. */
 async function teardown(): Promise<boolean> {
   let ok = true;
-  await stopChild(watcher, 2_000);
+  // Every step runs even if one before it failed.
+  const attempt = async (what: string, fn: () => Promise<unknown>) => {
+    try {
+      await fn();
+    } catch (err) {
+      ok = false;
+      say(`${what}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  };
+  await attempt('stopping the watches', async () => {
+    for (const w of watchers) await stopChild(w, 2_000);
+  });
   plane ??= await planeStarting?.catch(() => undefined);
-  if (leaseApplied && plane && alive(controller)) await deleteLease();
-  if (controller) say('stopping the controller');
-  await stopChild(controller, 35_000);
+  if (leaseApplied && plane && alive(controller)) await attempt('deleting the Lease', deleteLease);
+  if (alive(controller)) say('stopping the controller');
+  await attempt('stopping the controller', () => stopChild(controller, 35_000));
   // Whatever the controller did not release (it was stopped mid-acquire, or
   // the API was already gone) is released here, by lease ID.
-  ok = (await releaseLeftoverMachines()) && ok;
+  await attempt('releasing machines', async () => {
+    if (!(await releaseLeftoverMachines())) throw new Error('a machine could not be released');
+  });
   if (plane) {
     say('stopping kube-apiserver and etcd');
-    await plane.stop(true).catch((err) => {
-      ok = false;
-      say(`stopping the control plane: ${String(err)}`);
-    });
+    await attempt('stopping the control plane', () => plane!.stop(true));
   }
-  if (root) {
-    const left = processesMentioning(root);
-    for (const p of left) {
-      ok = false;
-      say(`process ${p.pid} was still running; killing it: ${p.cmdline.slice(0, 160)}`);
-      try {
-        process.kill(p.pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
+  if (!root) return ok;
+  for (const p of processesMentioning(root)) {
+    ok = false;
+    say(`process ${p.pid} was still running; killing it: ${p.cmdline.slice(0, 160)}`);
+    try {
+      process.kill(p.pid, 'SIGKILL');
+    } catch {
+      // already gone
     }
-    if ((failed || !ok) && controllerLog) {
-      try {
-        say('last lines of the controller log:');
-        block(readFileSync(controllerLog, 'utf8').split('\n').slice(-15).join('\n'));
-      } catch {
-        // no log
-      }
-    }
-    await rm(root, { recursive: true, force: true });
-    say(`removed ${root}`);
   }
+  if ((failed || !ok) && controllerLog) {
+    try {
+      const lines = readFileSync(controllerLog, 'utf8').trimEnd().split('\n').slice(-15);
+      say('last lines of the controller log:');
+      block(lines.map((l) => (l.length > 400 ? `${l.slice(0, 400)}...` : l)).join('\n'));
+    } catch {
+      // no log
+    }
+  }
+  if (flags['keep-dir']) {
+    say(`kept ${root} (logs: controller.log, cp/*.log, machines/*/sshd.log); remove it yourself`);
+    return ok;
+  }
+  await attempt('removing the demo directory', () => rm(root!, { recursive: true, force: true }));
+  say(`removed ${root}`);
   return ok;
 }
 
@@ -236,12 +252,12 @@ const seen: Seen[] = [];
 let waiters: Array<() => void> = [];
 let watchEnded: string | undefined;
 
-function startWatch(kubeconfig: string, binDir: string): Promise<void> {
+function startWatch(kubeconfig: string, binDir: string): void {
   checkStopping();
   const child = spawn(join(binDir, 'kubectl'), ['--kubeconfig', kubeconfig, '-n', NAMESPACE, 'get', 'leases.leasehold.dev', '-w'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  watcher = child;
+  watchers.push(child);
   const lines = createInterface({ input: child.stdout! });
   lines.on('line', (line) => {
     process.stdout.write(`[${seconds(Date.now() - started).padStart(6)}]   | ${line}\n`);
@@ -256,18 +272,23 @@ function startWatch(kubeconfig: string, binDir: string): Promise<void> {
     watchEnded = `kubectl get -w exited (${signal ?? code})`;
     for (const w of waiters) w();
   });
-  // kubectl says "No resources found" on stderr once its first list is done:
-  // from then on the watch sees every change.
-  return new Promise((resolve) => {
-    const timer = setTimeout(resolve, 10_000);
-    createInterface({ input: child.stderr! }).on('line', (line) => {
-      if (/No resources found/.test(line)) {
-        clearTimeout(timer);
-        resolve();
-      } else {
-        say(`kubectl: ${line}`);
-      }
-    });
+  createInterface({ input: child.stderr! }).on('line', (line) => say(`kubectl: ${line}`));
+}
+
+/** Prints status.message each time it changes: what the controller is doing, in its words. */
+function followMessages(kubeconfig: string, binDir: string): void {
+  checkStopping();
+  const child = spawn(
+    join(binDir, 'kubectl'),
+    ['--kubeconfig', kubeconfig, '-n', NAMESPACE, 'get', 'leases.leasehold.dev', LEASE, '-w', '-o', 'jsonpath={.status.message}{"\\n"}'],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
+  );
+  watchers.push(child);
+  let last = '';
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    const msg = line.trim();
+    if (msg && msg !== last) say(`  status.message: ${msg}`);
+    last = msg || last;
   });
 }
 
@@ -350,7 +371,7 @@ async function main(): Promise<void> {
   controllerLog = join(root, 'controller.log');
   const logFd = openSync(controllerLog, 'a');
   checkStopping();
-  const args = ['--kubeconfig', kubeconfig, '--no-leader-elect', '--check-interval', checkInterval, '--metrics-addr', `127.0.0.1:${metricsPort}`, '--acquire-timeout', '3m'];
+  const args = ['--kubeconfig', kubeconfig, '--no-leader-elect', '--check-interval', checkInterval, '--metrics-addr', `127.0.0.1:${metricsPort}`, '--acquire-timeout', '3m', '--log-level', flags['log-level']!];
   controller = spawn(process.execPath, ['--import', 'tsx', join(repo, 'src/main.ts'), ...args], {
     cwd: repo,
     stdio: ['ignore', logFd, logFd],
@@ -377,9 +398,7 @@ async function main(): Promise<void> {
   await execFileP('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'demo-device', '-f', deviceKey]);
   const devicePub = (await readFile(`${deviceKey}.pub`, 'utf8')).trim();
 
-  // 5. Watch, then the Lease: with no Offer yet, it waits Pending.
-  say(`watching: kubectl -n ${NAMESPACE} get leases.leasehold.dev -w`);
-  await startWatch(kubeconfig, binDir);
+  // 5. The Lease: with no Offer yet, it waits Pending.
   const lease = {
     apiVersion: 'leasehold.dev/v1alpha1',
     kind: 'Lease',
@@ -387,11 +406,15 @@ async function main(): Promise<void> {
     spec: { where: `os=linux,arch=${shape.arch},cpus>=1`, offer: OFFER, sshKeys: [devicePub] },
   };
   say('applying a Lease (no Offer exists yet, so it waits Pending):');
-  block(stringify(lease));
+  block(stringify(lease, { lineWidth: 0 }));
   checkStopping();
   await mustKubectl(['apply', '-f', '-'], JSON.stringify(lease));
   leaseApplied = true;
   const tLease = Date.now();
+  // Started after the Lease exists, so its first row is already there.
+  say(`watching: kubectl -n ${NAMESPACE} get leases.leasehold.dev -w`);
+  startWatch(kubeconfig, binDir);
+  followMessages(kubeconfig, binDir);
   await phaseSeen('Pending', 60_000);
 
   // 6. The Offer: its machines are sshd processes on loopback.
@@ -407,7 +430,7 @@ async function main(): Promise<void> {
     },
   };
   say(`applying an Offer whose machines are real sshd processes on 127.0.0.1 (shape measured here: ${shape.os}/${shape.arch}, ${shape.cpus} CPUs):`);
-  block(stringify(offer));
+  block(stringify(offer, { lineWidth: 0 }));
   checkStopping();
   await mustKubectl(['apply', '-f', '-'], JSON.stringify(offer));
   const tOffer = Date.now();
