@@ -6,79 +6,41 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { startController, type ControllerProcess } from './support/controller.js';
-import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
+import type { ControllerProcess } from './support/controller.js';
+import { getJSON } from './support/kube.js';
+import { leaseFixture, sshdCommands, type LeaseFixture } from './support/leases.js';
 
-const kubectl = testKubectl();
-const provider = join(process.cwd(), 'e2e/providers/sshd-machine.sh');
-const machines = mkdtempSync(join(tmpdir(), 'leasehold-machines-'));
-const suffix = Date.now().toString(36);
+let fx: LeaseFixture;
+let kubectl: LeaseFixture['kubectl'];
 let ns: string;
+let machines: string;
 let ctl: ControllerProcess;
-const offers: string[] = [];
 
 const keyDir = mkdtempSync(join(tmpdir(), 'leasehold-device-'));
 execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'device', '-f', join(keyDir, 'id')]);
 const deviceKey = readFileSync(join(keyDir, 'id.pub'), 'utf8').trim();
 
-async function offer(name: string, opts: { cpus?: number; idleTimeout?: string; maxLifetime?: string; env?: string } = {}) {
-  const full = `${name}-${suffix}`;
-  offers.push(full);
-  const wrap = opts.env ? ['/usr/bin/env', ...opts.env.split(' ')] : [];
-  await apply(kubectl, JSON.stringify({
-    apiVersion: 'leasehold.dev/v1alpha1',
-    kind: 'Offer',
-    metadata: { name: full },
-    spec: {
-      command: { acquire: [...wrap, provider, 'acquire'], release: [...wrap, provider, 'release'], shape: { os: 'linux', arch: 'amd64', cpus: opts.cpus ?? 1 } },
-      pricePerHour: 0,
-      idleTimeout: opts.idleTimeout ?? '10m',
-      maxLifetime: opts.maxLifetime ?? '1h',
-    },
-  }));
-  return full;
-}
-
-async function lease(name: string, offerName: string) {
-  await apply(kubectl, JSON.stringify({
-    apiVersion: 'leasehold.dev/v1alpha1',
-    kind: 'Lease',
-    metadata: { name, namespace: ns },
-    spec: { where: 'cpus>=1', offer: offerName, sshKeys: [deviceKey] },
-  }));
-}
-
-const phase = async (name: string) => (await getJSON(kubectl, ['-n', ns, 'leases.leasehold.dev', name]))?.status;
-const waitPhase = (name: string, want: string, ms = 60_000) =>
-  waitFor(`${name} ${want}`, async () => {
-    const s = await phase(name);
-    return s?.phase === want ? s : undefined;
-  }, ms, 250);
-const sshdFor = (leaseID: string) => {
-  try {
-    return execFileSync('pgrep', ['-f', join(machines, leaseID)]).toString().trim();
-  } catch {
-    return '';
-  }
-};
+const offer = (name: string, opts: { cpus?: number; idleTimeout?: string; maxLifetime?: string; env?: string } = {}) =>
+  fx.offer(name, {
+    ...sshdCommands(opts.env),
+    shape: { os: 'linux', arch: 'amd64', cpus: opts.cpus ?? 1 },
+    pricePerHour: 0,
+    idleTimeout: opts.idleTimeout ?? '10m',
+    maxLifetime: opts.maxLifetime ?? '1h',
+  });
+const lease = (name: string, offerName: string) => fx.lease(name, { where: 'cpus>=1', offer: offerName, sshKeys: [deviceKey] });
+const waitPhase = (name: string, want: string, ms?: number) => fx.waitPhase(name, want, ms);
+const sshdFor = (leaseID: string) => fx.sshdFor(leaseID);
 
 beforeAll(async () => {
-  ns = await freshNamespace(kubectl, 'lifecycle');
-  ctl = await startController(
-    process.env.E2E_KUBECONFIG!,
-    ['--watch-namespace', ns, '--leader-election-namespace', ns, '--namespace', ns, '--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '2'],
-    { LEASEHOLD_MACHINES_DIR: machines },
-  );
+  fx = await leaseFixture('lifecycle');
+  ({ kubectl, ns, machines } = fx);
+  ctl = await fx.startController(['--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '2']);
 });
 
 afterAll(async () => {
   await ctl?.stop();
-  for (const o of offers) await kubectl(['delete', 'offer.leasehold.dev', o, '--ignore-not-found', '--wait=false']);
-  try {
-    execFileSync('pkill', ['-f', `${machines}/.*/sshd_config`]);
-  } catch {
-    // nothing left to stop
-  }
+  await fx?.cleanup();
 });
 
 describe('leases on command offers with real sshd machines', () => {

@@ -1,53 +1,33 @@
 // Which Offer serves a Lease, maxLeases, and acquire output that breaks the
 // provider rules (no JSON, over 16 KiB, a local socket): fails and releases.
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
-import { existsSync, mkdtempSync, readFileSync } from 'node:fs';
-import { execFileSync } from 'node:child_process';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { startController, type ControllerProcess } from './support/controller.js';
-import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
+import type { ControllerProcess } from './support/controller.js';
+import { getJSON, waitFor } from './support/kube.js';
+import { BAD_TARGET_PROVIDER as bad, SSHD_PROVIDER as sshd, leaseFixture, type LeaseFixture } from './support/leases.js';
 
-const kubectl = testKubectl();
-const sshd = join(process.cwd(), 'e2e/providers/sshd-machine.sh');
-const bad = join(process.cwd(), 'e2e/providers/bad-target.sh');
-const machines = mkdtempSync(join(tmpdir(), 'leasehold-machines-'));
-const suffix = Date.now().toString(36);
+let fx: LeaseFixture;
+let kubectl: LeaseFixture['kubectl'];
 let ns: string;
+let machines: string;
 let ctl: ControllerProcess;
-const offers: string[] = [];
 
-async function offer(name: string, acquire: string[], release: string[], pricePerHour?: number, gpu?: string) {
-  const full = `${name}-${suffix}`;
-  offers.push(full);
-  await apply(kubectl, JSON.stringify({
-    apiVersion: 'leasehold.dev/v1alpha1', kind: 'Offer', metadata: { name: full },
-    spec: { command: { acquire, release, shape: { os: 'linux', arch: 'amd64', cpus: 1, ...(gpu ? { gpu } : {}) } }, ...(pricePerHour === undefined ? {} : { pricePerHour }) },
-  }));
-  return full;
-}
-
-async function lease(name: string, where: string, offerName?: string) {
-  await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { name, namespace: ns }, spec: { where, ...(offerName ? { offer: offerName } : {}) } }));
-}
-const status = async (name: string) => (await getJSON(kubectl, ['-n', ns, 'leases.leasehold.dev', name]))?.status;
-const waitPhase = (name: string, want: string, ms = 60_000) => waitFor(`${name} ${want}`, async () => ((await status(name))?.phase === want ? status(name) : undefined), ms, 250);
+const offer = (name: string, acquire: string[], release: string[], pricePerHour?: number, gpu?: string) =>
+  fx.offer(name, { acquire, release, shape: { os: 'linux', arch: 'amd64', cpus: 1, ...(gpu ? { gpu } : {}) }, pricePerHour });
+const lease = (name: string, where: string, offerName?: string) => fx.lease(name, { where, offer: offerName });
+const status = (name: string) => fx.status(name);
+const waitPhase = (name: string, want: string, ms?: number) => fx.waitPhase(name, want, ms);
 
 beforeAll(async () => {
-  ns = await freshNamespace(kubectl, 'sched');
-  ctl = await startController(process.env.E2E_KUBECONFIG!,
-    ['--watch-namespace', ns, '--leader-election-namespace', ns, '--namespace', ns, '--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '1'],
-    { LEASEHOLD_MACHINES_DIR: machines });
+  fx = await leaseFixture('sched');
+  ({ kubectl, ns, machines } = fx);
+  ctl = await fx.startController(['--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '1']);
 });
 
 afterAll(async () => {
   await ctl?.stop();
-  for (const o of offers) await kubectl(['delete', 'offer.leasehold.dev', o, '--ignore-not-found', '--wait=false']);
-  try {
-    execFileSync('pkill', ['-f', `${machines}/.*/sshd_config`]);
-  } catch {
-    // nothing left to stop
-  }
+  await fx?.cleanup();
 });
 
 describe('scheduling and provider output rules', () => {
