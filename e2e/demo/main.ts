@@ -362,7 +362,14 @@ async function main(): Promise<void> {
   // 2. CRDs.
   say('installing the CRDs from crds/');
   await mustKubectl(['apply', '--server-side', '-f', join(repo, 'crds')]);
-  await mustKubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '-l', 'app.kubernetes.io/part-of=leasehold']);
+  // kubectl wait errors out, rather than waits, on a CRD whose status has no conditions yet.
+  for (let i = 0; ; i++) {
+    const r = await kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '-l', 'app.kubernetes.io/part-of=leasehold']);
+    if (r.code === 0) break;
+    if (i >= 20) throw new Error(`the CRDs were not Established: ${r.stderr.trim()}`);
+    checkStopping();
+    await new Promise((res) => setTimeout(res, 250));
+  }
   await mustKubectl(['create', 'namespace', NAMESPACE]);
 
   // 3. Controller.
