@@ -26,6 +26,7 @@ const work = mkdtempSync(join(tmpdir(), 'leasehold-helm-'));
 const suffix = Date.now().toString(36);
 const release = `lh-${suffix}`;
 const offerName = `helm-box-${suffix}`;
+const shortOffer = `helm-short-${suffix}`;
 
 const helm = (args: string[]) => runTool(join(binDir, 'helm'), ['--kubeconfig', kubeconfig, ...args]);
 const helmOK = async (args: string[]) => {
@@ -54,6 +55,8 @@ function values(): string[] {
     '--set', 'checkInterval=1s',
     '--set', 'acquireTimeout=60s',
     '--set', 'maxLeases=2',
+    // Ended Leases are deleted at once, so the run exercises the controller's own delete.
+    '--set', 'historyLimit=0',
     '--set-file', `providerScripts.sshd-machine\\.sh=${provider}`,
   ];
 }
@@ -104,7 +107,7 @@ afterAll(async () => {
   await ctl?.stop();
   await kubectl(['-n', leaseNS, 'delete', 'leases.leasehold.dev', '--all', '--wait=false']);
   releaseLeftovers();
-  await kubectl(['delete', 'offer.leasehold.dev', offerName, '--ignore-not-found', '--wait=false']);
+  for (const o of [offerName, shortOffer]) await kubectl(['delete', 'offer.leasehold.dev', o, '--ignore-not-found', '--wait=false']);
   if (installed) await helm(['uninstall', release, '-n', relNS]);
   // Namespaces stay Terminating without a kube-controller-manager; delete them anyway.
   for (const ns of [relNS, leaseNS, cloudNS, otherNS]) if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
@@ -255,6 +258,31 @@ describe('the Helm chart', () => {
     expect(sshdRunning()).toBe('');
     await waitFor('Offer activeLeases 0', async () => (await getJSON(kubectl, ['offer.leasehold.dev', offerName]))?.status?.activeLeases === 0);
 
+    // Released by the controller itself (idle), then pruned by it (historyLimit 0).
+    await apply(kubectl, JSON.stringify({
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'Offer',
+      metadata: { name: shortOffer },
+      spec: { command: { acquire: [provider, 'acquire'], release: [provider, 'release'], shape: { os: 'linux', arch: 'amd64', cpus: 1 } }, idleTimeout: '2s', maxLifetime: '1h' },
+    }));
+    await apply(kubectl, JSON.stringify({
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'Lease',
+      metadata: { name: 'idle-out', namespace: leaseNS },
+      spec: { where: 'cpus>=1', offer: shortOffer },
+    }));
+    let idleID = '';
+    await waitFor('idle-out Released and pruned', async () => {
+      const l = await getJSON(kubectl, ['-n', leaseNS, 'leases.leasehold.dev', 'idle-out']);
+      if (l?.status?.leaseID) idleID = l.status.leaseID;
+      if (l?.status?.phase === 'Failed') throw new Error(`Lease failed: ${l.status.reason}: ${l.status.message}`);
+      return idleID !== '' && l === undefined;
+    }, 60_000, 250);
+    const released = await getJSON(kubectl, ['-n', leaseNS, 'events', '--field-selector', 'involvedObject.name=idle-out']);
+    expect(released.items.map((e: any) => e.reason)).toEqual(expect.arrayContaining(['IdleTimeout', 'Released']));
+    expect(existsSync(join(machines, idleID))).toBe(false);
+    expect(sshdRunning()).toBe('');
+
     // Not one request was refused: none of the controller's API calls got a
     // 403, and nothing in its log (informers, events, leader election) says forbidden.
     expect(await ctl.metric('leasehold_kube_responses_total', { code: '403' })).toBe(0);
@@ -262,7 +290,7 @@ describe('the Helm chart', () => {
     const log = readFileSync(ctl.logFile, 'utf8');
     expect(log.split('\n').filter((l) => /forbidden|\b403\b/i.test(l))).toEqual([]);
     expect(log).toMatch(/started leading/);
-  }, 150_000);
+  }, 180_000);
 
   it('uninstalls every controller object; the CRDs, and so the Leases, stay', async () => {
     await ctl?.stop(); // already stopped unless the lifecycle test failed
