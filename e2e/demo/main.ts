@@ -90,7 +90,20 @@ async function stopChild(child: ChildProcess | undefined, graceMs: number): Prom
 
 async function kubectl(args: string[], input?: string): Promise<{ stdout: string; stderr: string; code: number }> {
   if (!plane) throw new Error('no control plane');
-  return plane.kubectl(args, input);
+  const { binDir, kubeconfig } = plane.info;
+  // Not ControlPlane.kubectl: a Ctrl-C in a terminal reaches kubectl too, and
+  // a kubectl that dies before reading its stdin must not crash the demo with EPIPE.
+  return new Promise((resolve, reject) => {
+    const child = spawn(join(binDir, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.stdin.on('error', () => undefined);
+    child.on('error', reject);
+    child.on('close', (code, signal) => resolve({ stdout, stderr: stderr || (signal ? `kubectl killed by ${signal}` : ''), code: code ?? -1 }));
+    child.stdin.end(input ?? '');
+  });
 }
 
 async function mustKubectl(args: string[], input?: string): Promise<string> {
@@ -132,14 +145,14 @@ async function releaseLeftoverMachines(): Promise<boolean> {
  */
 async function deleteLease(): Promise<void> {
   say(`deleting Lease ${NAMESPACE}/${LEASE}; the controller releases its machine before it goes`);
-  const del = await kubectl(['-n', NAMESPACE, 'delete', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '--wait=false', '--request-timeout=10s']);
+  const del = await kubectl(['-n', NAMESPACE, 'delete', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '--wait=false', '--request-timeout=3s']);
   if (del.code !== 0) {
     say(`could not delete the Lease through the API: ${(del.stderr || del.stdout).trim().split('\n')[0]}`);
     return;
   }
   const deadline = Date.now() + 90_000;
   while (Date.now() < deadline) {
-    const r = await kubectl(['-n', NAMESPACE, 'get', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '-o', 'name', '--request-timeout=5s']);
+    const r = await kubectl(['-n', NAMESPACE, 'get', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '-o', 'name', '--request-timeout=3s']);
     if (r.code === 0 && r.stdout.trim() === '') {
       say('Lease deleted: its machine is released');
       return;
