@@ -88,13 +88,22 @@ async function stopChild(child: ChildProcess | undefined, graceMs: number): Prom
   clearTimeout(timer);
 }
 
-async function kubectl(args: string[], input?: string): Promise<{ stdout: string; stderr: string; code: number }> {
+/** kubectl processes the demo's steps started: teardown ends any still running. */
+const running = new Set<ChildProcess>();
+
+/** kubectl against the demo's control plane. Once stopping, only teardown may run it. */
+async function kubectl(args: string[], input?: string, forTeardown = false): Promise<{ stdout: string; stderr: string; code: number }> {
+  if (stopping && !forTeardown) throw new Stopping('stopping');
   if (!plane) throw new Error('no control plane');
   const { binDir, kubeconfig } = plane.info;
   // Not ControlPlane.kubectl: a Ctrl-C in a terminal reaches kubectl too, and
   // a kubectl that dies before reading its stdin must not crash the demo with EPIPE.
   return new Promise((resolve, reject) => {
     const child = spawn(join(binDir, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    if (!forTeardown) {
+      running.add(child);
+      child.once('exit', () => running.delete(child));
+    }
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d) => (stdout += d));
@@ -145,14 +154,14 @@ async function releaseLeftoverMachines(): Promise<boolean> {
  */
 async function deleteLease(): Promise<void> {
   say(`deleting Lease ${NAMESPACE}/${LEASE}; the controller releases its machine before it goes`);
-  const del = await kubectl(['-n', NAMESPACE, 'delete', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '--wait=false', '--request-timeout=3s']);
+  const del = await kubectl(['-n', NAMESPACE, 'delete', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '--wait=false', '--request-timeout=3s'], undefined, true);
   if (del.code !== 0) {
     say(`could not delete the Lease through the API: ${(del.stderr || del.stdout).trim().split('\n')[0]}`);
     return;
   }
   const deadline = Date.now() + 90_000;
   while (Date.now() < deadline) {
-    const r = await kubectl(['-n', NAMESPACE, 'get', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '-o', 'name', '--request-timeout=3s']);
+    const r = await kubectl(['-n', NAMESPACE, 'get', 'leases.leasehold.dev', LEASE, '--ignore-not-found', '-o', 'name', '--request-timeout=3s'], undefined, true);
     if (r.code === 0 && r.stdout.trim() === '') {
       say('Lease deleted: its machine is released');
       return;
@@ -184,11 +193,15 @@ async function teardown(): Promise<boolean> {
   };
   await attempt('stopping the watches', async () => {
     for (const w of watchers) await stopChild(w, 2_000);
+    // A step's kubectl started just as the signal came never got it.
+    for (const c of [...running]) await stopChild(c, 2_000);
   });
   plane ??= await planeStarting?.catch(() => undefined);
   if (leaseApplied && plane && alive(controller)) await attempt('deleting the Lease', deleteLease);
   if (alive(controller)) say('stopping the controller');
-  await attempt('stopping the controller', () => stopChild(controller, 35_000));
+  // With the API gone (a terminal's Ctrl-C stops it too) the controller waits
+  // out its own 30s shutdown limit; whatever it leaves is released below anyway.
+  await attempt('stopping the controller', () => stopChild(controller, 10_000));
   // Whatever the controller did not release (it was stopped mid-acquire, or
   // the API was already gone) is released here, by lease ID.
   await attempt('releasing machines', async () => {
