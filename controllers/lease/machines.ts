@@ -71,7 +71,7 @@ export class MachineDriver implements LeaseDriver {
       return new LambdaProvider({
         client: account.client,
         pacer: account.pacer,
-        registeredKeys: this.opts.lambda.registeredKeys,
+        registeredKeys: account.registeredKeys,
         ...(this.opts.lambdaPollMs ? { pollMs: this.opts.lambdaPollMs } : {}),
         ...(verb === 'acquire' && spec
           ? {

@@ -29,8 +29,8 @@ const ENDED = new Set(['Released', 'Failed']);
 
 export class LambdaOffers {
   private readonly listings = new Map<string, Listing>();
-  /** Instance ID → when an orphan was first seen. */
-  private readonly orphanSeen = new Map<string, number>();
+  /** Offer name → instance ID → when an orphan was first seen there. */
+  private readonly orphanSeen = new Map<string, Map<string, number>>();
   private readonly now: () => number;
 
   constructor(private readonly opts: LambdaOffersOptions) {
@@ -86,6 +86,7 @@ export class LambdaOffers {
 
   forget(offerName: string): void {
     this.listings.delete(offerName);
+    this.orphanSeen.delete(offerName);
   }
 
   /** Leases of this controller, to tell whose instance is whose. Set by the controller wiring. */
@@ -100,13 +101,18 @@ export class LambdaOffers {
     );
     const now = this.now();
     const instances = await client.listInstances();
+    this.opts.log.debug({ offer: offer.metadata?.name, instances: instances.length, owned: owned.size }, 'orphan sweep');
+    // Per Offer: each sweeps its own account, and must not forget what another one saw.
+    const key = offer.metadata!.name!;
+    const seen = this.orphanSeen.get(key) ?? new Map<string, number>();
+    this.orphanSeen.set(key, seen);
     const live = new Set<string>();
     for (const i of instances) {
       if (!i.name?.startsWith('leasehold-') || i.status === 'terminated' || i.status === 'terminating') continue;
       if (owned.has(i.name)) continue;
       live.add(i.id);
-      const first = this.orphanSeen.get(i.id) ?? now;
-      this.orphanSeen.set(i.id, first);
+      const first = seen.get(i.id) ?? now;
+      seen.set(i.id, first);
       if (now - first < this.opts.orphanGraceMs) continue;
       const act = this.opts.orphans === 'terminate';
       await this.opts.events.record(
@@ -117,7 +123,7 @@ export class LambdaOffers {
       );
       if (act) await client.terminate([i.id]);
     }
-    for (const id of this.orphanSeen.keys()) if (!live.has(id)) this.orphanSeen.delete(id);
+    for (const id of seen.keys()) if (!live.has(id)) seen.delete(id);
   }
 }
 

@@ -5,6 +5,8 @@ import { createHash } from 'node:crypto';
 import { LambdaClient } from './client.js';
 import { PacerRegistry, type LaunchPacer } from './pacer.js';
 
+export const LAUNCH_SLACK_MS = 250;
+
 export interface SecretKeyRef {
   name: string;
   namespace?: string | undefined;
@@ -30,6 +32,8 @@ export interface LambdaAccount {
   pacer: LaunchPacer;
   /** A name for the account that reveals nothing of the key. */
   id: string;
+  /** Names of SSH keys known to be registered with this account. */
+  registeredKeys: Set<string>;
 }
 
 export interface LambdaAccountsOptions {
@@ -41,11 +45,12 @@ export interface LambdaAccountsOptions {
 
 export class LambdaAccounts {
   private readonly pacers: PacerRegistry;
-  /** Account key names known to be registered, per account. */
-  readonly registeredKeys = new Set<string>();
+  /** SSH key names known to be registered, per account. */
+  private readonly registered = new Map<string, Set<string>>();
 
   constructor(private readonly opts: LambdaAccountsOptions) {
-    this.pacers = new PacerRegistry(opts.launchIntervalMs);
+    // A little slack, so that network jitter never lands two requests closer than the API counts.
+    this.pacers = new PacerRegistry(opts.launchIntervalMs > 0 ? opts.launchIntervalMs + LAUNCH_SLACK_MS : 0);
   }
 
   async apiKey(ref: SecretKeyRef): Promise<string> {
@@ -82,6 +87,16 @@ export class LambdaAccounts {
         ...(this.opts.onResult ? { onResult: this.opts.onResult } : {}),
       }),
       pacer: this.pacers.for(id),
+      registeredKeys: this.registeredFor(id),
     };
+  }
+
+  private registeredFor(id: string): Set<string> {
+    let set = this.registered.get(id);
+    if (!set) {
+      set = new Set();
+      this.registered.set(id, set);
+    }
+    return set;
   }
 }

@@ -19,7 +19,11 @@ describe('LaunchPacer', () => {
     const c = clock();
     const p = new LaunchPacer({ intervalMs: 12_000, now: c.now, sleep: c.sleep });
     const times: [string, number][] = [];
-    await Promise.all(['a', 'b', 'c', 'd', 'e'].map((n) => p.turn().then(() => times.push([n, c.now()]))));
+    await Promise.all(['a', 'b', 'c', 'd', 'e'].map((n) => p.turn().then((t) => {
+      t.sent();
+      times.push([n, c.now()]);
+      t.done();
+    })));
     expect(times.map((x) => x[0])).toEqual(['a', 'b', 'c', 'd', 'e']);
     const gaps = times.slice(1).map((x, i) => x[1] - times[i]![1]);
     expect(gaps).toEqual([12_000, 12_000, 12_000, 12_000]);
@@ -29,25 +33,49 @@ describe('LaunchPacer', () => {
     const c = clock();
     const p = new LaunchPacer({ intervalMs: 12_000, now: c.now, sleep: c.sleep });
     const start = c.now();
-    await p.turn();
+    (await p.turn()).done();
     expect(c.now()).toBe(start);
   });
 
   it('puts a caller the API turned away at the head of the queue, and backs off', async () => {
     const c = clock();
     const p = new LaunchPacer({ intervalMs: 12_000, now: c.now, sleep: c.sleep });
-    await p.turn();
+    const first = await p.turn();
+    first.sent();
+    first.done();
     const t0 = c.now();
     p.backOff(30_000);
     const order: string[] = [];
-    await Promise.all([p.turn().then(() => order.push('waiting')), p.turn(undefined, true).then(() => order.push('retry'))]);
+    const take = (name: string) => (t: { sent(): void; done(): void }) => {
+      t.sent();
+      order.push(name);
+      t.done();
+    };
+    await Promise.all([p.turn().then(take('waiting')), p.turn(undefined, true).then(take('retry'))]);
     expect(order).toEqual(['retry', 'waiting']);
     expect(c.now() - t0).toBe(30_000 + 12_000);
   });
 
+  it('counts the interval from when the request was sent, not from when the turn was granted', async () => {
+    const c = clock();
+    const p = new LaunchPacer({ intervalMs: 12_000, now: c.now, sleep: c.sleep });
+    const sentAt: number[] = [];
+    const holder = async (listMs: number) => {
+      const t = await p.turn();
+      await c.sleep(listMs); // a fresh listing before the request goes out
+      t.sent();
+      sentAt.push(c.now());
+      t.done();
+    };
+    await Promise.all([holder(900), holder(10)]);
+    expect(sentAt[1]! - sentAt[0]!).toBeGreaterThanOrEqual(12_000);
+  });
+
   it('drops a caller whose signal aborts while it waits', async () => {
     const p = new LaunchPacer({ intervalMs: 60_000 });
-    await p.turn();
+    const t = await p.turn();
+    t.sent();
+    t.done();
     const ac = new AbortController();
     const waiting = p.turn(ac.signal);
     expect(p.waiting).toBe(1);

@@ -4,13 +4,21 @@
 
 export interface PacerOptions {
   intervalMs: number;
+  /** A holder that never calls done() loses its turn after this long. */
+  holdLimitMs?: number;
   now?: () => number;
   sleep?: (ms: number, signal?: AbortSignal) => Promise<void>;
 }
 
 interface Waiter {
-  resolve: () => void;
+  resolve: (turn: Turn) => void;
   reject: (err: unknown) => void;
+}
+
+/** A granted turn: call sent() right before the launch request goes out, done() when finished with the turn. */
+export interface Turn {
+  sent(): void;
+  done(): void;
 }
 
 export function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -47,12 +55,15 @@ export class LaunchPacer {
   }
 
   /**
-   * Resolves when the caller may send its launch request; the caller must
-   * send it right away. `first` puts the caller at the head of the queue (a
-   * request the API turned away keeps its place).
+   * Resolves when the caller may send its launch request. The next turn is
+   * not granted before the holder calls done() (or 60 s pass), and comes
+   * `intervalMs` after the moment the holder said its request was sent, so
+   * whatever the holder does between grant and send (a fresh listing) never
+   * shortens the spacing. `first` puts the caller at the head of the queue
+   * (a request the API turned away keeps its place).
    */
-  turn(signal?: AbortSignal, first = false): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
+  turn(signal?: AbortSignal, first = false): Promise<Turn> {
+    return new Promise<Turn>((resolve, reject) => {
       const w: Waiter = { resolve, reject };
       if (first) this.queue.unshift(w);
       else this.queue.push(w);
@@ -85,8 +96,22 @@ export class LaunchPacer {
         if (wait > 0) await this.sleep(wait);
         const w = this.queue.shift();
         if (!w) break;
-        this.last = this.now();
-        w.resolve();
+        let finish!: () => void;
+        const finished = new Promise<void>((r) => (finish = r));
+        let over = false;
+        w.resolve({
+          sent: () => {
+            if (!over) this.last = Math.max(this.last, this.now());
+          },
+          done: () => {
+            over = true;
+            finish();
+          },
+        });
+        const guard = setTimeout(finish, this.opts.holdLimitMs ?? 60_000);
+        await finished;
+        clearTimeout(guard);
+        over = true;
       }
     } finally {
       this.running = false;

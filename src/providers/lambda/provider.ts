@@ -107,61 +107,66 @@ export class LambdaProvider implements MachineProvider {
       const tried = new Set<string>();
       for (let round = 0; round < 8 && !id; round++) {
         if (this.opts.pacer.waiting > 0) req.onProgress(`waiting for a Lambda launch turn (${this.opts.pacer.waiting} ahead; one launch per 12s per account)`);
-        await this.opts.pacer.turn(req.signal, round > 0);
-        if (lostBefore) {
-          // Before sending it again, see whether the lost one went through.
-          const found = await this.findByName(req.machineName, req.signal);
-          if (found) {
-            id = found.id;
-            req.onProgress(`the launch answer was lost; adopted instance ${found.id} by its name ${req.machineName}`);
-            break;
-          }
-        }
-        // Capacity and price as the request goes out, not as they were listed.
-        const types = await client.listInstanceTypes(req.signal);
-        const t = types.find((x) => x.name === s.instanceType);
-        if (!t) throw new ProviderError('InvalidRequest', `Lambda no longer lists instance type ${s.instanceType}`);
-        const price = priceOf(t);
-        const capped = overCap(price, s.maxPricePerHour);
-        if (capped) throw new ProviderError('OverPriceCap', `${s.instanceType} is ${capped}`);
-        const region = pickRegion(t.regions.filter((r) => !tried.has(r)), s.regions, onlyRegion);
-        if (!region) {
-          const where = onlyRegion ? onlyRegion : s.regions?.length ? s.regions.join(', ') : 'any region';
-          throw new ProviderError('InsufficientCapacity', `Lambda has no capacity for ${s.instanceType} in ${where} now; Leasehold does not wait for capacity, create the Lease again later or widen spec.lambda.regions`, { retryable: false });
-        }
-        state.region = region;
-        req.onProgress(`launching ${s.instanceType} in ${region} at $${price.toFixed(2)}/h`);
+        const turn = await this.opts.pacer.turn(req.signal, round > 0);
         try {
-          const ids = await client.launch(
-            { region, instanceType: s.instanceType, sshKeyNames: [keyName], fileSystemNames: s.fileSystems ? [...s.fileSystems] : undefined, name: req.machineName, userData },
-            req.signal,
-          );
-          id = ids[0];
-          if (!id) throw new ProviderError('Unknown', 'Lambda answered the launch without an instance ID', { answerLost: true });
-        } catch (err) {
-          if (isProviderError(err, 'RateLimited')) {
-            this.opts.pacer.backOff(retryAfterMs(err) ?? 12_000);
-            req.onProgress('Lambda asked to slow down (429); waiting for the next launch turn');
-            continue;
-          }
-          if (isProviderError(err, 'InsufficientCapacity')) {
-            tried.add(region);
-            req.onProgress(`no capacity for ${s.instanceType} in ${region} after all; trying the next wanted region`);
-            continue;
-          }
-          if (!isProviderError(err) || !err.answerLost) throw err;
           if (lostBefore) {
-            // Lost twice: the instance is either there under its name, or nowhere.
-            const found = await this.findByName(req.machineName, req.signal, this.opts.lookupWithinMs ?? 15_000);
+            // Before sending it again, see whether the lost one went through.
+            const found = await this.findByName(req.machineName, req.signal);
             if (found) {
               id = found.id;
-              req.onProgress(`two launch answers were lost; adopted instance ${found.id} by its name ${req.machineName}`);
+              req.onProgress(`the launch answer was lost; adopted instance ${found.id} by its name ${req.machineName}`);
               break;
             }
-            throw new ProviderError('Unknown', `two launch answers from Lambda were lost and no instance named ${req.machineName} exists: ${err.message}`, { retryable: false });
           }
-          lostBefore = true;
-          req.onProgress(`the launch answer was lost (${err.message}); asking once more`);
+          // Capacity and price as the request goes out, not as they were listed.
+          const types = await client.listInstanceTypes(req.signal);
+          const t = types.find((x) => x.name === s.instanceType);
+          if (!t) throw new ProviderError('InvalidRequest', `Lambda no longer lists instance type ${s.instanceType}`);
+          const price = priceOf(t);
+          const capped = overCap(price, s.maxPricePerHour);
+          if (capped) throw new ProviderError('OverPriceCap', `${s.instanceType} is ${capped}`);
+          const region = pickRegion(t.regions.filter((r) => !tried.has(r)), s.regions, onlyRegion);
+          if (!region) {
+            const where = onlyRegion ? onlyRegion : s.regions?.length ? s.regions.join(', ') : 'any region';
+            throw new ProviderError('InsufficientCapacity', `Lambda has no capacity for ${s.instanceType} in ${where} now; Leasehold does not wait for capacity, create the Lease again later or widen spec.lambda.regions`, { retryable: false });
+          }
+          state.region = region;
+          req.onProgress(`launching ${s.instanceType} in ${region} at $${price.toFixed(2)}/h`);
+          try {
+            turn.sent();
+            const ids = await client.launch(
+              { region, instanceType: s.instanceType, sshKeyNames: [keyName], fileSystemNames: s.fileSystems ? [...s.fileSystems] : undefined, name: req.machineName, userData },
+              req.signal,
+            );
+            id = ids[0];
+            if (!id) throw new ProviderError('Unknown', 'Lambda answered the launch without an instance ID', { answerLost: true });
+          } catch (err) {
+            if (isProviderError(err, 'RateLimited')) {
+              this.opts.pacer.backOff(retryAfterMs(err) ?? 12_000);
+              req.onProgress('Lambda asked to slow down (429); waiting for the next launch turn');
+              continue;
+            }
+            if (isProviderError(err, 'InsufficientCapacity')) {
+              tried.add(region);
+              req.onProgress(`no capacity for ${s.instanceType} in ${region} after all; trying the next wanted region`);
+              continue;
+            }
+            if (!isProviderError(err) || !err.answerLost) throw err;
+            if (lostBefore) {
+              // Lost twice: the instance is either there under its name, or nowhere.
+              const found = await this.findByName(req.machineName, req.signal, this.opts.lookupWithinMs ?? 15_000);
+              if (found) {
+                id = found.id;
+                req.onProgress(`two launch answers were lost; adopted instance ${found.id} by its name ${req.machineName}`);
+                break;
+              }
+              throw new ProviderError('Unknown', `two launch answers from Lambda were lost and no instance named ${req.machineName} exists: ${err.message}`, { retryable: false });
+            }
+            lostBefore = true;
+            req.onProgress(`the launch answer was lost (${err.message}); asking once more`);
+          }
+        } finally {
+          turn.done();
         }
       }
       if (!id) throw new ProviderError('RateLimited', 'Lambda kept refusing the launch; giving up on this attempt');
