@@ -68,7 +68,9 @@ export class OfferReconciler {
     let listing: Listing | undefined;
     if (offer.spec.lambda && this.deps.lambda) listing = (await this.deps.lambda.listing(offer)).listing;
     const status = offerStatus(offer, this.deps.leases.list(), now(), listing);
-    await this.deps.status.write(OFFER_RESOURCE, offer, status);
+    // Only the leader writes Offer status, and every write carries all of it,
+    // so a stale cache is no reason to fail: write without the resourceVersion.
+    await this.deps.status.write(OFFER_RESOURCE, offer, status, { unconditional: true });
     if (listing && this.deps.lambda) return { requeueAfter: Math.max(1000, this.deps.lambda.dueAt(listing) - now().getTime()) };
   }
 }
