@@ -6,6 +6,7 @@
 import type { Logger } from 'pino';
 import { parseWhere } from '../../src/api/where.js';
 import { parseDuration } from '../../src/api/duration.js';
+import { parsePublicKey } from '../../src/machine/keys.js';
 import type { Lease, LeaseStatus, Offer } from '../../src/api/index.js';
 import { LEASE_RESOURCE } from '../../src/api/resources.js';
 import { rfc3339, setCondition } from '../../src/kube/conditions.js';
@@ -177,6 +178,10 @@ export class LeaseReconciler {
     if (lease.metadata?.deletionTimestamp) return { event: { type: 'DELETE_REQUESTED', message: 'deleted before a machine was rented' } };
     const parsed = parseWhere(lease.spec.where);
     if (!parsed.ok) return { event: { type: 'UNSCHEDULABLE', reason: 'InvalidSpec', message: `spec.where: ${parsed.error}` } };
+    // Admission checks the shape of each key line, not its key data: a key the
+    // machine could never be given is refused before anything is rented.
+    const badKey = invalidSshKey(lease.spec.sshKeys ?? []);
+    if (badKey) return { event: { type: 'UNSCHEDULABLE', reason: 'InvalidSpec', message: `${badKey}; fix or remove it and the Lease is scheduled` } };
     const candidates = this.deps.offers.list().flatMap(candidatesOf);
     const choice = chooseOffer(parsed.value, lease.spec.where, candidates, lease.spec.offer, this.random);
     if (!choice.ok && choice.noCapacity) {
@@ -441,6 +446,15 @@ export class LeaseReconciler {
       }
     }
   }
+}
+
+/** Why one of spec.sshKeys cannot go into authorized_keys, naming it, or undefined when all can. */
+export function invalidSshKey(keys: readonly string[]): string | undefined {
+  for (const [i, key] of keys.entries()) {
+    const parsed = parsePublicKey(key);
+    if (!parsed.ok) return `spec.sshKeys[${i}] is not an OpenSSH public key: ${parsed.error}`;
+  }
+  return undefined;
 }
 
 function phaseOf(lease: Lease): Phase {

@@ -2,7 +2,7 @@
 // conditions, Secret references, timestamps and durations.
 
 import { z } from 'zod';
-import { DURATION_MAX_LENGTH, DURATION_PATTERN } from './duration.js';
+import { DURATION_MAX_LENGTH, DURATION_PATTERN, parseDuration } from './duration.js';
 
 export const GROUP = 'leasehold.dev';
 export const VERSION = 'v1alpha1';
@@ -72,7 +72,30 @@ export function timestamp(description: string) {
  * Pass `dflt` to give it a default.
  */
 export function duration(description: string) {
-  return z.string().max(DURATION_MAX_LENGTH).regex(re(DURATION_PATTERN)).describe(description);
+  return kube(
+    z
+      .string()
+      .max(DURATION_MAX_LENGTH)
+      .regex(re(DURATION_PATTERN))
+      .refine((s) => durationFits(s), { message: DURATION_RANGE_MESSAGE }),
+    {
+      description,
+      // The pattern admits "9999999999h", which overflows Go's (and
+      // parseDuration's) int64 nanoseconds: CEL's duration() refuses it.
+      'x-kubernetes-validations': [{ rule: "duration(self) >= duration('0s')", message: DURATION_RANGE_MESSAGE }],
+    },
+  );
+}
+
+const DURATION_RANGE_MESSAGE = 'must be a duration of at most 2562047h (e.g. "20m", "1h30m")';
+
+function durationFits(s: string): boolean {
+  try {
+    parseDuration(s);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** A name of a Kubernetes object (DNS subdomain, at most 253 characters). */

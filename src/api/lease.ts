@@ -40,9 +40,9 @@ export const SSH_KEY_TYPES = [
   'sk-ecdsa-sha2-nistp256@openssh.com',
 ] as const;
 
-/** One OpenSSH public key line: type, base64 key, optional comment. */
+/** One OpenSSH public key line: type, base64 key, optional comment of printable ASCII (what the controller writes to authorized_keys). */
 export const SSH_PUBLIC_KEY_PATTERN =
-  '^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\\.com|sk-ecdsa-sha2-nistp256@openssh\\.com) [A-Za-z0-9+/]+={0,3}( [^\\r\\n]*)?$';
+  '^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\\.com|sk-ecdsa-sha2-nistp256@openssh\\.com) [A-Za-z0-9+/]+={0,3}( [\\x20-\\x7e]*)?$';
 
 export const WHERE_ANY_CEL_MESSAGE =
   'a Lease must name what it needs, e.g. "gpu=h100" or "cpus>=8": "*" means any runner and never leases a machine';

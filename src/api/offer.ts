@@ -31,7 +31,14 @@ const TOOL_NAME_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$';
 
 function argv(description: string, what: string) {
   return z
-    .array(z.string().max(4096).describe(`One argument of the ${what} command.`))
+    .array(
+      z
+        .string()
+        .max(4096)
+        // An exec argument ends at NUL: one inside could never be passed as written.
+        .regex(re('^[^\\x00]*$'), { message: 'an argument cannot hold a NUL character' })
+        .describe(`One argument of the ${what} command.`),
+    )
     .min(1)
     .max(64)
     .describe(description);
