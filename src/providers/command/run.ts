@@ -1,7 +1,7 @@
 // Runs one provider command the way an operator can afford to run a program
 // it did not write: no shell, stdin closed, stdout bounded, stderr cleaned
 // up line by line, and the whole process group stopped on timeout or abort.
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { StringDecoder } from 'node:string_decoder';
 
 export const STDOUT_CAP_BYTES = 16 * 1024;
@@ -78,6 +78,7 @@ export async function runProviderCommand(
     shell: false,
   });
   const pid = child.pid;
+  const guard = guardGroup(pid);
 
   let timedOut = false;
   let aborted = false;
@@ -151,6 +152,7 @@ export async function runProviderCommand(
       stderrTail: stderr.tail,
     };
   } finally {
+    guard?.kill('SIGKILL');
     clearTimeout(timer);
     clearTimeout(killTimer);
     signal?.removeEventListener('abort', onAbort);
@@ -167,6 +169,31 @@ function commandEnv(extra: Readonly<Record<string, string | undefined>>): Record
     else env[name] = value;
   }
   return env;
+}
+
+/**
+ * Stops the command's process group if the controller dies while it runs
+ * (SIGKILL, OOM kill, outside a container whose PID 1 it is). A small sh,
+ * outside the group, blocks reading a pipe only this process holds and reads
+ * end of input once this process is gone. Without it an acquire outlives its
+ * controller and makes its machine after the next controller has released
+ * the Lease (finding nothing yet) and moved on: a machine nobody releases.
+ * Killed once the command has ended.
+ */
+function guardGroup(pid: number | undefined): ChildProcess | undefined {
+  if (pid === undefined || process.platform === 'win32') return undefined;
+  try {
+    const guard = spawn('/bin/sh', ['-c', 'read _; kill -KILL "-$1" 2>/dev/null', 'leasehold-guard', String(pid)], {
+      stdio: ['pipe', 'ignore', 'ignore'],
+      detached: true,
+    });
+    guard.on('error', () => undefined);
+    guard.stdin?.on('error', () => undefined);
+    guard.unref();
+    return guard;
+  } catch {
+    return undefined;
+  }
 }
 
 function signalGroup(pid: number | undefined, sig: NodeJS.Signals): void {
