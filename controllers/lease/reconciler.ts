@@ -264,22 +264,26 @@ export class LeaseReconciler {
       case 'Idle': {
         if (deleting) return { event: { type: 'DELETE_REQUESTED', message: 'deleted; releasing the machine' } };
         const check = await this.deps.driver.check(lease);
+        // The probe takes time (seconds on a slow link): judge and schedule the
+        // next check from when it answered, not from before it started, or every
+        // check would come one probe late and the release a probe later still.
+        const at = this.now().getTime();
         if (check.kind === 'mismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.message } };
         const busy = check.kind === 'ok' ? check.busy : undefined;
         // What the probe installed: the next check rewrites keys only when spec.sshKeys differs from it.
         const keysStatus: Partial<LeaseStatus> = check.kind === 'ok' ? { installedKeysHash: check.keysHash } : {};
-        const activityStatus: Partial<LeaseStatus> = { ...keysStatus, ...(busy ? { lastActivityAt: rfc3339(new Date(now)) } : {}) };
+        const activityStatus: Partial<LeaseStatus> = { ...keysStatus, ...(busy ? { lastActivityAt: rfc3339(new Date(at)) } : {}) };
         const idleTimeoutMs = parseDuration(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
-        const last = Math.max(lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt, annotation: (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION] }), busy ? now : 0);
-        const v = verdict({ now, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
+        const last = Math.max(lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt, annotation: (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION] }), busy ? at : 0);
+        const v = verdict({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
         const expires = Date.parse(st.expiresAt ?? '') || Infinity;
-        const requeueAfter = nextCheckIn(now, this.deps.settings.checkIntervalMs, [expires, last + idleTimeoutMs]);
+        const requeueAfter = nextCheckIn(at, this.deps.settings.checkIntervalMs, [expires, last + idleTimeoutMs]);
         if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: v.message } };
         if (v.kind === 'busy') return { event: { type: 'BUSY', message: `${busy} job(s) running` }, status: activityStatus, requeueAfter };
         const unreachable = check.kind === 'unreachable' ? ` (unreachable: ${check.message})` : '';
         return {
           event: { type: 'IDLE', message: `idle; released at ${new Date(v.releaseAt).toISOString()} unless work starts${unreachable}` },
-          status: { ...keysStatus, idleSince: st.idleSince && phase === 'Idle' ? st.idleSince : rfc3339(new Date(now)) },
+          status: { ...keysStatus, idleSince: st.idleSince && phase === 'Idle' ? st.idleSince : rfc3339(new Date(at)) },
           requeueAfter,
         };
       }
