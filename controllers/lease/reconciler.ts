@@ -134,6 +134,13 @@ export class LeaseReconciler {
   /** Leases this process moved out of Pending that the cache may not show yet. */
   private readonly claimed = new Set<string>();
   private scheduling: Promise<unknown> = Promise.resolve();
+  /**
+   * Acquire results this process could not write yet (the API server was
+   * away, say), by Lease UID and launch attempt. The machine exists; the next
+   * pass records it instead of taking the Lease for an interrupted launch.
+   * A crash loses this, and then the launch is released as interrupted.
+   */
+  private readonly unrecorded = new Map<string, { attempt: number; fields: Partial<LeaseStatus> }>();
 
   constructor(private readonly deps: LeaseReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
@@ -250,6 +257,12 @@ export class LeaseReconciler {
         const started = Date.parse(st.launch?.startedAt ?? '') || now;
         if (now - started > this.deps.settings.acquireTimeoutMs) {
           return { event: { type: 'LAUNCH_FAILED', reason: 'AcquireTimeout', message: `acquire and agent readiness took longer than acquireTimeout (${Math.round(this.deps.settings.acquireTimeoutMs / 1000)}s); releasing` } };
+        }
+        const uid = lease.metadata?.uid ?? '';
+        const pending = this.unrecorded.get(uid);
+        if (st.providerState) this.unrecorded.delete(uid);
+        else if (pending && pending.attempt === (st.launch?.attempt ?? 0)) {
+          return { status: pending.fields, requeueAfter: 100 };
         }
         if (!st.providerState) {
           // Launching with no recorded result, and no acquire running in this
@@ -414,7 +427,13 @@ export class LeaseReconciler {
     await progress.stop();
     lease = current;
     if (result.kind === 'launched') {
-      return this.record(lease, { providerState: result.state, machine: result.machine, message: 'machine acquired; installing the agent' } as Partial<LeaseStatus>);
+      const fields = { providerState: result.state, machine: result.machine, message: 'machine acquired; installing the agent' } as Partial<LeaseStatus>;
+      try {
+        return await this.record(lease, fields);
+      } catch (err) {
+        this.unrecorded.set(lease.metadata?.uid ?? '', { attempt: lease.status?.launch?.attempt ?? 0, fields });
+        throw err;
+      }
     }
     const next = step(restore('Launching', contextOf(lease)), { type: 'LAUNCH_FAILED', reason: result.reason, message: result.message });
     const applied = await this.apply(lease, next, { status: result.state ? { providerState: result.state } : {} });

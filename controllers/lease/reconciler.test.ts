@@ -1,0 +1,126 @@
+// The reconciler with an in-memory API server and a scripted driver: what
+// happens when the status write after a successful acquire fails.
+import { describe, it, expect } from '@jest/globals';
+import pino from 'pino';
+import type { Lease, Offer } from '../../src/api/index.js';
+import { EventRecorder, type EventSink } from '../../src/kube/events.js';
+import { StatusWriter, type StatusClient } from '../../src/kube/status.js';
+import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
+import { LeaseReconciler, type LeaseWriter } from './reconciler.js';
+
+const log = pino({ level: 'silent' });
+
+function merge(target: any, patch: any): any {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+  const out = { ...(target && typeof target === 'object' && !Array.isArray(target) ? target : {}) };
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = merge(out[k], v);
+  }
+  return out;
+}
+
+/** A second reconciler (a restarted controller) over the same pretend server. */
+function worldOver(w: ReturnType<typeof world>) {
+  return { reconciler: w.fresh() };
+}
+
+/** One Lease on a pretend API server that can refuse writes of acquire results. */
+function world() {
+  let rv = 1;
+  let lease: Lease = {
+    apiVersion: 'leasehold.dev/v1alpha1',
+    kind: 'Lease',
+    metadata: { name: 'l', namespace: 'ns', uid: '0123abcd-0000-0000-0000-000000000000', generation: 1, resourceVersion: String(rv), creationTimestamp: new Date() as never },
+    spec: { where: 'cpus>=1', sshKeys: [] },
+  } as unknown as Lease;
+  const offer = {
+    apiVersion: 'leasehold.dev/v1alpha1',
+    kind: 'Offer',
+    metadata: { name: 'box', generation: 1 },
+    spec: { command: { acquire: ['/a'], release: ['/r'], shape: { os: 'linux', arch: 'amd64', cpus: 1 } }, idleTimeout: '20m', maxLifetime: '12h' },
+  } as unknown as Offer;
+  // refuseResult: how many writes carrying an acquire result to refuse.
+  const state = { refuseResult: 0, acquires: 0, releases: 0 };
+  const client: StatusClient = {
+    async patchStatus(_ref, _ns, _name, body: any) {
+      if (state.refuseResult > 0 && body.status?.providerState) {
+        state.refuseResult--;
+        throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' });
+      }
+      if (body.metadata?.resourceVersion && body.metadata.resourceVersion !== lease.metadata!.resourceVersion) throw Object.assign(new Error('conflict'), { code: 409 });
+      lease = { ...lease, status: merge(lease.status ?? {}, body.status), metadata: { ...lease.metadata, resourceVersion: String(++rv) } } as Lease;
+      return structuredClone(lease);
+    },
+  };
+  const writer: LeaseWriter = {
+    async addFinalizer(l) {
+      lease = { ...lease, metadata: { ...lease.metadata, finalizers: ['leasehold.dev/release'], resourceVersion: String(++rv) } } as Lease;
+      return { ...l, metadata: { ...l.metadata, finalizers: ['leasehold.dev/release'], resourceVersion: lease.metadata!.resourceVersion } } as Lease;
+    },
+    async removeFinalizer(l) {
+      return l;
+    },
+    async get() {
+      return structuredClone(lease);
+    },
+    async delete() {},
+  };
+  const driver: LeaseDriver = {
+    async acquire(): Promise<AcquireResult> {
+      state.acquires++;
+      return { kind: 'launched', state: '{"pid":1}', machine: { ssh: { host: '10.0.0.5', port: 22, user: 'u', hostKey: 'ssh-ed25519 AAAA' } } };
+    },
+    async prepare(): Promise<MachineCheck> {
+      return { kind: 'unreachable', message: 'booting' };
+    },
+    async check(): Promise<MachineCheck> {
+      return { kind: 'unreachable', message: 'booting' };
+    },
+    async release() {
+      state.releases++;
+    },
+  };
+  const sink: EventSink = { async create() {}, async updateCount() {} };
+  const make = () => new LeaseReconciler({
+    leases: { get: () => structuredClone(lease), list: () => [structuredClone(lease)] },
+    offers: { get: (_ns, name) => (name === 'box' ? offer : undefined), list: () => [offer] },
+    status: new StatusWriter(client),
+    writer,
+    events: new EventRecorder(sink, 'test', log),
+    driver,
+    settings: { maxLeases: 2, acquireTimeoutMs: 60_000, checkIntervalMs: 1000 },
+    log,
+  });
+  return { reconciler: make(), fresh: make, state, lease: () => lease };
+}
+
+describe('LeaseReconciler', () => {
+  it('records an acquire result whose status write failed on the next pass, instead of releasing the machine as interrupted', async () => {
+    const w = world();
+    w.state.refuseResult = 1;
+    await expect(w.reconciler.reconcile('ns/l')).rejects.toThrow('ECONNREFUSED');
+    // The intent went through, the result did not.
+    expect(w.lease().status?.phase).toBe('Launching');
+    expect(w.lease().status?.launch?.attempt).toBe(1);
+    expect(w.lease().status?.providerState).toBeUndefined();
+
+    await w.reconciler.reconcile('ns/l');
+    expect(w.lease().status?.providerState).toBe('{"pid":1}');
+    expect(w.lease().status?.machine?.ssh?.host).toBe('10.0.0.5');
+    expect(w.lease().status?.phase).toBe('Launching');
+    expect(w.state.releases).toBe(0);
+    expect(w.state.acquires).toBe(1);
+  });
+
+  it('releases a Launching Lease with no recorded result that this process did not launch (after a restart)', async () => {
+    const w = world();
+    w.state.refuseResult = 1;
+    await expect(w.reconciler.reconcile('ns/l')).rejects.toThrow('ECONNREFUSED');
+    // A second reconciler over the same server stands for the restarted controller.
+    const { reconciler: restarted } = worldOver(w);
+    await restarted.reconcile('ns/l');
+    expect(w.lease().status?.reason).toBe('LaunchInterrupted');
+    expect(w.state.releases).toBe(1);
+  });
+});
