@@ -165,6 +165,24 @@ describe('LambdaProvider.release', () => {
     await p.release({ leaseID: 'ffff0000', machineName: 'leasehold-ffff0000', offer: 'lambda', state: '', signal: new AbortController().signal });
   });
 
+  it('also ends a second instance under the lease\'s name (a lost launch that landed late)', async () => {
+    const p = provider();
+    const out = await p.launch(req());
+    // The late one: same name, made behind the provider's back.
+    const other = new LambdaClient({ endpoint: emu.url, apiKey: emu.apiKey });
+    await new Promise((r) => setTimeout(r, INTERVAL + 50));
+    await other.launch({ region: 'us-east-1', instanceType: 'gpu_1x_a10', sshKeyNames: [accountKeyName(key.publicKey)], name: 'leasehold-abcd1234' });
+    expect(live()).toHaveLength(2);
+    await p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state: out.state, signal: new AbortController().signal });
+    expect(live()).toEqual([]);
+  });
+
+  it('rides out a transient error on a listing before the launch', async () => {
+    emu.fault({ op: 'list-types', mode: 'status', status: 503, times: 1 });
+    await provider().launch(req());
+    expect(live()).toHaveLength(1);
+  });
+
   it('fails, to be retried, when termination is refused or the key cannot see the instance', async () => {
     const p = provider();
     const out = await p.launch(req());

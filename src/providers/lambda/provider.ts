@@ -95,7 +95,7 @@ export class LambdaProvider implements MachineProvider {
       throw new ProviderError('Unknown', err instanceof Error ? err.message : String(err), { state: JSON.stringify(state), cause: err });
     };
     try {
-      const keyName = await this.ensureAccountKey(req.controllerPublicKey, req.signal);
+      const keyName = await this.retrying(() => this.ensureAccountKey(req.controllerPublicKey, req.signal), req.signal);
       const onlyRegion = s.fileSystems?.length ? await this.fileSystemRegion(s.fileSystems, req.signal) : undefined;
       const hostKeyPair = ssh2.utils.generateKeyPairSync('ed25519', { comment: `${req.machineName}-host` });
       const hostKey = { privateKey: hostKeyPair.private, publicKey: hostKeyPair.public.trim() };
@@ -119,7 +119,7 @@ export class LambdaProvider implements MachineProvider {
             }
           }
           // Capacity and price as the request goes out, not as they were listed.
-          const types = await client.listInstanceTypes(req.signal);
+          const types = await this.retrying(() => client.listInstanceTypes(req.signal), req.signal);
           const t = types.find((x) => x.name === s.instanceType);
           if (!t) throw new ProviderError('InvalidRequest', `Lambda no longer lists instance type ${s.instanceType}`);
           const price = priceOf(t);
@@ -185,15 +185,11 @@ export class LambdaProvider implements MachineProvider {
     const { client } = this.opts;
     const st = parseLambdaState(req.state);
     const name = st.name || req.machineName;
-    let ids: string[];
-    if (st.instanceID) {
-      ids = [st.instanceID];
-    } else {
-      // The launch never answered with an ID: whatever has the lease's name is ours.
-      if (!name) return;
-      ids = (await client.listInstances(req.signal)).filter((i) => i.name === name && LIVE(i)).map((i) => i.id);
-      if (ids.length === 0) return;
-    }
+    // The recorded ID, and whatever else lives under the lease's name: a
+    // launch whose answer was lost may have landed late, and it is ours too.
+    const named = name ? (await this.retrying(() => client.listInstances(req.signal), req.signal)).filter((i) => i.name === name && LIVE(i)).map((i) => i.id) : [];
+    const ids = [...new Set([...(st.instanceID ? [st.instanceID] : []), ...named])];
+    if (ids.length === 0) return;
     const deadline = Date.now() + (this.opts.confirmWithinMs ?? 30_000);
     let requestedAt = Number.NEGATIVE_INFINITY;
     for (;;) {
@@ -215,6 +211,18 @@ export class LambdaProvider implements MachineProvider {
         throw new ProviderError('Unknown', `termination requested; Lambda still lists ${live.map((i) => `${i.id} as ${i.status}`).join(', ')}; checking again at the next check`);
       }
       await abortableSleep(Math.min(this.pollMs, 1000), req.signal);
+    }
+  }
+
+  /** A read that a transient error (5xx, lost answer, 429) should not fail outright: three tries. */
+  private async retrying<T>(call: () => Promise<T>, signal: AbortSignal): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await call();
+      } catch (err) {
+        if (attempt >= 3 || !isProviderError(err) || !err.retryable || signal.aborted) throw err;
+        await abortableSleep(Math.min(this.pollMs * attempt, 2000), signal);
+      }
     }
   }
 
