@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export NODE_OPTIONS := --experimental-vm-modules
 
-.PHONY: all deps binaries test test-unit test-e2e typecheck crds cluster build clean-cache chart-lint
+.PHONY: all deps binaries test test-unit test-e2e typecheck crds cluster build clean-cache chart-lint bench
 
 all: test
 
@@ -59,3 +59,8 @@ cluster: deps binaries
 
 clean-cache:
 	rm -rf $${LEASEHOLD_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/leasehold}
+
+# Benchmarks (not part of test): control-loop overhead, quiet cost, memory, Lambda pacing,
+# idle release lateness, printed as ratios from one run. See bench/README.md; BENCH_N etc. shrink it.
+bench: deps binaries
+	node --import tsx bench/run.ts
