@@ -270,7 +270,9 @@ describe('crash consistency under SIGKILL', () => {
         return st && ['Ready', 'Idle', 'Failed'].includes(st.phase) ? st : undefined;
       }, 90_000, 100);
       settled = s.phase === 'Idle' ? 'Ready' : s.phase;
-      if (s.phase === 'Failed') expect(s.reason).toBe('LaunchInterrupted');
+      // Interrupted launches are released; on a loaded machine the restart can
+      // come after --acquire-timeout, which ends the launch the same way.
+      if (s.phase === 'Failed') expect(['LaunchInterrupted', 'AcquireTimeout']).toContain(s.reason);
       await h.api.delete(h.ns, name);
     }
     await until(`${name} gone`, async () => !(await h.api.get(h.ns, name)), 60_000, 100);
