@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { LambdaEmulator } from '../fakes/lambda/server.js';
 import type { ControllerProcess } from './controller.js';
+import { waitFor } from './kube.js';
 
 export const HOOK_PROVIDER = join(process.cwd(), 'e2e/reliability/hook-provider.sh');
 const G = { group: 'leasehold.dev', version: 'v1alpha1', plural: 'leases' };
@@ -56,20 +57,9 @@ export class LeaseAPI {
 
 export const leaseIDOf = (lease: any): string => String(lease.metadata.uid).replace(/-/g, '').slice(0, 8);
 
-/** Polls until probe returns a value; every `everyMs`. Errors count as "not yet". */
-export async function until<T>(what: string, probe: () => Promise<T | undefined | false | null> | T | undefined | false | null, timeoutMs: number, everyMs = 25): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    await sleep(everyMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+/** waitFor (support/kube.ts) with a shorter default poll and probes that may answer synchronously. */
+export function until<T>(what: string, probe: () => Promise<T | undefined | false | null> | T | undefined | false | null, timeoutMs: number, everyMs = 25): Promise<T> {
+  return waitFor(what, async () => (await probe()) || undefined, timeoutMs, everyMs);
 }
 
 /** One controller, SIGKILLed and started again with the same flags; counts kills and keeps each run's metrics. */
