@@ -243,7 +243,7 @@ describe('crash consistency under SIGKILL', () => {
     },
   ];
 
-  async function runWindow(w: Window, i: number, killer: { kill(): Promise<void>; up(): Promise<unknown> }): Promise<{ settled: string; ms: number }> {
+  async function runWindow(w: Window, i: number, killer: { kill(): Promise<void>; up(): Promise<unknown> }): Promise<{ settled: string; ms: number; why: string }> {
     const name = `w-${w.provider}-${i}`;
     const offer = w.provider === 'lambda' ? h.lambdaOffer : h.commandOffer;
     const t0 = Date.now();
@@ -264,12 +264,14 @@ describe('crash consistency under SIGKILL', () => {
     }
     await killer.up();
     let settled = 'gone';
+    let why = '';
     if (w.settles !== 'gone') {
       const s = await until(`${name} settled`, async () => {
         const st = await status(name);
         return st && ['Ready', 'Idle', 'Failed'].includes(st.phase) ? st : undefined;
       }, 90_000, 100);
       settled = s.phase === 'Idle' ? 'Ready' : s.phase;
+      if (s.phase === 'Failed') why = ` (${s.reason}: ${s.message ?? ''})`;
       // Interrupted launches are released; on a loaded machine the restart can
       // come after --acquire-timeout, which ends the launch the same way.
       if (s.phase === 'Failed') expect(['LaunchInterrupted', 'AcquireTimeout']).toContain(s.reason);
@@ -278,7 +280,7 @@ describe('crash consistency under SIGKILL', () => {
     await until(`${name} gone`, async () => !(await h.api.get(h.ns, name)), 60_000, 100);
     if (w.provider === 'command') await providerQuiet(id);
     else await until(`${machine} terminated`, () => instanceNamed(h.emu, h.apiKey, machine).every((x) => x.status === 'terminated'), 15_000, 100).catch(() => undefined);
-    return { settled, ms: Date.now() - t0 };
+    return { settled, ms: Date.now() - t0, why };
   }
 
   it('a kill at each step of the launch sequence: the Lease ends as it should, nothing leaked or doubled', async () => {
@@ -292,8 +294,9 @@ describe('crash consistency under SIGKILL', () => {
       const results = await Promise.all(pair.map((w) => runWindow(w, k, killer)));
       expect(ctl.kills - before).toBe(1);
       pair.forEach((w, x) => {
-        outcomes.push(`${w.provider} "${w.step}": ${results[x]!.settled} in ${(results[x]!.ms / 1000).toFixed(1)}s`);
-        expect(results[x]!.settled).toBe(w.settles);
+        const line = `${w.provider} "${w.step}": ${results[x]!.settled} in ${(results[x]!.ms / 1000).toFixed(1)}s${results[x]!.why}`;
+        outcomes.push(line);
+        if (results[x]!.settled !== w.settles) throw new Error(`expected ${w.settles}, got ${line}`);
       });
       const led = ledgers();
       expect(led.detail).toEqual([]);

@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { startController, type ControllerProcess } from './controller.js';
-import { apply, freshNamespace, getJSON, testKubectl, waitFor, type Kubectl } from './kube.js';
+import { apply, freshNamespace, getJSON, testKubectl, type Kubectl } from './kube.js';
 
 export const SSHD_PROVIDER = join(process.cwd(), 'e2e/providers/sshd-machine.sh');
 export const BAD_TARGET_PROVIDER = join(process.cwd(), 'e2e/providers/bad-target.sh');
@@ -93,11 +93,19 @@ export async function leaseFixture(prefix: string): Promise<LeaseFixture> {
       }));
     },
     status: async (name) => (await getJSON(kubectl, ['-n', ns, 'leases.leasehold.dev', name]))?.status,
-    waitPhase: (name, want, ms = 60_000) =>
-      waitFor(`${name} ${want}`, async () => {
-        const s = await fx.status(name);
-        return s?.phase === want ? s : undefined;
-      }, ms, 250),
+    async waitPhase(name, want, ms = 60_000) {
+      // Ends early when the Lease settles in another final phase, and says where it stood, so a failure names its reason.
+      const deadline = Date.now() + ms;
+      let last: any;
+      while (Date.now() < deadline) {
+        last = await fx.status(name).catch(() => last);
+        if (last?.phase === want) return last;
+        if (last && want !== 'Failed' && (last.phase === 'Failed' || last.phase === 'Released')) break;
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      const where = last ? `phase ${last.phase}, reason ${last.reason ?? '-'}, message ${JSON.stringify(last.message ?? '')}` : 'no status';
+      throw new Error(`${name} did not reach ${want} within ${ms} ms: ${where}`);
+    },
     sshdFor: (leaseID) => pgrep(join(machines, leaseID)),
     sshdLeft: () => pgrep(`${machines}/.*/sshd_config`),
     startController: (args, env = {}) =>
