@@ -128,6 +128,12 @@ export function candidatesOf(offer: Offer): OfferCandidate[] {
   }));
 }
 
+/** What a check depends on besides the machine: a change of spec (sshKeys) or of the activity annotation is looked at without waiting. */
+function checkInputsOf(lease: Lease): string {
+  const annotation = (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION] ?? '';
+  return `${lease.metadata?.generation ?? 0}|${annotation}`;
+}
+
 export class LeaseReconciler {
   private readonly now: () => Date;
   private readonly random: () => number;
@@ -141,6 +147,12 @@ export class LeaseReconciler {
    * A crash loses this, and then the launch is released as interrupted.
    */
   private readonly unrecorded = new Map<string, { attempt: number; fields: Partial<LeaseStatus> }>();
+  /**
+   * When each Ready or Idle Lease is next due for a probe, by UID, and what
+   * the probe saw of the Lease (generation, activity annotation). Kept in
+   * memory only: after a restart every Lease is probed once.
+   */
+  private readonly nextCheck = new Map<string, { at: number; inputs: string }>();
 
   constructor(private readonly deps: LeaseReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
@@ -162,7 +174,10 @@ export class LeaseReconciler {
         return requeueAfter === undefined ? undefined : { requeueAfter };
       }
       const next = step(restore(phase, contextOf(lease)), obs.event);
-      if (!next.accepted) return requeueAfter === undefined ? undefined : { requeueAfter };
+      if (!next.accepted) {
+        if (obs.event.type === 'OFFER_CHOSEN') this.claimed.delete(lease.metadata?.uid ?? '');
+        return requeueAfter === undefined ? undefined : { requeueAfter };
+      }
       const effectResult = await this.apply(lease, next, obs);
       if (!effectResult) return requeueAfter === undefined ? undefined : { requeueAfter };
       lease = effectResult.lease;
@@ -195,7 +210,8 @@ export class LeaseReconciler {
       return { event: { type: 'REFUSED', reason: 'NoCapacity', message: `${choice.message}; Leasehold does not wait for capacity` } };
     }
     if (!choice.ok) return { event: { type: 'UNSCHEDULABLE', reason: 'NoMatchingOffer', message: choice.message } };
-    const active = this.activeCount();
+    const uid = lease.metadata!.uid!;
+    const active = this.activeCount(uid);
     if (active >= this.deps.settings.maxLeases) {
       return {
         event: {
@@ -209,7 +225,10 @@ export class LeaseReconciler {
     const offer = this.deps.offers.get(undefined, chosen.offer)!;
     const now = this.now();
     const price = chosen.pricePerHour;
-    const uid = lease.metadata!.uid!;
+    // The slot is taken now, inside the serialized decision: another Lease
+    // scheduled while this one's intent is being written must count it.
+    // apply() gives it back if the intent write fails.
+    this.claimed.add(uid);
     const leaseID = uid.replace(/-/g, '').slice(0, 8);
     const attempt = (lease.status?.launch?.attempt ?? 0) + 1;
     return {
@@ -235,13 +254,15 @@ export class LeaseReconciler {
     };
   }
 
-  private activeCount(): number {
+  /** Active Leases, counting slots claimed here that the cache may not show yet; `except` (the Lease being scheduled) is left out. */
+  private activeCount(except: string): number {
     const uids = new Set(this.claimed);
     for (const l of this.deps.leases.list()) {
       const uid = l.metadata?.uid ?? '';
       if (ACTIVE.includes(phaseOf(l))) uids.add(uid);
       else if (phaseOf(l) !== 'Pending') uids.delete(uid);
     }
+    uids.delete(except);
     return uids.size;
   }
 
@@ -276,6 +297,16 @@ export class LeaseReconciler {
       case 'Ready':
       case 'Idle': {
         if (deleting) return { event: { type: 'DELETE_REQUESTED', message: 'deleted; releasing the machine' } };
+        // maxLifetime ends the Lease whatever a probe would say: no probe first.
+        const lifetime = verdict({ now, expiresAt: st.expiresAt, idleTimeoutMs: Infinity, lastActivityMs: now });
+        if (lifetime.kind === 'expired') return { event: { type: 'EXPIRED', reason: lifetime.reason, message: lifetime.message } };
+        // A pass that comes back early with nothing new (typically this
+        // process's own Ready or Idle write returning through the informer)
+        // waits for the check already scheduled instead of probing again.
+        const uid = lease.metadata?.uid ?? '';
+        const inputs = checkInputsOf(lease);
+        const planned = this.nextCheck.get(uid);
+        if (planned && planned.inputs === inputs && now < planned.at) return { requeueAfter: planned.at - now };
         const check = await this.deps.driver.check(lease);
         // The probe takes time (seconds on a slow link): judge and schedule the
         // next check from when it answered, not from before it started, or every
@@ -291,6 +322,8 @@ export class LeaseReconciler {
         const v = verdict({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
         const expires = Date.parse(st.expiresAt ?? '') || Infinity;
         const requeueAfter = nextCheckIn(at, this.deps.settings.checkIntervalMs, [expires, last + idleTimeoutMs]);
+        if (v.kind === 'expired' || check.kind === 'unreachable') this.nextCheck.delete(uid);
+        else this.nextCheck.set(uid, { at: at + requeueAfter, inputs });
         if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: v.message } };
         if (v.kind === 'busy') return { event: { type: 'BUSY', message: `${busy} job(s) running` }, status: activityStatus, requeueAfter };
         const unreachable = check.kind === 'unreachable' ? ` (unreachable: ${check.message})` : '';
@@ -331,6 +364,7 @@ export class LeaseReconciler {
   private async release(lease: Lease): Promise<Observation> {
     const st = lease.status ?? {};
     const attempts = (st.releaseAttempts ?? 0) + 1;
+    this.nextCheck.delete(lease.metadata?.uid ?? '');
     try {
       await this.deps.driver.release(lease);
       return { event: { type: 'RELEASE_CONFIRMED', message: 'released: the provider confirmed the machine is gone' }, status: { releasedAt: rfc3339(this.now()), releaseAttempts: attempts } };
@@ -348,6 +382,7 @@ export class LeaseReconciler {
   private async ended(lease: Lease): Promise<Observation> {
     const { historyLimit = 32, historyMaxAgeMs = 7 * 24 * 3600_000 } = this.deps.settings;
     this.claimed.delete(lease.metadata?.uid ?? '');
+    this.nextCheck.delete(lease.metadata?.uid ?? '');
     if (lease.metadata?.finalizers?.includes(RELEASE_FINALIZER)) await this.deps.writer.removeFinalizer(lease);
     const ns = lease.metadata!.namespace!;
     const ended = this.deps.leases
@@ -369,10 +404,16 @@ export class LeaseReconciler {
   private async apply(lease: Lease, next: Step, obs: Observation): Promise<{ lease: Lease; done?: boolean; requeueAfter?: number } | undefined> {
     const now = this.now();
     const generation = lease.metadata?.generation;
-    if (next.effects.includes('acquire')) {
+    const acquiring = next.effects.includes('acquire');
+    // Until the intent is written the Lease stays Pending: a failure gives back the slot scheduling claimed for it.
+    const unclaim = (err: unknown) => {
+      if (acquiring) this.claimed.delete(lease.metadata?.uid ?? '');
+      throw err;
+    };
+    if (acquiring) {
       // The finalizer goes on before anything is rented: without it, a
       // delete during acquire would lose the only record of the machine.
-      lease = await this.deps.writer.addFinalizer(lease);
+      lease = await this.deps.writer.addFinalizer(lease).catch(unclaim);
     }
     const status: LeaseStatus = {
       ...lease.status,
@@ -392,7 +433,7 @@ export class LeaseReconciler {
       status.message = next.context.failure.message;
     }
     // Intent before effect: a conflict here throws, and no effect runs.
-    const written = await this.deps.status.write(LEASE_RESOURCE, lease, status);
+    const written = await this.deps.status.write(LEASE_RESOURCE, lease, status).catch(unclaim);
     if (written !== lease && next.effects.includes('announce')) {
       const warning = next.phase === 'Pending' || next.phase === 'Failed' || next.context.failure !== undefined || obs.event?.type === 'RELEASE_FAILED';
       await this.deps.events.record(written, warning ? 'Warning' : 'Normal', status.reason ?? next.phase, status.message ?? '');

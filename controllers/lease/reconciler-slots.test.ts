@@ -1,0 +1,195 @@
+// The reconciler over several Leases on a pretend API server whose writes
+// take time: the maxLeases slot is taken at the scheduling decision, and a
+// Ready or Idle Lease is probed once per check, not again when its own write
+// comes back.
+import { describe, it, expect } from '@jest/globals';
+import pino from 'pino';
+import type { Lease, Offer } from '../../src/api/index.js';
+import { EventRecorder, type EventSink } from '../../src/kube/events.js';
+import { StatusWriter, type StatusClient } from '../../src/kube/status.js';
+import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
+import { LeaseReconciler, type LeaseWriter } from './reconciler.js';
+
+const log = pino({ level: 'silent' });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function merge(target: any, patch: any): any {
+  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
+  const out = { ...(target && typeof target === 'object' && !Array.isArray(target) ? target : {}) };
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else out[k] = merge(out[k], v);
+  }
+  return out;
+}
+
+const offer = {
+  apiVersion: 'leasehold.dev/v1alpha1',
+  kind: 'Offer',
+  metadata: { name: 'box', generation: 1 },
+  spec: { command: { acquire: ['/a'], release: ['/r'], shape: { os: 'linux', arch: 'amd64', cpus: 1 } }, idleTimeout: '20m', maxLifetime: '12h' },
+} as unknown as Offer;
+
+const FACTS = { os: 'linux', arch: 'amd64', cpus: 2, memoryGiB: 4, gpus: [] };
+
+function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: number; status?: Record<string, unknown>; checkIntervalMs?: number }) {
+  let rv = 1;
+  const leases = new Map<string, Lease>();
+  opts.names.forEach((name, i) => {
+    leases.set(name, {
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'Lease',
+      metadata: { name, namespace: 'ns', uid: `${String(i).padStart(8, '0')}-0000-0000-0000-000000000000`, generation: 1, resourceVersion: String(++rv), creationTimestamp: new Date() as never, finalizers: opts.status ? ['leasehold.dev/release'] : [] },
+      spec: { where: 'cpus>=1', sshKeys: [] },
+      ...(opts.status ? { status: structuredClone(opts.status) } : {}),
+    } as unknown as Lease);
+  });
+  const state = { acquires: 0, checks: 0, releases: 0, refuseLaunching: 0, writes: [] as { phase?: string; reason?: string }[] };
+  const client: StatusClient = {
+    async patchStatus(_ref, _ns, name, body: any) {
+      await sleep(opts.writeDelayMs ?? 0);
+      if (state.refuseLaunching > 0 && body.status?.phase === 'Launching') {
+        state.refuseLaunching--;
+        throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' });
+      }
+      state.writes.push({ phase: body.status?.phase, reason: body.status?.reason });
+      const cur = leases.get(name)!;
+      const next = { ...cur, status: merge(cur.status ?? {}, body.status), metadata: { ...cur.metadata, resourceVersion: String(++rv) } } as Lease;
+      leases.set(name, next);
+      return structuredClone(next);
+    },
+  };
+  const writer: LeaseWriter = {
+    async addFinalizer(l) {
+      const cur = leases.get(l.metadata!.name!)!;
+      const next = { ...cur, metadata: { ...cur.metadata, finalizers: ['leasehold.dev/release'], resourceVersion: String(++rv) } } as Lease;
+      leases.set(l.metadata!.name!, next);
+      return { ...l, metadata: { ...l.metadata, finalizers: next.metadata!.finalizers, resourceVersion: next.metadata!.resourceVersion } } as Lease;
+    },
+    async removeFinalizer(l) {
+      return l;
+    },
+    async get(_ns, name) {
+      return structuredClone(leases.get(name));
+    },
+    async delete() {},
+  };
+  const machine = { ssh: { host: '10.0.0.5', port: 22, user: 'u', hostKey: 'ssh-ed25519 AAAA' } };
+  const driver: LeaseDriver = {
+    async acquire(): Promise<AcquireResult> {
+      state.acquires++;
+      return { kind: 'launched', state: '{"pid":1}', machine };
+    },
+    async prepare(): Promise<MachineCheck> {
+      return { kind: 'unreachable', message: 'booting' };
+    },
+    async check(): Promise<MachineCheck> {
+      state.checks++;
+      return { kind: 'ok', facts: FACTS, busy: 0, keysHash: 'k', machine } as unknown as MachineCheck;
+    },
+    async release() {
+      state.releases++;
+    },
+  };
+  const sink: EventSink = { async create() {}, async updateCount() {} };
+  const reconciler = new LeaseReconciler({
+    leases: { get: (_ns, name) => structuredClone(leases.get(name!)), list: () => [...leases.values()].map((l) => structuredClone(l)) },
+    offers: { get: (_ns, name) => (name === 'box' ? offer : undefined), list: () => [offer] },
+    status: new StatusWriter(client),
+    writer,
+    events: new EventRecorder(sink, 'test', log),
+    driver,
+    settings: { maxLeases: opts.maxLeases ?? 2, acquireTimeoutMs: 60_000, checkIntervalMs: opts.checkIntervalMs ?? 60_000 },
+    log,
+  });
+  const set = (name: string, f: (l: Lease) => Lease) => leases.set(name, f(leases.get(name)!));
+  return { reconciler, state, lease: (name: string) => leases.get(name)!, set };
+}
+
+describe('maxLeases slots', () => {
+  it('Leases scheduled while another one\'s intent is still being written count its slot', async () => {
+    const w = world({ names: ['a', 'b', 'c'], maxLeases: 1, writeDelayMs: 20 });
+    await Promise.all(['a', 'b', 'c'].map((n) => w.reconciler.reconcile(`ns/${n}`)));
+    expect(w.state.acquires).toBe(1);
+    const phases = ['a', 'b', 'c'].map((n) => w.lease(n).status?.phase);
+    expect(phases.filter((p) => p === 'Launching')).toHaveLength(1);
+    const waiting = ['a', 'b', 'c'].map((n) => w.lease(n).status).filter((s) => s?.phase === 'Pending');
+    expect(waiting.map((s) => s?.reason)).toEqual(['MaxLeases', 'MaxLeases']);
+  });
+
+  it('a failed intent write gives the slot back', async () => {
+    const w = world({ names: ['a', 'b'], maxLeases: 1 });
+    w.state.refuseLaunching = 1;
+    await expect(w.reconciler.reconcile('ns/a')).rejects.toThrow('ECONNREFUSED');
+    expect(w.lease('a').status?.phase).toBeUndefined();
+    await w.reconciler.reconcile('ns/b');
+    expect(w.lease('b').status?.phase).toBe('Launching');
+    expect(w.state.acquires).toBe(1);
+  });
+
+  it('a Lease scheduled again after its own failed write is not kept out by its own slot', async () => {
+    const w = world({ names: ['a'], maxLeases: 1 });
+    w.state.refuseLaunching = 1;
+    await expect(w.reconciler.reconcile('ns/a')).rejects.toThrow('ECONNREFUSED');
+    await w.reconciler.reconcile('ns/a');
+    expect(w.lease('a').status?.phase).toBe('Launching');
+  });
+});
+
+describe('checks of Ready and Idle Leases', () => {
+  const now = new Date();
+  const ready = {
+    phase: 'Ready',
+    offer: 'box',
+    leaseID: '00000000',
+    machineName: 'leasehold-00000000',
+    providerState: '{"pid":1}',
+    readyAt: now.toISOString(),
+    lastActivityAt: now.toISOString(),
+    idleTimeout: '20m',
+    expiresAt: new Date(now.getTime() + 3600_000).toISOString(),
+    release: { provider: 'command', command: ['/r'] },
+    launch: { attempt: 1, startedAt: now.toISOString() },
+  };
+
+  it('probes once per check: the pass that its own Idle write wakes waits for the next check', async () => {
+    const w = world({ names: ['a'], status: ready });
+    await w.reconciler.reconcile('ns/a');
+    expect(w.state.checks).toBe(1);
+    expect(w.lease('a').status?.phase).toBe('Idle');
+    const again = await w.reconciler.reconcile('ns/a');
+    expect(w.state.checks).toBe(1);
+    expect(again?.requeueAfter).toBeGreaterThan(50_000);
+    expect(again?.requeueAfter).toBeLessThanOrEqual(60_000);
+  });
+
+  it('probes again at once when the spec or the activity annotation changes', async () => {
+    const w = world({ names: ['a'], status: ready });
+    await w.reconciler.reconcile('ns/a');
+    w.set('a', (l) => ({ ...l, metadata: { ...l.metadata, generation: 2 } }) as Lease);
+    await w.reconciler.reconcile('ns/a');
+    expect(w.state.checks).toBe(2);
+    w.set('a', (l) => ({ ...l, metadata: { ...l.metadata, annotations: { 'leasehold.dev/activity': new Date().toISOString() } } }) as Lease);
+    await w.reconciler.reconcile('ns/a');
+    expect(w.state.checks).toBe(3);
+  });
+
+  it('probes again once the check interval has passed', async () => {
+    const w = world({ names: ['a'], status: ready, checkIntervalMs: 150 });
+    await w.reconciler.reconcile('ns/a');
+    await w.reconciler.reconcile('ns/a');
+    expect(w.state.checks).toBe(1);
+    await sleep(200);
+    await w.reconciler.reconcile('ns/a');
+    expect(w.state.checks).toBe(2);
+  });
+
+  it('releases at maxLifetime without probing the machine first', async () => {
+    const w = world({ names: ['a'], status: { ...ready, expiresAt: new Date(now.getTime() - 1000).toISOString() } });
+    await w.reconciler.reconcile('ns/a');
+    expect(w.state.checks).toBe(0);
+    expect(w.state.releases).toBe(1);
+    expect(w.state.writes[0]).toEqual({ phase: 'Releasing', reason: 'MaxLifetime' });
+    expect(w.lease('a').status?.phase).toBe('Released');
+  });
+});
