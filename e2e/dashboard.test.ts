@@ -153,7 +153,7 @@ beforeAll(async () => {
   fx = await leaseFixture('dashboard');
   // Leader election off: a replica whose renewals fail through the restart
   // exits by design; the leader gauge is still set (to 1) by the manager.
-  ctl = await fx.startController(['--no-leader-elect', '--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '4', '--resync-period', '20s']);
+  ctl = await fx.startController(['--no-leader-elect', '--check-interval', '1s', '--acquire-timeout', '120s', '--max-leases', '4', '--resync-period', '20s']);
 }, 120_000);
 
 afterAll(async () => {
@@ -177,9 +177,10 @@ describe('the Grafana dashboard against a real controller', () => {
     await fx.lease('dash-ready', { where: 'cpus>=1', offer: box });
     await fx.lease('dash-flaky', { where: 'cpus>=1', offer: flaky });
     await fx.lease('dash-bad', { where: 'cpus>=1', offer: bad });
-    await fx.waitPhase('dash-ready', 'Ready');
-    await fx.waitPhase('dash-flaky', 'Ready');
-    expect((await fx.waitPhase('dash-bad', 'Failed')).reason).toBeDefined();
+    // Generous waits: on a loaded CI machine the first launches on a fresh control plane can be slow.
+    await fx.waitPhase('dash-ready', 'Ready', 120_000);
+    await fx.waitPhase('dash-flaky', 'Ready', 120_000);
+    expect((await fx.waitPhase('dash-bad', 'Failed', 120_000)).reason).toBeDefined();
 
     // Delete: the first release fails (ReleaseFailed, retried after the check interval), the second frees it.
     const del = await fx.kubectl(['-n', fx.ns, 'delete', 'leases.leasehold.dev', 'dash-flaky', '--timeout=60s']);
@@ -280,5 +281,5 @@ describe('the Grafana dashboard against a real controller', () => {
     expect(del2.code).toBe(0);
     expect(fx.sshdFor(st.leaseID)).toBe('');
     expect(await ctl.metric('leasehold_release_failures_total', { provider: 'command' })).toBeGreaterThanOrEqual(1);
-  }, 240_000);
+  }, 400_000);
 });

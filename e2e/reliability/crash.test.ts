@@ -15,6 +15,8 @@ import {
 import { harness, processesLeft, type Harness } from './harness.js';
 
 const SOAK = process.env.LEASEHOLD_SOAK === '1';
+/** The harness controller's --acquire-timeout. */
+const ACQUIRE_TIMEOUT_MS = 90_000;
 let h: Harness;
 let ctl: Restartable;
 const totals = { kills: 0, leases: 0 };
@@ -296,7 +298,10 @@ describe('crash consistency under SIGKILL', () => {
       pair.forEach((w, x) => {
         const line = `${w.provider} "${w.step}": ${results[x]!.settled} in ${(results[x]!.ms / 1000).toFixed(1)}s${results[x]!.why}`;
         outcomes.push(line);
-        if (results[x]!.settled !== w.settles) throw new Error(`expected ${w.settles}, got ${line}`);
+        // A resumed launch still has to finish within --acquire-timeout (90 s):
+        // on a machine slow enough to pass it, AcquireTimeout is the right end.
+        const timedOut = results[x]!.why.startsWith(' (AcquireTimeout') && results[x]!.ms >= ACQUIRE_TIMEOUT_MS;
+        if (results[x]!.settled !== w.settles && !timedOut) throw new Error(`expected ${w.settles}, got ${line}`);
       });
       const led = ledgers();
       expect(led.detail).toEqual([]);
