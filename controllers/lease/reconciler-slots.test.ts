@@ -32,7 +32,7 @@ const offer = {
 
 const FACTS = { os: 'linux', arch: 'amd64', cpus: 2, memoryGiB: 4, gpus: [] };
 
-function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: number; status?: Record<string, unknown>; checkIntervalMs?: number }) {
+function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: number; status?: Record<string, unknown>; checkIntervalMs?: number; agentUp?: boolean }) {
   let rv = 1;
   const leases = new Map<string, Lease>();
   opts.names.forEach((name, i) => {
@@ -81,6 +81,7 @@ function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: numbe
       return { kind: 'launched', state: '{"pid":1}', machine };
     },
     async prepare(): Promise<MachineCheck> {
+      if (opts.agentUp) return { kind: 'ok', facts: FACTS, busy: 0, keysHash: 'k', machine } as unknown as MachineCheck;
       return { kind: 'unreachable', message: 'booting' };
     },
     async check(): Promise<MachineCheck> {
@@ -161,6 +162,17 @@ describe('checks of Ready and Idle Leases', () => {
     expect(w.state.checks).toBe(1);
     expect(again?.requeueAfter).toBeGreaterThan(50_000);
     expect(again?.requeueAfter).toBeLessThanOrEqual(60_000);
+  });
+
+  it('a Lease just made Ready by the prepare probe is first checked a check interval later', async () => {
+    const w = world({ names: ['a'], agentUp: true, status: { ...ready, phase: 'Launching', readyAt: undefined, lastActivityAt: undefined } });
+    await w.reconciler.reconcile('ns/a');
+    expect(w.lease('a').status?.phase).toBe('Ready');
+    // The Ready write comes back through the watch: no probe yet.
+    const again = await w.reconciler.reconcile('ns/a');
+    expect(w.state.checks).toBe(0);
+    expect(again?.requeueAfter).toBeGreaterThan(50_000);
+    expect(w.lease('a').status?.phase).toBe('Ready');
   });
 
   it('probes again at once when the spec or the activity annotation changes', async () => {

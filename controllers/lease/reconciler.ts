@@ -350,8 +350,15 @@ export class LeaseReconciler {
       const left = startedMs + this.deps.settings.acquireTimeoutMs - this.now().getTime();
       return { status: { message: `waiting for the machine's agent: ${check.message}` }, requeueAfter: Math.max(100, Math.min(2000, left)) };
     }
-    const now = rfc3339(this.now());
+    const nowMs = this.now().getTime();
+    const now = rfc3339(new Date(nowMs));
     if (lease) {
+      // The prepare probe has just looked at the machine, and nothing can be
+      // running on a machine not yet handed over: the first check comes one
+      // check interval (or a deadline) after Ready, not at once.
+      const st = lease.status ?? {};
+      const deadlines = [Date.parse(st.expiresAt ?? '') || Infinity, nowMs + parseDuration(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT)];
+      this.nextCheck.set(lease.metadata?.uid ?? '', { at: nowMs + nextCheckIn(nowMs, this.deps.settings.checkIntervalMs, deadlines), inputs: checkInputsOf(lease) });
       const created = Date.parse(lease.metadata?.creationTimestamp as unknown as string);
       if (created) this.deps.metrics?.ready(lease.status?.release?.provider ?? 'command', Math.max(0, (this.now().getTime() - created) / 1000));
     }
