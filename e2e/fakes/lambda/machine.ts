@@ -50,6 +50,7 @@ export class SshdMachine {
   /** What happened to the user data's keys, for people reading a failing test. */
   readonly notes: string[] = [];
   pid: number | undefined;
+  private listening = false;
   private child: ChildProcess | undefined;
   private starting: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
@@ -160,6 +161,7 @@ export class SshdMachine {
     }
     this.child = child;
     this.pid = child.pid;
+    this.listening = false;
     const listening = `Server listening on ${this.address} port ${this.port}`;
     const seen = () => {
       try {
@@ -176,7 +178,10 @@ export class SshdMachine {
         clearTimeout(timer);
         clearInterval(poll);
         if (err) reject(err);
-        else resolve();
+        else {
+          this.listening = true;
+          resolve();
+        }
       };
       const timer = setTimeout(() => finish(new Error(`sshd did not listen on ${this.address}:${this.port} within ${timeoutMs} ms: ${tail(seen())}`)), timeoutMs);
       const poll = setInterval(() => {
@@ -194,9 +199,9 @@ export class SshdMachine {
     return this.starting;
   }
 
-  /** Whether the sshd listener runs. */
+  /** Whether the sshd listener runs and accepts connections (a started sshd counts only once it listens). */
   get running(): boolean {
-    return this.pid !== undefined && isAlive(this.pid);
+    return this.listening && this.pid !== undefined && isAlive(this.pid);
   }
 
   /** Stops sshd and every process of its sessions (a power-off, not a shutdown). Safe to call twice. */
