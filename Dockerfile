@@ -2,7 +2,7 @@
 # The Leasehold controller image: `docker build -t REGISTRY/leasehold:TAG .`
 # No image is published; build this and push it where your cluster pulls from.
 
-# Build: compile src/ and controllers/ to dist/ (tsconfig.build.json).
+# Build: compile src/, controllers/ and cmd/ to dist/ (tsconfig.build.json).
 FROM node:20-bookworm AS build
 WORKDIR /src
 COPY package.json package-lock.json ./
@@ -10,6 +10,7 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY controllers ./controllers
+COPY cmd ./cmd
 RUN npm run build
 
 # Runtime: production dependencies and the compiled JavaScript only. The SSH
@@ -24,4 +25,4 @@ COPY --from=build /src/dist ./dist
 # The image's "node" user, by number so runAsNonRoot can verify it.
 USER 1000:1000
 EXPOSE 8080
-ENTRYPOINT ["node", "dist/src/main.js"]
+ENTRYPOINT ["node", "dist/cmd/controller.js"]

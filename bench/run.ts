@@ -1,6 +1,6 @@
 // Leasehold benchmarks: ratios measured in one run, against a control plane
 // this script starts (e2e/cluster/controlplane.ts) and the real controller
-// process (src/main.ts). Nothing is asserted; numbers are printed.
+// process (cmd/controller.ts). Nothing is asserted; numbers are printed.
 //
 //   node --import tsx bench/run.ts            (make bench)
 //

@@ -9,7 +9,7 @@ import { CredentialError, type LambdaAccounts } from '../../src/providers/lambda
 import { LambdaProvider } from '../../src/providers/lambda/provider.js';
 import type { AcquireResult, Endpoint, LeaseDriver, MachineCheck } from './driver.js';
 import type { ControllerKey } from './identity.js';
-import type { ObjectCache } from './reconciler.js';
+import type { ObjectCache } from '../../src/kube/cache.js';
 
 /** What the driver needs from the SSH agent (src/machine). */
 export interface MachineAgent {

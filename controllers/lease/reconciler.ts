@@ -7,29 +7,26 @@ import type { Logger } from 'pino';
 import { parseWhere } from '../../src/api/where.js';
 import { parseDuration } from '../../src/api/duration.js';
 import { parsePublicKey } from '../../src/machine/keys.js';
-import type { Lease, LeaseStatus, Offer } from '../../src/api/index.js';
+import { ACTIVE_PHASES, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
 import { LEASE_RESOURCE } from '../../src/api/resources.js';
 import { rfc3339, setCondition } from '../../src/kube/conditions.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import type { StatusWriter } from '../../src/kube/status.js';
 import { splitKey } from '../../src/kube/resource.js';
 import { isConflict } from '../../src/kube/client.js';
+import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
+import { errorText } from '../../src/kube/errors.js';
 import { restore, step, type LeaseEvent, type Phase, type Step } from './machine.js';
-import { chooseOffer, type OfferCandidate } from './choose.js';
+import { chooseOffer } from './choose.js';
+import { candidatesOf } from './offers.js';
 import { ACTIVITY_ANNOTATION, lastActivity, nextCheckIn, verdict } from './timing.js';
 import { leasesToPrune } from './history.js';
 import type { LeaseDriver, MachineCheck } from './driver.js';
 import { PROGRESS_INTERVAL_MS, ProgressThrottle } from './progress.js';
 
 export const RELEASE_FINALIZER = 'leasehold.dev/release';
-const ACTIVE: readonly Phase[] = ['Launching', 'Ready', 'Idle', 'Releasing'];
 const DEFAULT_IDLE_TIMEOUT = '20m';
 const DEFAULT_MAX_LIFETIME = '12h';
-
-export interface ObjectCache<T> {
-  get(namespace: string | undefined, name: string): T | undefined;
-  list(): T[];
-}
 
 /** The API writes the reconciler makes besides status. */
 export interface LeaseWriter {
@@ -71,61 +68,11 @@ export interface LeaseMetrics {
   releaseFailed(provider: string): void;
 }
 
-export interface ReconcileResult {
-  requeueAfter?: number;
-}
-
 /** What one look at the world found: an event for the machine, extra status to record, when to look again. */
 interface Observation {
   event?: LeaseEvent;
   status?: Partial<LeaseStatus>;
   requeueAfter?: number;
-}
-
-/**
- * The candidates an Offer contributes: one for a command offer; for a
- * Lambda offer, each instance type of its last listing (or one unavailable
- * candidate saying why there is no listing).
- */
-export function candidatesOf(offer: Offer): OfferCandidate[] {
-  const name = offer.metadata?.name ?? '';
-  const command = offer.spec.command;
-  if (command) {
-    const shape = command.shape;
-    return [
-      {
-        name,
-        offer: name,
-        pricePerHour: offer.spec.pricePerHour,
-        shape: {
-          os: shape.os ?? 'linux',
-          arch: shape.arch ?? 'amd64',
-          cpus: shape.cpus,
-          gpu: shape.gpu,
-          gpus: shape.gpus ?? (shape.gpu ? 1 : 0),
-          vramGiB: shape.vramGiB,
-          tools: shape.tools,
-        },
-      },
-    ];
-  }
-  if (!offer.spec.lambda) return [];
-  const ready = offer.status?.conditions?.find((c) => c.type === 'Ready');
-  const listed = offer.status?.candidates ?? [];
-  if (ready?.status !== 'True' || listed.length === 0) {
-    const why = ready?.status === 'False' ? `${ready.reason}: ${ready.message}` : 'not listed yet';
-    return [{ name, offer: name, shape: { os: 'linux', arch: 'amd64', gpus: 0 }, unavailable: `Offer is not Ready (${why})` }];
-  }
-  return listed.map((c) => ({
-    name: `${name}/${c.name}`,
-    offer: name,
-    instanceType: c.instanceType,
-    region: c.region,
-    pricePerHour: offer.spec.pricePerHour ?? c.pricePerHour,
-    shape: { os: 'linux', arch: c.arch, cpus: c.cpus, gpu: c.gpuModel ?? (c.gpus > 0 ? c.gpuDescription : undefined), gpus: c.gpus, vramGiB: c.vramGiB },
-    unavailable: c.available ? undefined : c.reason ?? 'unavailable',
-    noCapacity: !c.available && !c.region,
-  }));
 }
 
 /** What a check depends on besides the machine: a change of spec (sshKeys) or of the activity annotation is looked at without waiting. */
@@ -259,7 +206,7 @@ export class LeaseReconciler {
     const uids = new Set(this.claimed);
     for (const l of this.deps.leases.list()) {
       const uid = l.metadata?.uid ?? '';
-      if (ACTIVE.includes(phaseOf(l))) uids.add(uid);
+      if (ACTIVE_PHASES.includes(phaseOf(l))) uids.add(uid);
       else if (phaseOf(l) !== 'Pending') uids.delete(uid);
     }
     uids.delete(except);
@@ -552,7 +499,7 @@ function conditionsFor(prev: LeaseStatus['conditions'], next: Step, generation: 
     next.phase === 'Pending'
       ? { type: 'Scheduled', status: 'False' as const, reason: next.context.reason, message: next.context.message }
       : { type: 'Scheduled', status: 'True' as const, reason: 'OfferChosen', message: 'an Offer was chosen and a machine requested' };
-  let conditions = setCondition(prev as never, scheduled, generation, now);
+  let conditions = setCondition(prev, scheduled, generation, now);
   const f = next.context.failure;
   const ready =
     next.phase === 'Ready' || next.phase === 'Idle'
@@ -573,6 +520,3 @@ function describeFacts(f: NonNullable<LeaseStatus['facts']>): string {
   return `${f.os}/${f.arch}, ${f.cpus} cpu, ${f.memoryGiB} GiB${gpus}`;
 }
 
-export function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}

@@ -1,14 +1,13 @@
 // The Offer reconciler: a Ready condition and the count of active Leases,
 // and for a Lambda Offer the candidates of its last listing.
-import type { Lease, Offer, OfferStatus } from '../../src/api/index.js';
+import { ACTIVE_PHASES, type Lease, type Offer, type OfferStatus } from '../../src/api/index.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
 import type { LambdaOffers, Listing } from './lambda.js';
 import { OFFER_RESOURCE } from '../../src/api/resources.js';
 import { setCondition } from '../../src/kube/conditions.js';
 import type { StatusWriter } from '../../src/kube/status.js';
-import type { ObjectCache } from '../lease/reconciler.js';
+import type { ObjectCache } from '../../src/kube/cache.js';
 
-const ACTIVE = new Set(['Launching', 'Ready', 'Idle', 'Releasing']);
 
 export interface OfferReconcilerDeps {
   offers: ObjectCache<Offer>;
@@ -21,7 +20,7 @@ export interface OfferReconcilerDeps {
 /** Pure: the status an Offer should have, given the Leases that use it and, for Lambda, its last listing. */
 export function offerStatus(offer: Offer, leases: readonly Lease[], now: Date, listing?: Listing): OfferStatus {
   const name = offer.metadata?.name;
-  const active = leases.filter((l) => l.status?.offer === name && ACTIVE.has(l.status?.phase ?? '')).length;
+  const active = leases.filter((l) => l.status?.offer === name && ACTIVE_PHASES.includes(l.status?.phase ?? 'Pending')).length;
   const extra: Partial<OfferStatus> = {};
   let ready;
   if (offer.spec.command) {
@@ -49,7 +48,7 @@ export function offerStatus(offer: Offer, leases: readonly Lease[], now: Date, l
     ...extra,
     observedGeneration: offer.metadata?.generation,
     activeLeases: active,
-    conditions: setCondition(offer.status?.conditions as never, ready, offer.metadata?.generation, now) as OfferStatus['conditions'],
+    conditions: setCondition(offer.status?.conditions, ready, offer.metadata?.generation, now) as OfferStatus['conditions'],
   };
   if (status.lastListError === undefined) delete status.lastListError;
   return status;

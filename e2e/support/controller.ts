@@ -1,4 +1,4 @@
-// Runs the real controller process (src/main.ts) against a test control plane.
+// Runs the real controller process (cmd/controller.ts) against a test control plane.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
@@ -22,7 +22,7 @@ export async function startController(kubeconfig: string, args: string[] = [], e
   const dir = await mkdtemp(join(tmpdir(), 'leasehold-ctl-'));
   const logFile = join(dir, 'controller.log');
   const log = createWriteStream(logFile);
-  const child = spawn(process.execPath, ['--import', 'tsx', join(process.cwd(), 'src/main.ts'),
+  const child = spawn(process.execPath, ['--import', 'tsx', join(process.cwd(), 'cmd/controller.ts'),
     '--kubeconfig', kubeconfig, '--metrics-addr', `127.0.0.1:${port}`, '--log-level', 'debug', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, NODE_OPTIONS: '', ...env },

@@ -28,6 +28,10 @@ export const MAX_SSH_KEYS = 16;
 
 export const LEASE_PHASES = ['Pending', 'Launching', 'Ready', 'Idle', 'Releasing', 'Released', 'Failed'] as const;
 export type LeasePhase = (typeof LEASE_PHASES)[number];
+/** Phases in which a machine may exist: these hold a slot under maxLeases and cost money. */
+export const ACTIVE_PHASES: readonly LeasePhase[] = ['Launching', 'Ready', 'Idle', 'Releasing'];
+/** Phases a Lease never leaves. */
+export const ENDED_PHASES: readonly LeasePhase[] = ['Released', 'Failed'];
 
 /** OpenSSH public key types accepted in spec.sshKeys. */
 export const SSH_KEY_TYPES = [

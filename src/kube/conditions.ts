@@ -2,16 +2,10 @@
 // only when status changes, and every condition records the generation it
 // was computed from.
 
-export type ConditionStatus = 'True' | 'False' | 'Unknown';
+import type { Condition } from '../api/common.js';
 
-export interface Condition {
-  type: string;
-  status: ConditionStatus;
-  reason: string;
-  message: string;
-  lastTransitionTime: string;
-  observedGeneration?: number;
-}
+export type { Condition };
+export type ConditionStatus = Condition['status'];
 
 export type ConditionInput = Omit<Condition, 'lastTransitionTime' | 'observedGeneration'>;
 

@@ -15,6 +15,7 @@ import https from 'node:https';
 import { finished } from 'node:stream/promises';
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
+import { errorText } from './errors.js';
 import { objectKey } from './resource.js';
 import { realClock, sleep, type Clock } from './workqueue.js';
 
@@ -211,9 +212,9 @@ export class ResilientInformer<T extends KubernetesObject> {
       const delayMs = this.backoff(failures++);
       if (reason === 'expired') {
         this.needsList = true;
-        this.log?.info({ path: this.path, err: errorMessage(failure), retryInMs: delayMs }, 'resourceVersion expired; relisting');
+        this.log?.info({ path: this.path, err: errorText(failure), retryInMs: delayMs }, 'resourceVersion expired; relisting');
       } else if (reason === 'error') {
-        this.log?.warn({ path: this.path, err: errorMessage(failure), retryInMs: delayMs }, 'list or watch failed; retrying');
+        this.log?.warn({ path: this.path, err: errorText(failure), retryInMs: delayMs }, 'list or watch failed; retrying');
         this.emitError(failure);
       }
       this.stats.restarts++;
@@ -383,7 +384,7 @@ export class ResilientInformer<T extends KubernetesObject> {
         if (e.type === 'update') (fn as Handlers<T>['update'])(e.object, e.old);
         else (fn as Handlers<T>['add'])(e.object);
       } catch (err) {
-        this.log?.error({ path: this.path, event: e.type, key: objectKey(e.object), err: errorMessage(err) }, 'informer handler threw');
+        this.log?.error({ path: this.path, event: e.type, key: objectKey(e.object), err: errorText(err) }, 'informer handler threw');
       }
     }
   }
@@ -403,10 +404,6 @@ export class ResilientInformer<T extends KubernetesObject> {
 function statusFromObject(object: unknown): ApiStatusError {
   const s = (object ?? {}) as { code?: number; reason?: string; message?: string };
   return new ApiStatusError(s.code ?? 500, s.reason, s.message ?? 'watch ERROR event');
-}
-
-function errorMessage(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /**
@@ -457,7 +454,7 @@ export class KubeListWatch<T> implements ListWatchTransport<T> {
       await finished(res);
     } catch (err) {
       if (signal.aborted) throw err;
-      throw new Error(`watch of ${this.path} broke off: ${errorMessage(err)}`);
+      throw new Error(`watch of ${this.path} broke off: ${errorText(err)}`);
     }
   }
 

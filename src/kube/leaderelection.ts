@@ -13,6 +13,7 @@ import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/c
 import type { Logger } from 'pino';
 import { isConflict, isNotFound } from './client.js';
 import { realClock, sleep, type Clock } from './workqueue.js';
+import { errorText } from './errors.js';
 
 export interface LeaderElectionRecord {
   /** Empty when nobody holds the Lease (after a release). */
@@ -322,10 +323,6 @@ function sameRecord(a: LeaderElectionRecord, b: LeaderElectionRecord): boolean {
     a.acquireTime?.getTime() === b.acquireTime?.getTime() &&
     a.renewTime?.getTime() === b.renewTime?.getTime()
   );
-}
-
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
 }
 
 /** LeaseStore on a real coordination.k8s.io/v1 Lease through client-node. */

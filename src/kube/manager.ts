@@ -2,27 +2,40 @@
 // work queues, the leader election, events, metrics and the health port.
 // Informers run on every replica (a follower has a warm cache when it takes
 // over); only the leader runs reconcile workers.
-import { CoordinationV1Api, CoreV1Api, CustomObjectsApi, type KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
+import type { BatchV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Server } from 'node:http';
 import type { Logger } from 'pino';
-import { makeCountingClient } from './client.js';
+import type { ReconcileResult } from './cache.js';
+import { clusterClients, type ClusterClients } from './clients.js';
 import { EventRecorder, KubeEventSink } from './events.js';
 import { Finalizers } from './finalizers.js';
 import { serveHealth } from './health.js';
-import { ResilientInformer } from './informer.js';
+import { ResilientInformer, type InformerOptions } from './informer.js';
 import { KubeLeaseStore, LeaderElector } from './leaderelection.js';
 import { Metrics } from './metrics.js';
 import { KubeStatusClient, StatusWriter } from './status.js';
 import { WorkQueue, runWorkers } from './workqueue.js';
 
-export interface ReconcileResult {
-  requeueAfter?: number;
-}
+export type { ReconcileResult };
 
 export interface Controller {
   readonly name: string;
   readonly concurrency: number;
   reconcile(key: string): Promise<ReconcileResult | void>;
+}
+
+/** Which objects an informer holds, from which cluster, and whether the controllers wait for it. */
+export interface InformerSpec {
+  labelSelector?: string;
+  fieldSelector?: string;
+  /** Another cluster (a peer fleet's); ours when absent. */
+  cluster?: ClusterClients;
+  /**
+   * Whether readiness and the start of the reconcile workers wait for this
+   * informer's first list. Default: true for our cluster, false for another:
+   * a peer that is down must never hold back our own controllers.
+   */
+  gates?: boolean;
 }
 
 export interface ManagerOptions {
@@ -39,13 +52,18 @@ export interface ManagerOptions {
 
 export class Manager {
   readonly metrics = new Metrics();
+  /** Clients for our own cluster. */
+  readonly local: ClusterClients;
   readonly custom: CustomObjectsApi;
   readonly core: CoreV1Api;
+  readonly batch: BatchV1Api;
+  readonly coordination: CoordinationV1Api;
   readonly status: StatusWriter;
   readonly events: EventRecorder;
   readonly finalizers: Finalizers;
   readonly log: Logger;
-  private readonly informers = new Map<string, ResilientInformer<KubernetesObject>>();
+  private readonly informers = new Map<string, { informer: ResilientInformer<KubernetesObject>; gates: boolean }>();
+  private started = false;
   private readonly controllers: { controller: Controller; queue: WorkQueue }[] = [];
   private elector?: LeaderElector;
   private server?: Server;
@@ -55,8 +73,8 @@ export class Manager {
 
   constructor(private readonly opts: ManagerOptions) {
     this.log = opts.log;
-    this.custom = makeCountingClient(opts.kubeConfig, CustomObjectsApi, this.metrics);
-    this.core = makeCountingClient(opts.kubeConfig, CoreV1Api, this.metrics);
+    this.local = clusterClients('local', opts.kubeConfig, this.metrics);
+    ({ custom: this.custom, core: this.core, batch: this.batch, coordination: this.coordination } = this.local);
     this.status = new StatusWriter(new KubeStatusClient(this.custom));
     this.events = new EventRecorder(new KubeEventSink(this.core), 'leasehold-controller', opts.log);
     this.finalizers = new Finalizers(this.custom);
@@ -67,19 +85,36 @@ export class Manager {
     return this.opts.watchNamespace;
   }
 
-  /** One shared informer per API path (e.g. /apis/leasehold.dev/v1alpha1/leases). */
-  informer<T extends KubernetesObject>(path: string): ResilientInformer<T> {
-    let inf = this.informers.get(path);
-    if (!inf) {
-      inf = new ResilientInformer<KubernetesObject>(this.opts.kubeConfig, path, {
-        log: this.log.child({ informer: path }),
+  /**
+   * One shared informer per cluster, API path and selectors (e.g.
+   * /apis/leasehold.dev/v1alpha1/leases). One asked for after start() starts at once.
+   */
+  informer<T extends KubernetesObject>(path: string, spec: InformerSpec = {}): ResilientInformer<T> {
+    const cluster = spec.cluster ?? this.local;
+    const key = informerKey(cluster.name, path, spec);
+    let entry = this.informers.get(key);
+    if (!entry) {
+      const options: InformerOptions<KubernetesObject> = {
+        log: this.log.child({ informer: path, cluster: cluster.name }),
         resyncMs: this.opts.resyncMs,
         watchdogMs: this.opts.watchdogMs,
         onRestart: (reason: string) => this.metrics.informerRestarts.inc({ resource: path, reason }),
-      });
-      this.informers.set(path, inf);
+        ...(spec.labelSelector ? { labelSelector: spec.labelSelector } : {}),
+        ...(spec.fieldSelector ? { fieldSelector: spec.fieldSelector } : {}),
+      };
+      entry = { informer: new ResilientInformer<KubernetesObject>(cluster.kubeConfig, path, options), gates: spec.gates ?? cluster === this.local };
+      this.informers.set(key, entry);
+      if (this.started) entry.informer.start();
     }
-    return inf as unknown as ResilientInformer<T>;
+    return entry.informer as unknown as ResilientInformer<T>;
+  }
+
+  /** Stops and forgets an informer (one on a peer cluster that is no longer followed). */
+  async dropInformer(informer: ResilientInformer<KubernetesObject>): Promise<void> {
+    for (const [key, entry] of this.informers) {
+      if (entry.informer === informer) this.informers.delete(key);
+    }
+    await informer.stop();
   }
 
   /** Registers a controller; returns its queue so watches can enqueue keys. */
@@ -94,12 +129,13 @@ export class Manager {
   }
 
   synced(): boolean {
-    return [...this.informers.values()].every((i) => i.hasSynced());
+    return this.gating().every((i) => i.hasSynced());
   }
 
   async start(): Promise<void> {
     this.server = await serveHealth(this.opts.metricsAddr, { healthy: () => !this.stopping, ready: () => this.synced() }, this.metrics.registry);
-    for (const inf of this.informers.values()) inf.start();
+    this.started = true;
+    for (const { informer } of this.informers.values()) informer.start();
     for (const { controller, queue } of this.controllers) {
       const depth = () => this.metrics.queueDepth.set({ controller: controller.name }, queue.len());
       setInterval(depth, 1000).unref();
@@ -109,7 +145,7 @@ export class Manager {
       return;
     }
     const le = this.opts.leaderElection;
-    const coordination = makeCountingClient(this.opts.kubeConfig, CoordinationV1Api, this.metrics, 'leader-election');
+    const { coordination } = clusterClients('local', this.opts.kubeConfig, this.metrics, 'leader-election');
     this.elector = new LeaderElector({
       store: new KubeLeaseStore(coordination, le.namespace, le.name),
       identity: this.opts.identity,
@@ -128,7 +164,7 @@ export class Manager {
     this.leading = true;
     this.metrics.leader.set(1);
     this.log.info({ identity: this.opts.identity }, 'started leading');
-    await Promise.all([...this.informers.values()].map((i) => i.waitForSync()));
+    await Promise.all(this.gating().map((i) => i.waitForSync()));
     for (const { controller, queue } of this.controllers) {
       this.workers.push(
         runWorkers(queue, controller.concurrency, async (key: string) => {
@@ -167,12 +203,15 @@ export class Manager {
     if (this.elector) await this.elector.release();
     this.leading = false;
     this.metrics.leader.set(0);
-    for (const inf of this.informers.values()) inf.stop();
+    for (const { informer } of this.informers.values()) void informer.stop();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+  }
+
+  private gating(): ResilientInformer<KubernetesObject>[] {
+    return [...this.informers.values()].filter((e) => e.gates).map((e) => e.informer);
   }
 }
 
-export function errorText(err: unknown): string {
-  if (err instanceof Error) return err.message;
-  return String(err);
+function informerKey(cluster: string, path: string, spec: InformerSpec): string {
+  return JSON.stringify([cluster, path, spec.labelSelector ?? '', spec.fieldSelector ?? '']);
 }

@@ -3,6 +3,7 @@
 // marks it dirty and it comes back after done), failures back off per key
 // exponentially from 5 ms to 1000 s, and timers requeue at a set time.
 import type { Logger } from 'pino';
+import { errorText } from './errors.js';
 
 export interface Clock {
   now(): number;
@@ -176,7 +177,7 @@ export async function runWorkers(queue: WorkQueue, concurrency: number, reconcil
         queue.forget(key);
         if (result?.requeueAfter !== undefined) queue.addAfter(key, result.requeueAfter);
       } catch (err) {
-        opts.log?.warn({ key, err: err instanceof Error ? err.message : String(err), requeues: queue.numRequeues(key) + 1 }, 'reconcile failed; requeued with backoff');
+        opts.log?.warn({ key, err: errorText(err), requeues: queue.numRequeues(key) + 1 }, 'reconcile failed; requeued with backoff');
         queue.addRateLimited(key);
       } finally {
         queue.done(key);

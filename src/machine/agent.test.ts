@@ -5,7 +5,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { arch, platform, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
-import { AGENT_SCRIPT, MAX_DEVICE_KEYS, authorizedKeys, installAgent, parseProbe, probe, writeAuthorizedKeys, type RemoteShell } from './agent.js';
+import { MAX_SSH_KEYS } from '../api/lease.js';
+import { AGENT_SCRIPT, authorizedKeys, installAgent, parseProbe, probe, writeAuthorizedKeys, type RemoteShell } from './agent.js';
 import { generateControllerKey } from './keys.js';
 import type { ExecResult } from './ssh.js';
 
@@ -67,10 +68,10 @@ describe('authorizedKeys', () => {
     expect(authorizedKeys(controller, [])).toBe(`${controller}\n`);
   });
 
-  it(`refuses more than ${MAX_DEVICE_KEYS} device keys`, () => {
-    const many = Array.from({ length: MAX_DEVICE_KEYS + 1 }, (_, i) => generateControllerKey(`d${i}`).publicKey);
+  it(`refuses more than ${MAX_SSH_KEYS} device keys`, () => {
+    const many = Array.from({ length: MAX_SSH_KEYS + 1 }, (_, i) => generateControllerKey(`d${i}`).publicKey);
     expect(() => authorizedKeys(controller, many)).toThrow(/at most 16 device keys, and spec.sshKeys has 17/);
-    expect(() => authorizedKeys(controller, many.slice(0, MAX_DEVICE_KEYS))).not.toThrow();
+    expect(() => authorizedKeys(controller, many.slice(0, MAX_SSH_KEYS))).not.toThrow();
   });
 
   it('names the device key that is not a public key', () => {

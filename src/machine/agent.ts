@@ -11,11 +11,9 @@
 // started since the agent was first installed, so that a job that started and
 // ended between two probes still shows as activity.
 import { z } from 'zod';
+import { MAX_SSH_KEYS } from '../api/lease.js';
 import { parsePublicKey } from './keys.js';
 import type { SshSession } from './ssh.js';
-
-/** The most device keys a Lease may have admitted (spec.sshKeys). */
-export const MAX_DEVICE_KEYS = 16;
 
 export const AGENT_SCRIPT = `#!/bin/sh
 # leasehold-agent, installed and kept up to date by the Leasehold controller.
@@ -213,11 +211,11 @@ const ProbeSchema = z.object({
 /**
  * The authorized_keys a machine gets: the controller's key first, then each
  * device key once. Throws, naming the key, when one is not a valid OpenSSH
- * public key line or there are more than MAX_DEVICE_KEYS.
+ * public key line or there are more than MAX_SSH_KEYS.
  */
 export function authorizedKeys(controllerKey: string, deviceKeys: readonly string[]): string {
-  if (deviceKeys.length > MAX_DEVICE_KEYS) {
-    throw new Error(`a Lease admits at most ${MAX_DEVICE_KEYS} device keys, and spec.sshKeys has ${deviceKeys.length}; remove some`);
+  if (deviceKeys.length > MAX_SSH_KEYS) {
+    throw new Error(`a Lease admits at most ${MAX_SSH_KEYS} device keys, and spec.sshKeys has ${deviceKeys.length}; remove some`);
   }
   const own = parsePublicKey(controllerKey);
   if (!own.ok) throw new Error(`the controller's public key is not usable: ${own.error}`);

@@ -3,23 +3,13 @@
 // pinning rests on.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import ssh2 from 'ssh2';
+import { SSH_KEY_TYPES } from '../api/lease.js';
 
 const { utils } = ssh2;
 
 export const CONTROLLER_KEY_COMMENT = 'leasehold-controller';
 
-/** Key types accepted in authorized_keys and as a pinned host key. */
-export const PUBLIC_KEY_TYPES = [
-  'ssh-ed25519',
-  'ssh-rsa',
-  'ecdsa-sha2-nistp256',
-  'ecdsa-sha2-nistp384',
-  'ecdsa-sha2-nistp521',
-  'sk-ssh-ed25519@openssh.com',
-  'sk-ecdsa-sha2-nistp256@openssh.com',
-] as const;
-
-export type PublicKeyType = (typeof PUBLIC_KEY_TYPES)[number];
+export type PublicKeyType = (typeof SSH_KEY_TYPES)[number];
 
 export interface PublicKey {
   type: PublicKeyType;
@@ -52,9 +42,9 @@ export function parsePublicKey(line: string): ParsedPublicKey {
   if (/[\r\n\0]/.test(text)) return { ok: false, error: 'a public key must be a single line' };
   const [type = '', data, ...rest] = text.split(/[ \t]+/);
   const comment = rest.join(' ');
-  if (!(PUBLIC_KEY_TYPES as readonly string[]).includes(type)) {
+  if (!(SSH_KEY_TYPES as readonly string[]).includes(type)) {
     // authorized_keys options (command=..., from=...) come before the type; they are not ours to accept.
-    return { ok: false, error: `"${type.slice(0, 40)}" is not a supported key type; expected one of ${PUBLIC_KEY_TYPES.join(', ')} at the start of the line` };
+    return { ok: false, error: `"${type.slice(0, 40)}" is not a supported key type; expected one of ${SSH_KEY_TYPES.join(', ')} at the start of the line` };
   }
   if (data === undefined) return { ok: false, error: `the ${type} key has no key data after its type` };
   if (!BASE64.test(data) || data.length % 4 !== 0) return { ok: false, error: `the ${type} key data is not valid base64` };

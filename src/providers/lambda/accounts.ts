@@ -4,23 +4,24 @@
 import { createHash } from 'node:crypto';
 import { LambdaClient } from './client.js';
 import { PacerRegistry, type LaunchPacer } from './pacer.js';
+import { readSecretKey, SecretKeyError, type SecretDataReader, type SecretKeyProblem, type SecretKeyRef } from '../../kube/secrets.js';
 
 export const LAUNCH_SLACK_MS = 250;
 
-export interface SecretKeyRef {
-  name: string;
-  namespace?: string | undefined;
-  key?: string | undefined;
-}
+/** Why an API key could not be had: the Lease and Offer reasons a platform admin sees. */
+export type CredentialReason = 'APIKeySecretNotFound' | 'APIKeyMissing' | 'APIKeySecretUnreadable';
 
-/** Reads a Secret's data, decoded; undefined when it does not exist. Throws on other errors. */
-export type SecretReader = (namespace: string, name: string) => Promise<Record<string, string> | undefined>;
+const REASONS: Record<SecretKeyProblem, CredentialReason> = {
+  SecretAbsent: 'APIKeySecretNotFound',
+  KeyAbsent: 'APIKeyMissing',
+  Forbidden: 'APIKeySecretUnreadable',
+  Unreadable: 'APIKeySecretUnreadable',
+};
 
-/** Why an API key could not be had, in terms a platform admin can act on. */
 export class CredentialError extends Error {
   override readonly name = 'CredentialError';
   constructor(
-    readonly reason: 'APIKeySecretNotFound' | 'APIKeyMissing' | 'APIKeySecretUnreadable',
+    readonly reason: CredentialReason,
     message: string,
   ) {
     super(message);
@@ -37,7 +38,7 @@ export interface LambdaAccount {
 }
 
 export interface LambdaAccountsOptions {
-  secrets: SecretReader;
+  secrets: SecretDataReader;
   launchIntervalMs: number;
   requestTimeoutMs?: number;
   onResult?: (operation: string, code: string) => void;
@@ -54,25 +55,12 @@ export class LambdaAccounts {
   }
 
   async apiKey(ref: SecretKeyRef): Promise<string> {
-    const key = ref.key ?? 'apiKey';
-    const where = `Secret ${ref.namespace}/${ref.name}`;
-    if (!ref.namespace) throw new CredentialError('APIKeySecretNotFound', 'spec.lambda.apiKeySecretRef.namespace is empty; name the namespace of the Secret');
-    let data: Record<string, string> | undefined;
     try {
-      data = await this.opts.secrets(ref.namespace, ref.name);
+      return await readSecretKey(this.opts.secrets, ref, { field: 'spec.lambda.apiKeySecretRef', what: 'the Lambda API key', defaultKey: 'apiKey' });
     } catch (err) {
-      const code = (err as { code?: number })?.code;
-      throw new CredentialError(
-        'APIKeySecretUnreadable',
-        code === 403
-          ? `${where} is not readable by the controller; add namespace ${ref.namespace} to the chart's secretNamespaces value`
-          : `${where} could not be read: ${err instanceof Error ? err.message.slice(0, 200) : String(err)}`,
-      );
+      if (err instanceof SecretKeyError) throw new CredentialError(REASONS[err.problem], err.message);
+      throw err;
     }
-    if (!data) throw new CredentialError('APIKeySecretNotFound', `${where} (spec.lambda.apiKeySecretRef) does not exist; create it with the Lambda API key under key ${key}`);
-    const value = (data[key] ?? '').trim();
-    if (!value) throw new CredentialError('APIKeyMissing', `${where} has no non-empty key ${key} (spec.lambda.apiKeySecretRef.key); put the Lambda API key there`);
-    return value;
   }
 
   async account(ref: SecretKeyRef, endpoint: string): Promise<LambdaAccount> {

@@ -1,9 +1,9 @@
 import { describe, it, expect } from '@jest/globals';
-import { Metrics } from './metrics.js';
+import { Registry } from 'prom-client';
+import { LeaseMetrics } from './metrics.js';
 
 describe('lease metrics', () => {
   it('counts Leases by phase and Offer and sums the spend rate of active ones at scrape time', async () => {
-    const m = new Metrics({ defaultMetrics: false });
     const leases = [
       { status: { phase: 'Ready', offer: 'lambda', pricePerHour: 1.29 } },
       { status: { phase: 'Idle', offer: 'lambda', pricePerHour: 0.75 } },
@@ -11,8 +11,9 @@ describe('lease metrics', () => {
       { status: { phase: 'Launching', offer: 'box' } },
       {},
     ];
-    m.leaseSource = () => leases;
-    const text = await m.registry.metrics();
+    const registry = new Registry();
+    new LeaseMetrics(registry, () => leases as never);
+    const text = await registry.metrics();
     expect(text).toContain('leasehold_leases{phase="Ready",offer="lambda"} 1');
     expect(text).toContain('leasehold_leases{phase="Released",offer="lambda"} 1');
     expect(text).toContain('leasehold_leases{phase="Pending",offer=""} 1');
@@ -20,7 +21,7 @@ describe('lease metrics', () => {
     expect(text).toContain('leasehold_spend_rate_dollars_per_hour{offer="box"} 0');
     // A phase that empties disappears rather than keeping its last count.
     leases.splice(0, 1);
-    const after = await m.registry.metrics();
+    const after = await registry.metrics();
     expect(after).not.toContain('leasehold_leases{phase="Ready",offer="lambda"}');
     expect(after).toContain('leasehold_spend_rate_dollars_per_hour{offer="lambda"} 0.75');
   });

@@ -1,0 +1,75 @@
+#!/usr/bin/env node
+// The controller process: flags in, manager and controllers wired, nothing else.
+import { hostname } from 'node:os';
+import { randomUUID } from 'node:crypto';
+import { loadKubeConfig } from '../src/kube/client.js';
+import { createLogger } from '../src/kube/logger.js';
+import { Manager } from '../src/kube/manager.js';
+import { secretDataReader } from '../src/kube/secrets.js';
+import { LambdaAccounts } from '../src/providers/lambda/accounts.js';
+import { registerLeaseController } from '../controllers/lease/register.js';
+import { registerOfferController } from '../controllers/offer/register.js';
+import { FlagError, parseControllerFlags, type ControllerFlags } from './flags.js';
+
+let flags: ControllerFlags;
+try {
+  flags = parseControllerFlags(process.argv.slice(2), process.env);
+} catch (err) {
+  if (!(err instanceof FlagError) && !(err instanceof TypeError)) throw err;
+  process.stderr.write(`leasehold: ${err.message}\n`);
+  process.exit(2);
+}
+const log = createLogger({ level: flags.logLevel });
+const identity = `${process.env.POD_NAME ?? hostname()}_${randomUUID()}`;
+const mgr = new Manager({
+  kubeConfig: loadKubeConfig(flags.kubeconfig),
+  log,
+  identity,
+  metricsAddr: flags.metricsAddr,
+  watchNamespace: flags.watchNamespace,
+  resyncMs: flags.resyncMs,
+  leaderElection: flags.leaderElection,
+});
+// One set of Lambda accounts for both controllers: each account has one
+// launch pacer, whoever sends the request.
+const lambda = new LambdaAccounts({
+  launchIntervalMs: flags.lambdaLaunchMs,
+  onResult: (operation, code) => mgr.metrics.providerRequests.inc({ provider: 'lambda', operation, code }),
+  secrets: secretDataReader(mgr.core),
+});
+registerOfferController(mgr, {
+  lambda: { accounts: lambda, listIntervalMs: flags.lambdaListMs, orphanGraceMs: flags.orphanGraceMs, orphans: flags.orphans },
+});
+registerLeaseController(mgr, {
+  concurrency: flags.concurrency,
+  controllerNamespace: flags.namespace,
+  lambda: { accounts: lambda, pollMs: flags.lambdaPollMs },
+  settings: {
+    maxLeases: flags.maxLeases,
+    acquireTimeoutMs: flags.acquireTimeoutMs,
+    checkIntervalMs: flags.checkIntervalMs,
+    historyLimit: flags.historyLimit,
+    historyMaxAgeMs: flags.historyMaxAgeMs,
+  },
+});
+
+let signalled = false;
+for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(sig, () => {
+    if (signalled) return;
+    signalled = true;
+    log.info({ signal: sig }, 'shutting down');
+    const force = setTimeout(() => process.exit(1), 30_000);
+    force.unref();
+    mgr.stop().then(
+      () => process.exit(0),
+      (err) => {
+        log.error({ err: String(err) }, 'shutdown failed');
+        process.exit(1);
+      },
+    );
+  });
+}
+
+await mgr.start();
+log.info({ identity, metricsAddr: flags.metricsAddr }, 'manager started');

@@ -1,0 +1,40 @@
+import { describe, expect, it } from '@jest/globals';
+import { FlagError, parseControllerFlags } from './flags.js';
+
+describe('parseControllerFlags', () => {
+  it('defaults, with the chart-set environment taken into account', () => {
+    const f = parseControllerFlags([], { POD_NAMESPACE: 'leasehold-system', LEASEHOLD_MAX_LEASES: '5' });
+    expect(f).toMatchObject({
+      metricsAddr: ':8080',
+      leaderElection: { namespace: 'leasehold-system', name: 'leasehold-controller' },
+      concurrency: 4,
+      maxLeases: 5,
+      acquireTimeoutMs: 15 * 60_000,
+      checkIntervalMs: 60_000,
+      namespace: 'leasehold-system',
+      watchNamespace: undefined,
+      orphans: undefined,
+      historyLimit: 32,
+      historyMaxAgeMs: 168 * 3600_000,
+    });
+  });
+
+  it('--no-leader-elect turns leader election off', () => {
+    expect(parseControllerFlags(['--no-leader-elect'], {}).leaderElection).toBeUndefined();
+  });
+
+  it.each([
+    [['--concurrency', '0'], /--concurrency 0 must be a whole number of at least 1/],
+    [['--max-leases=-1'], /--max-leases -1 must be a whole number/],
+    [['--history-limit', '2.5'], /--history-limit 2.5 must be a whole number/],
+    [['--acquire-timeout', 'soon'], /^--acquire-timeout: /],
+    [['--orphans', 'delete'], /--orphans delete must be terminate or report/],
+  ])('%j is refused naming the flag', (args, message) => {
+    expect(() => parseControllerFlags(args, {})).toThrow(FlagError);
+    expect(() => parseControllerFlags(args, {})).toThrow(message);
+  });
+
+  it('refuses an unknown flag', () => {
+    expect(() => parseControllerFlags(['--leader-elect-please'], {})).toThrow(/Unknown option/);
+  });
+});

@@ -1,0 +1,96 @@
+// The controller's command line: every flag, its default (some from the
+// environment the chart sets) and its validation. A bad flag exits 2 with a
+// message naming it.
+import { parseArgs } from 'node:util';
+import { parseDuration } from '../src/api/duration.js';
+import { errorText } from '../src/kube/errors.js';
+
+export interface ControllerFlags {
+  kubeconfig: string | undefined;
+  metricsAddr: string;
+  leaderElection: { namespace: string; name: string } | undefined;
+  logLevel: string;
+  concurrency: number;
+  maxLeases: number;
+  acquireTimeoutMs: number;
+  checkIntervalMs: number;
+  resyncMs: number;
+  /** The controller's own namespace: its SSH key Secret lives there. */
+  namespace: string;
+  watchNamespace: string | undefined;
+  lambdaListMs: number;
+  lambdaLaunchMs: number;
+  lambdaPollMs: number;
+  orphans: 'terminate' | 'report' | undefined;
+  orphanGraceMs: number;
+  historyLimit: number;
+  historyMaxAgeMs: number;
+}
+
+export class FlagError extends Error {
+  override readonly name = 'FlagError';
+}
+
+export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): ControllerFlags {
+  const { values } = parseArgs({
+    args,
+    options: {
+      kubeconfig: { type: 'string', default: env.KUBECONFIG },
+      'metrics-addr': { type: 'string', default: env.LEASEHOLD_METRICS_ADDR ?? ':8080' },
+      'no-leader-elect': { type: 'boolean', default: false },
+      'leader-election-namespace': { type: 'string', default: env.POD_NAMESPACE ?? 'default' },
+      'leader-election-id': { type: 'string', default: 'leasehold-controller' },
+      'log-level': { type: 'string', default: env.LEASEHOLD_LOG_LEVEL ?? 'info' },
+      concurrency: { type: 'string', default: '4' },
+      'max-leases': { type: 'string', default: env.LEASEHOLD_MAX_LEASES ?? '2' },
+      'acquire-timeout': { type: 'string', default: env.LEASEHOLD_ACQUIRE_TIMEOUT ?? '15m' },
+      'check-interval': { type: 'string', default: env.LEASEHOLD_CHECK_INTERVAL ?? '1m' },
+      'resync-period': { type: 'string', default: '10m' },
+      namespace: { type: 'string', default: env.POD_NAMESPACE ?? 'default' },
+      'watch-namespace': { type: 'string', default: env.LEASEHOLD_WATCH_NAMESPACE },
+      'lambda-list-interval': { type: 'string', default: '2m' },
+      'lambda-launch-interval': { type: 'string', default: '12s' },
+      'lambda-poll-interval': { type: 'string', default: '2s' },
+      orphans: { type: 'string' },
+      'orphan-grace': { type: 'string', default: '10m' },
+      'history-limit': { type: 'string', default: '32' },
+      'history-max-age': { type: 'string', default: '168h' },
+    },
+    strict: true,
+  });
+  const text = (name: keyof typeof values): string => String(values[name] ?? '');
+  const duration = (name: keyof typeof values): number => {
+    try {
+      return parseDuration(text(name));
+    } catch (err) {
+      throw new FlagError(`--${name}: ${errorText(err)}`);
+    }
+  };
+  const whole = (name: keyof typeof values, min: number, meaning: string): number => {
+    const n = Number(text(name));
+    if (!Number.isInteger(n) || n < min) throw new FlagError(`--${name} ${text(name)} must be a whole number ${meaning}`);
+    return n;
+  };
+  const orphans = values.orphans;
+  if (orphans !== undefined && orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
+  return {
+    kubeconfig: values.kubeconfig,
+    metricsAddr: text('metrics-addr'),
+    leaderElection: values['no-leader-elect'] ? undefined : { namespace: text('leader-election-namespace'), name: text('leader-election-id') },
+    logLevel: text('log-level'),
+    concurrency: whole('concurrency', 1, 'of at least 1'),
+    maxLeases: whole('max-leases', 0, '(0 stops all new leases)'),
+    acquireTimeoutMs: duration('acquire-timeout'),
+    checkIntervalMs: duration('check-interval'),
+    resyncMs: duration('resync-period'),
+    namespace: text('namespace'),
+    watchNamespace: values['watch-namespace'] || undefined,
+    lambdaListMs: duration('lambda-list-interval'),
+    lambdaLaunchMs: duration('lambda-launch-interval'),
+    lambdaPollMs: duration('lambda-poll-interval'),
+    orphans,
+    orphanGraceMs: duration('orphan-grace'),
+    historyLimit: whole('history-limit', 0, '(ended Leases kept per namespace; 0 keeps none)'),
+    historyMaxAgeMs: duration('history-max-age'),
+  };
+}

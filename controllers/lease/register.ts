@@ -1,0 +1,123 @@
+// Wires the Lease controller into the manager: its informers, metrics, the
+// machine driver (providers + SSH agent), the reconciler, and which watches
+// enqueue which keys.
+import type { Lease, Offer } from '../../src/api/index.js';
+import { ENDED_PHASES, LEASE_RESOURCE, OFFER_RESOURCE } from '../../src/api/index.js';
+import type { ObjectCache } from '../../src/kube/cache.js';
+import { isNotFound } from '../../src/kube/client.js';
+import type { Manager } from '../../src/kube/manager.js';
+import { objectKey, resourcePath } from '../../src/kube/resource.js';
+import { compareFacts } from '../../src/machine/facts.js';
+import type { LambdaAccounts } from '../../src/providers/lambda/accounts.js';
+import type { LeaseDriver } from './driver.js';
+import { loadOrCreateControllerKey, type ControllerKey } from './identity.js';
+import { MachineDriver } from './machines.js';
+import { LeaseMetrics } from './metrics.js';
+import { claimOf } from './offers.js';
+import { LeaseReconciler, RELEASE_FINALIZER, type LeaseSettings, type LeaseWriter } from './reconciler.js';
+import { sshAgent } from './ssh-agent.js';
+
+export interface LeaseControllerOptions {
+  concurrency: number;
+  settings: LeaseSettings;
+  /** Where the controller's own SSH key Secret lives. */
+  controllerNamespace: string;
+  /** Lambda accounts, shared with the Offer controller so that each account has one launch pacer. */
+  lambda?: { accounts: LambdaAccounts; pollMs: number };
+  /** Replaces the driver built from providers and SSH (tests). */
+  driver?: LeaseDriver;
+}
+
+export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptions): LeaseReconciler {
+  const leases = mgr.informer<Lease>(resourcePath(LEASE_RESOURCE, mgr.watchNamespace));
+  const offers = mgr.informer<Offer>(resourcePath(OFFER_RESOURCE));
+  const metrics = new LeaseMetrics(mgr.metrics.registry, () => leases.list());
+  const reconciler = new LeaseReconciler({
+    metrics: {
+      ready: (provider, seconds) => metrics.timeToReady.observe({ provider }, seconds),
+      releaseFailed: (provider) => metrics.releaseFailures.inc({ provider }),
+    },
+    leases,
+    offers,
+    status: mgr.status,
+    writer: leaseWriter(mgr),
+    events: mgr.events,
+    driver: opts.driver ?? machineDriver(mgr, opts, offers, metrics),
+    settings: opts.settings,
+    log: mgr.log.child({ controller: 'lease' }),
+  });
+  const queue = mgr.add({ name: 'lease', concurrency: opts.concurrency, reconcile: (key) => reconciler.reconcile(key) });
+  const enqueue = (l: Lease) => queue.add(objectKey(l));
+  leases.on('add', enqueue);
+  leases.on('update', enqueue);
+  const wakeWaiting = () => {
+    for (const l of leases.list()) {
+      if ((l.status?.phase ?? 'Pending') === 'Pending') queue.add(objectKey(l));
+    }
+  };
+  // A Lease that ended frees a slot under maxLeases: wake the waiting ones.
+  leases.on('delete', wakeWaiting);
+  leases.on('update', (l: Lease) => {
+    if (ENDED_PHASES.includes(l.status?.phase ?? 'Pending')) wakeWaiting();
+  });
+  // A new or changed Offer may serve Leases that are waiting for one.
+  offers.on('add', wakeWaiting);
+  offers.on('update', wakeWaiting);
+  offers.on('delete', wakeWaiting);
+  return reconciler;
+}
+
+function leaseWriter(mgr: Manager): LeaseWriter {
+  const { group, version, plural } = LEASE_RESOURCE;
+  return {
+    addFinalizer: (l) => mgr.finalizers.add(LEASE_RESOURCE, l, RELEASE_FINALIZER),
+    removeFinalizer: (l) => mgr.finalizers.remove(LEASE_RESOURCE, l, RELEASE_FINALIZER),
+    async get(namespace, name) {
+      try {
+        return (await mgr.custom.getNamespacedCustomObject({ group, version, plural, namespace, name })) as Lease;
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }
+    },
+    async delete(namespace, name) {
+      try {
+        await mgr.custom.deleteNamespacedCustomObject({ group, version, plural, namespace, name });
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+      }
+    },
+  };
+}
+
+function machineDriver(mgr: Manager, opts: LeaseControllerOptions, offers: ObjectCache<Offer>, metrics: LeaseMetrics): MachineDriver {
+  // The controller's SSH key is read (or made) on first use, so a follower
+  // replica never needs it.
+  let key: Promise<ControllerKey> | undefined;
+  const controllerKey = () => {
+    key ??= loadOrCreateControllerKey(mgr.core, opts.controllerNamespace).catch((err) => {
+      key = undefined;
+      throw err;
+    });
+    return key;
+  };
+  return new MachineDriver({
+    ...(opts.lambda ? { lambda: opts.lambda.accounts, lambdaPollMs: opts.lambda.pollMs } : {}),
+    metrics: {
+      launched: (provider, result, seconds) => metrics.launchDuration.observe({ provider, result }, seconds),
+      commandCall: (operation, code) => mgr.metrics.providerRequests.inc({ provider: 'command', operation, code }),
+    },
+    offers,
+    key: controllerKey,
+    agent: sshAgent(),
+    compare: (lease, measured) => {
+      const claim = claimOf(offers.get(undefined, lease.status?.offer ?? ''), lease);
+      if (!claim) return [];
+      const verdict = compareFacts(claim, measured);
+      return verdict.ok ? [] : verdict.differences;
+    },
+    acquireTimeoutMs: opts.settings.acquireTimeoutMs,
+    releaseTimeoutMs: 5 * 60_000,
+    log: mgr.log,
+  });
+}

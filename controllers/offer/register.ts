@@ -1,0 +1,51 @@
+// Wires the Offer controller: an Offer is reconciled when it changes and
+// when a Lease that uses it changes phase; Lambda Offers are listed and their
+// account swept for orphans.
+import type { Lease, Offer } from '../../src/api/index.js';
+import { LEASE_RESOURCE, OFFER_RESOURCE } from '../../src/api/index.js';
+import type { Manager } from '../../src/kube/manager.js';
+import { resourcePath } from '../../src/kube/resource.js';
+import type { LambdaAccounts } from '../../src/providers/lambda/accounts.js';
+import { LambdaOffers } from './lambda.js';
+import { OfferReconciler } from './reconciler.js';
+
+export interface OfferControllerOptions {
+  lambda?: {
+    accounts: LambdaAccounts;
+    listIntervalMs: number;
+    orphanGraceMs: number;
+    /** What to do with an instance no Lease owns; the default depends on what this controller can see. */
+    orphans?: 'terminate' | 'report' | undefined;
+  };
+}
+
+export function registerOfferController(mgr: Manager, opts: OfferControllerOptions = {}): OfferReconciler {
+  const offers = mgr.informer<Offer>(resourcePath(OFFER_RESOURCE));
+  const leases = mgr.informer<Lease>(resourcePath(LEASE_RESOURCE, mgr.watchNamespace));
+  const lambda = opts.lambda
+    ? new LambdaOffers({
+        accounts: opts.lambda.accounts,
+        events: mgr.events,
+        log: mgr.log.child({ controller: 'offer' }),
+        listIntervalMs: opts.lambda.listIntervalMs,
+        orphanGraceMs: opts.lambda.orphanGraceMs,
+        // A controller that sees one namespace cannot tell another namespace's
+        // machines from orphans, so unless told otherwise it only reports them.
+        orphans: opts.lambda.orphans ?? (mgr.watchNamespace ? 'report' : 'terminate'),
+      })
+    : undefined;
+  if (lambda) lambda.leases = () => leases.list();
+  const reconciler = new OfferReconciler({ offers, leases, status: mgr.status, ...(lambda ? { lambda } : {}) });
+  const queue = mgr.add({ name: 'offer', concurrency: 1, reconcile: (key) => reconciler.reconcile(key) });
+  const enqueue = (o: Offer) => queue.add(o.metadata!.name!);
+  offers.on('add', enqueue);
+  offers.on('update', enqueue);
+  offers.on('delete', enqueue);
+  const byLease = (l: Lease) => {
+    if (l.status?.offer) queue.add(l.status.offer);
+  };
+  leases.on('add', byLease);
+  leases.on('update', byLease);
+  leases.on('delete', byLease);
+  return reconciler;
+}
