@@ -29,6 +29,7 @@ const mgr = new Manager({
   watchNamespace: flags.watchNamespace,
   resyncMs: flags.resyncMs,
   leaderElection: flags.leaderElection,
+  shutdownGraceMs: flags.shutdownGraceMs,
 });
 // One set of Lambda accounts for both controllers: each account has one
 // launch pacer, whoever sends the request.
@@ -59,7 +60,9 @@ for (const sig of ['SIGTERM', 'SIGINT'] as const) {
     if (signalled) return;
     signalled = true;
     log.info({ signal: sig }, 'shutting down');
-    const force = setTimeout(() => process.exit(1), 30_000);
+    // New effects stop at once; running ones get the grace period, then are
+    // cancelled; this is the backstop should one ignore its cancellation.
+    const force = setTimeout(() => process.exit(1), flags.shutdownGraceMs + 15_000);
     force.unref();
     mgr.stop().then(
       () => process.exit(0),

@@ -16,6 +16,7 @@ describe('parseControllerFlags', () => {
       orphans: undefined,
       historyLimit: 32,
       historyMaxAgeMs: 168 * 3600_000,
+      shutdownGraceMs: 25_000,
     });
   });
 

@@ -25,6 +25,8 @@ export interface ControllerFlags {
   orphanGraceMs: number;
   historyLimit: number;
   historyMaxAgeMs: number;
+  /** On SIGTERM, how long running acquires, probes and releases get to finish before they are cancelled. */
+  shutdownGraceMs: number;
 }
 
 export class FlagError extends Error {
@@ -55,6 +57,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'orphan-grace': { type: 'string', default: '10m' },
       'history-limit': { type: 'string', default: '32' },
       'history-max-age': { type: 'string', default: '168h' },
+      'shutdown-grace': { type: 'string', default: '25s' },
     },
     strict: true,
   });
@@ -92,5 +95,6 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     orphanGraceMs: duration('orphan-grace'),
     historyLimit: whole('history-limit', 0, '(ended Leases kept per namespace; 0 keeps none)'),
     historyMaxAgeMs: duration('history-max-age'),
+    shutdownGraceMs: duration('shutdown-grace'),
   };
 }

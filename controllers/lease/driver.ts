@@ -17,12 +17,12 @@ export type MachineCheck =
   | { kind: 'mismatch'; reason: 'HostKeyMismatch' | 'FactsMismatch' | 'UnsupportedTarget'; message: string };
 
 export interface LeaseDriver {
-  /** Runs the provider's acquire for the launch recorded in status. Never throws. */
-  acquire(lease: Lease, onProgress: (line: string) => void): Promise<AcquireResult>;
+  /** Runs the provider's acquire for the launch recorded in status; `signal` withdraws it. Never throws. */
+  acquire(lease: Lease, onProgress: (line: string) => void, signal: AbortSignal): Promise<AcquireResult>;
   /** Connects with the pinned host key, installs the agent and device keys, measures facts against the offer's claim. */
-  prepare(lease: Lease): Promise<MachineCheck>;
+  prepare(lease: Lease, signal: AbortSignal): Promise<MachineCheck>;
   /** Probes a ready machine: reachable, facts unchanged, busy; re-syncs device keys when spec.sshKeys changed. */
-  check(lease: Lease): Promise<MachineCheck>;
+  check(lease: Lease, signal: AbortSignal): Promise<MachineCheck>;
   /** Resolves only once the provider confirms the machine is gone. */
-  release(lease: Lease): Promise<void>;
+  release(lease: Lease, signal: AbortSignal): Promise<void>;
 }

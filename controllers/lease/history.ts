@@ -1,5 +1,8 @@
 // Ended Leases stay listed as objects, the most recent 32 per namespace, for
-// at most 7 days. A pure choice of which ended Leases to delete.
+// at most 7 days. A pure choice of which ended Leases to delete, and the
+// pass that deletes them.
+import { ENDED_PHASES, type Lease } from '../../src/api/index.js';
+import { endedAt } from './status.js';
 
 export interface Ended {
   name: string;
@@ -18,4 +21,28 @@ export function leasesToPrune(ended: readonly Ended[], now: number, keep = 32, m
     });
   }
   return prune;
+}
+
+/**
+ * Deletes the ended Leases of `lease`'s namespace that are past the limits
+ * (every one, not only this one: an older ended Lease may not be reconciled
+ * again until its own max age), and says when to look at `lease` again.
+ */
+export async function pruneHistory(
+  lease: Lease,
+  all: readonly Lease[],
+  now: number,
+  keep: number,
+  maxAgeMs: number,
+  remove: (namespace: string, name: string) => Promise<void>,
+): Promise<{ requeueAfter: number } | undefined> {
+  const ns = lease.metadata!.namespace!;
+  const ended = all
+    .filter((l) => l.metadata?.namespace === ns && ENDED_PHASES.includes(l.status?.phase ?? 'Pending'))
+    .map((l) => ({ name: l.metadata!.name!, namespace: ns, endedAt: endedAt(l) }));
+  const prune = leasesToPrune(ended, now, keep, maxAgeMs);
+  for (const p of prune) await remove(ns, p.name);
+  if (prune.some((p) => p.name === lease.metadata!.name)) return undefined;
+  // Capped: a timer past 2^31 ms would fire at once.
+  return { requeueAfter: Math.min(3600_000, Math.max(1000, endedAt(lease) + maxAgeMs - now)) };
 }

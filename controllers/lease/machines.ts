@@ -18,7 +18,7 @@ export interface MachineAgent {
    * (its own key plus deviceKeys; left alone when deviceKeys is undefined),
    * returns measured facts and busy count.
    */
-  probe(endpoint: Endpoint, key: ControllerKey, deviceKeys: string[] | undefined): Promise<ProbeResult>;
+  probe(endpoint: Endpoint, key: ControllerKey, deviceKeys: string[] | undefined, signal?: AbortSignal): Promise<ProbeResult>;
 }
 
 export type ProbeResult =
@@ -97,14 +97,14 @@ export class MachineDriver implements LeaseDriver {
     });
   }
 
-  async acquire(lease: Lease, onProgress: (line: string) => void): Promise<AcquireResult> {
+  async acquire(lease: Lease, onProgress: (line: string) => void, signal: AbortSignal): Promise<AcquireResult> {
     const st = lease.status!;
     const offer = this.opts.offers.get(undefined, st.offer ?? '');
     if (!offer?.spec.command && !offer?.spec.lambda) {
       return { kind: 'failed', reason: 'OfferGone', message: `Offer ${st.offer} disappeared before the machine was acquired` };
     }
     // The provider enforces acquireTimeoutMs itself (command) or is cut off here (Lambda).
-    const deadline = AbortSignal.timeout(Math.max(1000, this.opts.acquireTimeoutMs - (Date.now() - (Date.parse(st.launch?.startedAt ?? '') || Date.now()))));
+    const timeout = AbortSignal.timeout(Math.max(1000, this.opts.acquireTimeoutMs - (Date.now() - (Date.parse(st.launch?.startedAt ?? '') || Date.now()))));
     const kind = st.release?.provider ?? 'command';
     const t0 = Date.now();
     const done = (result: AcquireResult): AcquireResult => {
@@ -112,10 +112,10 @@ export class MachineDriver implements LeaseDriver {
       if (kind === 'command') this.opts.metrics?.commandCall('acquire', result.kind === 'launched' ? 'ok' : result.reason === 'AcquireTimeout' ? 'timeout' : 'error');
       return result;
     };
-    return done(await this.launchWith(lease, deadline, onProgress));
+    return done(await this.launchWith(lease, AbortSignal.any([timeout, signal]), onProgress, () => timeout.aborted));
   }
 
-  private async launchWith(lease: Lease, deadline: AbortSignal, onProgress: (line: string) => void): Promise<AcquireResult> {
+  private async launchWith(lease: Lease, deadline: AbortSignal, onProgress: (line: string) => void, timedOut: () => boolean): Promise<AcquireResult> {
     const st = lease.status!;
     try {
       const key = await this.opts.key();
@@ -140,30 +140,30 @@ export class MachineDriver implements LeaseDriver {
     } catch (err) {
       // The provider stops an acquire that outlives acquireTimeout and says Timeout:
       // the same AcquireTimeout the reconciler reports for an agent that is not ready in time.
-      const reason = deadline.aborted ? 'AcquireTimeout' : failureReason(err);
+      const reason = timedOut() ? 'AcquireTimeout' : deadline.aborted ? 'AcquireWithdrawn' : failureReason(err);
       const state = isProviderError(err) ? err.state : undefined;
       return { kind: 'failed', reason, message: err instanceof Error ? err.message : String(err), ...(state ? { state } : {}) };
     }
   }
 
-  prepare(lease: Lease): Promise<MachineCheck> {
+  prepare(lease: Lease, signal: AbortSignal): Promise<MachineCheck> {
     // A machine being made ready always gets its keys written.
-    return this.inspect(lease, true);
+    return this.inspect(lease, true, signal);
   }
 
-  check(lease: Lease): Promise<MachineCheck> {
+  check(lease: Lease, signal: AbortSignal): Promise<MachineCheck> {
     // A ready machine gets its keys rewritten only when spec.sshKeys no longer
     // matches what was installed (status.installedKeysHash).
-    return this.inspect(lease, false);
+    return this.inspect(lease, false, signal);
   }
 
-  private async inspect(lease: Lease, writeKeys: boolean): Promise<MachineCheck> {
+  private async inspect(lease: Lease, writeKeys: boolean, signal: AbortSignal): Promise<MachineCheck> {
     const machine = lease.status?.machine;
     if (!machine?.ssh) return { kind: 'mismatch', reason: 'UnsupportedTarget', message: 'the machine has no SSH endpoint to check' };
     const devices = lease.spec.sshKeys ?? [];
     const hash = keysHash(devices);
     const write = writeKeys || lease.status?.installedKeysHash !== hash;
-    const result = await this.opts.agent.probe(machine, await this.opts.key(), write ? devices : undefined);
+    const result = await this.opts.agent.probe(machine, await this.opts.key(), write ? devices : undefined, signal);
     if (result.kind === 'unreachable') return { kind: 'unreachable', message: result.message };
     if (result.kind === 'hostKeyMismatch') return { kind: 'mismatch', reason: 'HostKeyMismatch', message: result.message };
     const differences = this.opts.compare(lease, result.facts);
@@ -173,7 +173,7 @@ export class MachineDriver implements LeaseDriver {
     return { kind: 'ok', facts: result.facts, busy: result.busy, keysHash: hash, machine };
   }
 
-  async release(lease: Lease): Promise<void> {
+  async release(lease: Lease, signal: AbortSignal): Promise<void> {
     const st = lease.status ?? {};
     const provider = await this.providerFor(lease, 'release');
     const command = (st.release?.provider ?? 'command') === 'command';
@@ -183,7 +183,7 @@ export class MachineDriver implements LeaseDriver {
         machineName: st.machineName ?? '',
         offer: st.offer ?? '',
         state: st.providerState ?? '',
-        signal: new AbortController().signal,
+        signal,
       });
       if (command) this.opts.metrics?.commandCall('release', 'ok');
     } catch (err) {

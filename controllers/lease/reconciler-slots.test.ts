@@ -8,6 +8,8 @@ import type { Lease, Offer } from '../../src/api/index.js';
 import { EventRecorder, type EventSink } from '../../src/kube/events.js';
 import { StatusWriter, type StatusClient } from '../../src/kube/status.js';
 import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
+import { EffectRunner } from '../../src/kube/effects.js';
+import type { LeaseEffectResult } from './observation.js';
 import { LeaseReconciler, type LeaseWriter } from './reconciler.js';
 
 const log = pino({ level: 'silent' });
@@ -93,7 +95,10 @@ function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: numbe
     },
   };
   const sink: EventSink = { async create() {}, async updateCount() {} };
+  const effects = new EffectRunner<LeaseEffectResult>();
   const reconciler = new LeaseReconciler({
+    effects,
+    enqueue: () => {},
     leases: { get: (_ns, name) => structuredClone(leases.get(name!)), list: () => [...leases.values()].map((l) => structuredClone(l)) },
     offers: { get: (_ns, name) => (name === 'box' ? offer : undefined), list: () => [offer] },
     status: new StatusWriter(client),
@@ -104,13 +109,21 @@ function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: numbe
     log,
   });
   const set = (name: string, f: (l: Lease) => Lease) => leases.set(name, f(leases.get(name)!));
-  return { reconciler, state, lease: (name: string) => leases.get(name)!, set };
+  /** A pass, then the pass that the end of the effect it started would bring (as the work queue would). */
+  const pass = async (name: string) => {
+    const first = await reconciler.reconcile(`ns/${name}`);
+    if (!effects.inFlight()) return first;
+    await effects.idle();
+    return reconciler.reconcile(`ns/${name}`);
+  };
+  return { reconciler, effects, pass, state, lease: (name: string) => leases.get(name)!, set };
 }
 
 describe('maxLeases slots', () => {
   it('Leases scheduled while another one\'s intent is still being written count its slot', async () => {
     const w = world({ names: ['a', 'b', 'c'], maxLeases: 1, writeDelayMs: 20 });
     await Promise.all(['a', 'b', 'c'].map((n) => w.reconciler.reconcile(`ns/${n}`)));
+    await w.effects.idle();
     expect(w.state.acquires).toBe(1);
     const phases = ['a', 'b', 'c'].map((n) => w.lease(n).status?.phase);
     expect(phases.filter((p) => p === 'Launching')).toHaveLength(1);
@@ -124,6 +137,7 @@ describe('maxLeases slots', () => {
     await expect(w.reconciler.reconcile('ns/a')).rejects.toThrow('ECONNREFUSED');
     expect(w.lease('a').status?.phase).toBeUndefined();
     await w.reconciler.reconcile('ns/b');
+    await w.effects.idle();
     expect(w.lease('b').status?.phase).toBe('Launching');
     expect(w.state.acquires).toBe(1);
   });
@@ -155,10 +169,10 @@ describe('checks of Ready and Idle Leases', () => {
 
   it('probes once per check: the pass that its own Idle write wakes waits for the next check', async () => {
     const w = world({ names: ['a'], status: ready });
-    await w.reconciler.reconcile('ns/a');
+    await w.pass('a');
     expect(w.state.checks).toBe(1);
     expect(w.lease('a').status?.phase).toBe('Idle');
-    const again = await w.reconciler.reconcile('ns/a');
+    const again = await w.pass('a');
     expect(w.state.checks).toBe(1);
     expect(again?.requeueAfter).toBeGreaterThan(50_000);
     expect(again?.requeueAfter).toBeLessThanOrEqual(60_000);
@@ -166,10 +180,10 @@ describe('checks of Ready and Idle Leases', () => {
 
   it('a Lease just made Ready by the prepare probe is first checked a check interval later', async () => {
     const w = world({ names: ['a'], agentUp: true, status: { ...ready, phase: 'Launching', readyAt: undefined, lastActivityAt: undefined } });
-    await w.reconciler.reconcile('ns/a');
+    await w.pass('a');
     expect(w.lease('a').status?.phase).toBe('Ready');
     // The Ready write comes back through the watch: no probe yet.
-    const again = await w.reconciler.reconcile('ns/a');
+    const again = await w.pass('a');
     expect(w.state.checks).toBe(0);
     expect(again?.requeueAfter).toBeGreaterThan(50_000);
     expect(w.lease('a').status?.phase).toBe('Ready');
@@ -177,28 +191,28 @@ describe('checks of Ready and Idle Leases', () => {
 
   it('probes again at once when the spec or the activity annotation changes', async () => {
     const w = world({ names: ['a'], status: ready });
-    await w.reconciler.reconcile('ns/a');
+    await w.pass('a');
     w.set('a', (l) => ({ ...l, metadata: { ...l.metadata, generation: 2 } }) as Lease);
-    await w.reconciler.reconcile('ns/a');
+    await w.pass('a');
     expect(w.state.checks).toBe(2);
     w.set('a', (l) => ({ ...l, metadata: { ...l.metadata, annotations: { 'leasehold.dev/activity': new Date().toISOString() } } }) as Lease);
-    await w.reconciler.reconcile('ns/a');
+    await w.pass('a');
     expect(w.state.checks).toBe(3);
   });
 
   it('probes again once the check interval has passed', async () => {
     const w = world({ names: ['a'], status: ready, checkIntervalMs: 150 });
-    await w.reconciler.reconcile('ns/a');
-    await w.reconciler.reconcile('ns/a');
+    await w.pass('a');
+    await w.pass('a');
     expect(w.state.checks).toBe(1);
     await sleep(200);
-    await w.reconciler.reconcile('ns/a');
+    await w.pass('a');
     expect(w.state.checks).toBe(2);
   });
 
   it('releases at maxLifetime without probing the machine first', async () => {
     const w = world({ names: ['a'], status: { ...ready, expiresAt: new Date(now.getTime() - 1000).toISOString() } });
-    await w.reconciler.reconcile('ns/a');
+    await w.pass('a');
     expect(w.state.checks).toBe(0);
     expect(w.state.releases).toBe(1);
     expect(w.state.writes[0]).toEqual({ phase: 'Releasing', reason: 'MaxLifetime' });

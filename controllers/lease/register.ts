@@ -6,6 +6,7 @@ import { ENDED_PHASES, LEASE_RESOURCE, OFFER_RESOURCE } from '../../src/api/inde
 import type { ObjectCache } from '../../src/kube/cache.js';
 import { isNotFound } from '../../src/kube/client.js';
 import type { Manager } from '../../src/kube/manager.js';
+import type { WorkQueue } from '../../src/kube/workqueue.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { compareFacts } from '../../src/machine/facts.js';
 import type { LambdaAccounts } from '../../src/providers/lambda/accounts.js';
@@ -13,6 +14,7 @@ import type { LeaseDriver } from './driver.js';
 import { loadOrCreateControllerKey, type ControllerKey } from './identity.js';
 import { MachineDriver } from './machines.js';
 import { LeaseMetrics } from './metrics.js';
+import type { LeaseEffectResult } from './observation.js';
 import { claimOf } from './offers.js';
 import { LeaseReconciler, RELEASE_FINALIZER, type LeaseSettings, type LeaseWriter } from './reconciler.js';
 import { sshAgent } from './ssh-agent.js';
@@ -32,7 +34,10 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
   const leases = mgr.informer<Lease>(resourcePath(LEASE_RESOURCE, mgr.watchNamespace));
   const offers = mgr.informer<Offer>(resourcePath(OFFER_RESOURCE));
   const metrics = new LeaseMetrics(mgr.metrics.registry, () => leases.list());
+  let queue: WorkQueue | undefined;
   const reconciler = new LeaseReconciler({
+    effects: mgr.effects<LeaseEffectResult>('lease'),
+    enqueue: (key) => queue?.add(key),
     metrics: {
       ready: (provider, seconds) => metrics.timeToReady.observe({ provider }, seconds),
       releaseFailed: (provider) => metrics.releaseFailures.inc({ provider }),
@@ -46,17 +51,20 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
     settings: opts.settings,
     log: mgr.log.child({ controller: 'lease' }),
   });
-  const queue = mgr.add({ name: 'lease', concurrency: opts.concurrency, reconcile: (key) => reconciler.reconcile(key) });
-  const enqueue = (l: Lease) => queue.add(objectKey(l));
+  queue = mgr.add({ name: 'lease', concurrency: opts.concurrency, reconcile: (key) => reconciler.reconcile(key) });
+  const enqueue = (l: Lease) => queue!.add(objectKey(l));
   leases.on('add', enqueue);
   leases.on('update', enqueue);
   const wakeWaiting = () => {
     for (const l of leases.list()) {
-      if ((l.status?.phase ?? 'Pending') === 'Pending') queue.add(objectKey(l));
+      if ((l.status?.phase ?? 'Pending') === 'Pending') queue!.add(objectKey(l));
     }
   };
   // A Lease that ended frees a slot under maxLeases: wake the waiting ones.
-  leases.on('delete', wakeWaiting);
+  leases.on('delete', (l: Lease) => {
+    reconciler.forget(l);
+    wakeWaiting();
+  });
   leases.on('update', (l: Lease) => {
     if (ENDED_PHASES.includes(l.status?.phase ?? 'Pending')) wakeWaiting();
   });

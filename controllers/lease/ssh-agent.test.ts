@@ -17,6 +17,8 @@ import { sshAgent } from './ssh-agent.js';
 
 const { Server, utils } = ssh2;
 
+// Probes here are never cancelled.
+const never = new AbortController().signal;
 const hostKey = generateControllerKey('host');
 const controller = generateControllerKey();
 const admitted = utils.parseKey(controller.publicKey) as ssh2.ParsedKey;
@@ -101,7 +103,7 @@ const authorized = () => readFileSync(join(dir, 'keys', 'authorized_keys'), 'utf
 
 describe('device keys on a machine', () => {
   it('writes them when the machine is made ready, even if a hash was recorded before', async () => {
-    const r = await driver.prepare(lease([alice], keysHash([alice])));
+    const r = await driver.prepare(lease([alice], keysHash([alice])), never);
     expect(r.kind).toBe('ok');
     expect(keyWrites()).toBe(1);
     expect(authorized()).toBe(`${controller.publicKey}\n${alice}\n`);
@@ -109,11 +111,11 @@ describe('device keys on a machine', () => {
   });
 
   it('leaves authorized_keys alone on a probe while spec.sshKeys is what was installed', async () => {
-    await driver.prepare(lease([alice]));
+    await driver.prepare(lease([alice]), never);
     const before = statSync(join(dir, 'keys', 'authorized_keys')).mtimeMs;
     commands = [];
     for (let i = 0; i < 3; i++) {
-      const r = await driver.check(lease([alice], keysHash([alice])));
+      const r = await driver.check(lease([alice], keysHash([alice])), never);
       expect(r.kind === 'ok' && r.keysHash).toBe(keysHash([alice]));
     }
     expect(commands.some((c) => /leasehold-agent" probe/.test(c))).toBe(true);
@@ -123,22 +125,22 @@ describe('device keys on a machine', () => {
   });
 
   it('rewrites them when spec.sshKeys changes: a key added, then one removed', async () => {
-    await driver.prepare(lease([alice]));
+    await driver.prepare(lease([alice]), never);
     commands = [];
-    const added = await driver.check(lease([alice, bob], keysHash([alice])));
+    const added = await driver.check(lease([alice, bob], keysHash([alice])), never);
     expect(keyWrites()).toBe(1);
     expect(authorized()).toBe(`${controller.publicKey}\n${alice}\n${bob}\n`);
     expect(added.kind === 'ok' && added.keysHash).toBe(keysHash([alice, bob]));
 
     commands = [];
-    const removed = await driver.check(lease([bob], keysHash([alice, bob])));
+    const removed = await driver.check(lease([bob], keysHash([alice, bob])), never);
     expect(keyWrites()).toBe(1);
     expect(authorized()).toBe(`${controller.publicKey}\n${bob}\n`);
     expect(removed.kind === 'ok' && removed.keysHash).toBe(keysHash([bob]));
   });
 
   it('writes them on a probe when no hash was recorded', async () => {
-    await driver.check(lease([bob]));
+    await driver.check(lease([bob]), never);
     expect(keyWrites()).toBe(1);
   });
 });

@@ -92,3 +92,17 @@ function trim(n: number): string {
   // At most millisecond (or finer, for the small units) precision, no trailing zeros.
   return String(Math.round(n * 1000) / 1000);
 }
+
+// Durations copied into status (a Lease's idleTimeout) are read on every
+// check; the few distinct values a cluster has are parsed once each.
+const parsed = new Map<string, number>();
+
+/** parseDuration, remembering each distinct value (at most 256 of them). */
+export function durationMs(s: string): number {
+  let ms = parsed.get(s);
+  if (ms === undefined) {
+    ms = parseDuration(s);
+    if (parsed.size < 256) parsed.set(s, ms);
+  }
+  return ms;
+}

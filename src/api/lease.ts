@@ -262,6 +262,14 @@ export const LeaseStatusSchema = z
     idleSince: timestamp('When the machine was last seen go idle; the idle window counts from here.').optional(),
     expiresAt: timestamp('When maxLifetime will release the machine, whatever it is doing.').optional(),
     releasedAt: timestamp('When the provider confirmed the machine was gone.').optional(),
+    endReason: z
+      .string()
+      .max(128)
+      .regex(re(REASON_PATTERN))
+      .optional()
+      .describe(
+        'Why the lease ended or is ending, set when it leaves for Releasing, Released or Failed: IdleTimeout, MaxLifetime, Deleted, AcquireTimeout, FactsMismatch, HostKeyMismatch, LaunchInterrupted, NoCapacity, and the other failure reasons.',
+      ),
   })
   .describe('The observed state of the lease: its phase, the chosen Offer, how to reach the machine, and timestamps.');
 export type LeaseStatus = z.infer<typeof LeaseStatusSchema>;

@@ -175,7 +175,7 @@ export const OfferSpecSchema = kube(
         'How long a Ready lease may sit with no activity before its machine is released, e.g. 20m. Defaults to 20m.',
       ).default(DEFAULT_IDLE_TIMEOUT),
       maxLifetime: duration(
-        'How long after it became Ready a lease is released, even if work is still running, e.g. 12h. Defaults to 12h.',
+        'How long after its machine was requested a lease is released, even if work is still running, e.g. 12h. Defaults to 12h. It counts from the launch, not from Ready, so a slow boot cannot stretch it.',
       ).default(DEFAULT_MAX_LIFETIME),
     })
     .strict()

@@ -7,6 +7,7 @@ import type { Server } from 'node:http';
 import type { Logger } from 'pino';
 import type { ReconcileResult } from './cache.js';
 import { clusterClients, type ClusterClients } from './clients.js';
+import { EffectRunner } from './effects.js';
 import { EventRecorder, KubeEventSink } from './events.js';
 import { Finalizers } from './finalizers.js';
 import { serveHealth } from './health.js';
@@ -48,6 +49,8 @@ export interface ManagerOptions {
   watchNamespace?: string;
   resyncMs?: number;
   watchdogMs?: number;
+  /** On stop, how long running effects get to finish before they are cancelled. Default 25 s. */
+  shutdownGraceMs?: number;
 }
 
 export class Manager {
@@ -65,6 +68,7 @@ export class Manager {
   private readonly informers = new Map<string, { informer: ResilientInformer<KubernetesObject>; gates: boolean }>();
   private started = false;
   private readonly controllers: { controller: Controller; queue: WorkQueue }[] = [];
+  private readonly runners: EffectRunner<unknown>[] = [];
   private elector?: LeaderElector;
   private server?: Server;
   private workers: Promise<void>[] = [];
@@ -117,6 +121,16 @@ export class Manager {
     await informer.stop();
   }
 
+  /** An effect runner for one controller's long effects; stop() drains it. */
+  effects<R>(controller: string): EffectRunner<R> {
+    const runner = new EffectRunner<R>({
+      log: this.log.child({ controller, component: 'effects' }),
+      onCount: (kind, running) => this.metrics.effectsInFlight.set({ controller, kind }, running),
+    });
+    this.runners.push(runner as EffectRunner<unknown>);
+    return runner;
+  }
+
   /** Registers a controller; returns its queue so watches can enqueue keys. */
   add(controller: Controller): WorkQueue {
     const queue = new WorkQueue();
@@ -137,8 +151,13 @@ export class Manager {
     this.started = true;
     for (const { informer } of this.informers.values()) informer.start();
     for (const { controller, queue } of this.controllers) {
-      const depth = () => this.metrics.queueDepth.set({ controller: controller.name }, queue.len());
-      setInterval(depth, 1000).unref();
+      const labels = { controller: controller.name };
+      const sample = () => {
+        this.metrics.queueDepth.set(labels, queue.len());
+        this.metrics.unfinishedWork.set(labels, queue.unfinishedWorkSeconds());
+        this.metrics.longestRunning.set(labels, queue.longestRunningProcessorSeconds());
+      };
+      setInterval(sample, 1000).unref();
     }
     if (!this.opts.leaderElection) {
       await this.startLeading();
@@ -194,12 +213,19 @@ export class Manager {
     process.exit(1);
   }
 
-  /** Stops workers (letting in-flight reconciles finish), releases the lease, stops informers. */
+  /**
+   * Stops workers (letting in-flight reconciles finish), gives running
+   * effects the grace period, then releases the leader lease and stops
+   * informers. The lease is held until the effects are done so that the
+   * next leader never acts on an object whose acquire is still running here;
+   * an acquire that ends within the grace records its own result.
+   */
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
     await Promise.all(this.controllers.map(({ queue }) => queue.shutDownWithDrain()));
     await Promise.all(this.workers);
+    await Promise.all(this.runners.map((r) => r.drain(this.opts.shutdownGraceMs ?? 25_000)));
     if (this.elector) await this.elector.release();
     this.leading = false;
     this.metrics.leader.set(0);

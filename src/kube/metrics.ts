@@ -23,6 +23,24 @@ export class Metrics {
     labelNames: ['controller'] as const,
     registers: [this.registry],
   });
+  readonly unfinishedWork = new Gauge({
+    name: 'leasehold_workqueue_unfinished_work_seconds',
+    help: 'Seconds of work in progress that has not finished, summed over keys being reconciled, by controller (a value that grows means stuck reconciles).',
+    labelNames: ['controller'] as const,
+    registers: [this.registry],
+  });
+  readonly longestRunning = new Gauge({
+    name: 'leasehold_workqueue_longest_running_processor_seconds',
+    help: 'Seconds the longest-running reconcile has been in progress, by controller.',
+    labelNames: ['controller'] as const,
+    registers: [this.registry],
+  });
+  readonly effectsInFlight = new Gauge({
+    name: 'leasehold_effects_in_flight',
+    help: 'Long effects (acquire, probe, release) running off the reconcile workers, by controller and kind.',
+    labelNames: ['controller', 'kind'] as const,
+    registers: [this.registry],
+  });
   readonly leader = new Gauge({
     name: 'leasehold_leader',
     help: '1 while this replica holds the leader election lease, else 0.',

@@ -11,6 +11,24 @@ afterEach(() => {
 const settle = () => jest.advanceTimersByTimeAsync(0);
 
 describe('WorkQueue', () => {
+  it('reports unfinished work and the longest-running key like client-go', async () => {
+    const q = new WorkQueue();
+    q.add('a');
+    q.add('b');
+    expect(await q.get()).toBe('a');
+    jest.advanceTimersByTime(3000);
+    expect(await q.get()).toBe('b');
+    jest.advanceTimersByTime(1000);
+    expect(q.unfinishedWorkSeconds()).toBe(5);
+    expect(q.longestRunningProcessorSeconds()).toBe(4);
+    q.done('a');
+    expect(q.unfinishedWorkSeconds()).toBe(1);
+    expect(q.longestRunningProcessorSeconds()).toBe(1);
+    q.done('b');
+    expect(q.unfinishedWorkSeconds()).toBe(0);
+    expect(q.longestRunningProcessorSeconds()).toBe(0);
+  });
+
   it('queues a key once however often it is added', async () => {
     const q = new WorkQueue();
     q.add('a');

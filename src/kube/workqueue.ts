@@ -53,7 +53,8 @@ export interface WorkQueueOptions {
 export class WorkQueue {
   private readonly queue: string[] = [];
   private readonly dirty = new Set<string>();
-  private readonly processing = new Set<string>();
+  /** Keys being processed, with when their processing started. */
+  private readonly processing = new Map<string, number>();
   private readonly failures = new Map<string, number>();
   private readonly timers = new Map<string, { at: number; handle: unknown }>();
   private readonly waiters: ((key: string | undefined) => void)[] = [];
@@ -76,7 +77,7 @@ export class WorkQueue {
     const waiter = this.waiters.shift();
     if (waiter) {
       this.dirty.delete(key);
-      this.processing.add(key);
+      this.processing.set(key, this.clock.now());
       waiter(key);
     } else {
       this.queue.push(key);
@@ -121,12 +122,28 @@ export class WorkQueue {
     return this.queue.length;
   }
 
+  /** Seconds of work begun and not yet done, summed over keys in process (client-go's unfinished_work_seconds). */
+  unfinishedWorkSeconds(): number {
+    const now = this.clock.now();
+    let total = 0;
+    for (const since of this.processing.values()) total += now - since;
+    return total / 1000;
+  }
+
+  /** Seconds the longest-running key has been in process (client-go's longest_running_processor_seconds). */
+  longestRunningProcessorSeconds(): number {
+    const now = this.clock.now();
+    let oldest = now;
+    for (const since of this.processing.values()) oldest = Math.min(oldest, since);
+    return (now - oldest) / 1000;
+  }
+
   /** The next key to process, or undefined once the queue is shut down. */
   get(): Promise<string | undefined> {
     const key = this.queue.shift();
     if (key !== undefined) {
       this.dirty.delete(key);
-      this.processing.add(key);
+      this.processing.set(key, this.clock.now());
       return Promise.resolve(key);
     }
     if (this.shuttingDown) return Promise.resolve(undefined);

@@ -1,0 +1,59 @@
+// Ready and Idle: one probe per check interval (sooner when a deadline or a
+// change of spec or activity comes first), judged against the idle window
+// and maxLifetime.
+import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../src/api/index.js';
+import { rfc3339 } from '../../src/kube/conditions.js';
+import type { MachineCheck } from './driver.js';
+import type { Phase } from './machine.js';
+import { doneOf, waiting, type Observation, type PhaseInput } from './observation.js';
+import { checkInputsOf } from './status.js';
+import { ACTIVITY_ANNOTATION, lastActivity, nextCheckIn, verdict } from './timing.js';
+
+export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>): Observation {
+  const { lease, now, settings } = input;
+  const st = lease.status ?? {};
+  if (lease.metadata?.deletionTimestamp) return { event: { type: 'DELETE_REQUESTED', message: 'deleted; releasing the machine' } };
+  // maxLifetime ends the Lease whatever a probe would say: no probe first.
+  const lifetime = verdict({ now, expiresAt: st.expiresAt, idleTimeoutMs: Infinity, lastActivityMs: now });
+  if (lifetime.kind === 'expired') return { event: { type: 'EXPIRED', reason: lifetime.reason, message: lifetime.message } };
+  const inputs = checkInputsOf(lease);
+  const probed = doneOf(input, 'check', 'prepare');
+  if (probed) return { ...judge(input, phase, probed.check, probed.at, inputs), consumed: true };
+  // The probe's end re-enqueues the Lease; a deadline does not wait for it.
+  if (input.effect?.state === 'running') return { requeueAfter: settings.checkIntervalMs };
+  // A pass that comes early with nothing new (typically this controller's
+  // own Ready or Idle write coming back through the watch) waits for the
+  // check already planned instead of probing again.
+  if (waiting(input.plan, now, inputs)) return { requeueAfter: input.plan!.at - now };
+  return { start: 'check' };
+}
+
+function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check: MachineCheck, at: number, inputs: string): Observation {
+  const { lease, settings } = input;
+  const st = lease.status ?? {};
+  if (check.kind === 'mismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.message }, plan: null };
+  // The probe takes time (seconds on a slow link): judge and plan the next
+  // check from when it answered, not from before it started, or every check
+  // would come one probe late and the release a probe later still.
+  const busy = check.kind === 'ok' ? check.busy : undefined;
+  // What the probe installed: the next check rewrites keys only when spec.sshKeys differs from it.
+  const keysStatus: Partial<LeaseStatus> = check.kind === 'ok' ? { installedKeysHash: check.keysHash } : {};
+  const idleTimeoutMs = durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
+  const annotation = (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION];
+  const last = Math.max(lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt, annotation }), busy ? at : 0);
+  const v = verdict({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
+  if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: v.message }, plan: null };
+  const expires = Date.parse(st.expiresAt ?? '') || Infinity;
+  const requeueAfter = nextCheckIn(at, settings.checkIntervalMs, [expires, last + idleTimeoutMs]);
+  const plan = { at: at + requeueAfter, inputs };
+  if (v.kind === 'busy') {
+    return { event: { type: 'BUSY', message: `${busy} job(s) running` }, status: { ...keysStatus, lastActivityAt: rfc3339(new Date(at)) }, plan, requeueAfter };
+  }
+  const unreachable = check.kind === 'unreachable' ? ` (unreachable: ${check.message})` : '';
+  return {
+    event: { type: 'IDLE', message: `idle; released at ${new Date(v.releaseAt).toISOString()} unless work starts${unreachable}` },
+    status: { ...keysStatus, idleSince: st.idleSince && phase === 'Idle' ? st.idleSince : rfc3339(new Date(at)) },
+    plan,
+    requeueAfter,
+  };
+}

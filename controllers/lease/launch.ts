@@ -1,0 +1,67 @@
+// Launching: the acquire runs as an effect; its result is recorded, then the
+// machine is prepared (agent, device keys, measured facts) until it is ready
+// or acquireTimeout passes.
+import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../src/api/index.js';
+import { rfc3339 } from '../../src/kube/conditions.js';
+import type { MachineCheck } from './driver.js';
+import { doneOf, waiting, type Observation, type PhaseInput } from './observation.js';
+import { checkInputsOf, describeFacts } from './status.js';
+import { nextCheckIn } from './timing.js';
+
+export function observeLaunching(input: PhaseInput): Observation {
+  const { lease, now, settings } = input;
+  const st = lease.status ?? {};
+  if (lease.metadata?.deletionTimestamp) return { event: { type: 'DELETE_REQUESTED', message: 'deleted while launching; withdrawing the acquire and releasing the machine' } };
+  const acquired = doneOf(input, 'acquire');
+  if (acquired?.result.kind === 'failed') {
+    const { reason, message, state } = acquired.result;
+    return { event: { type: 'LAUNCH_FAILED', reason, message }, status: state ? { providerState: state } : {}, consumed: true };
+  }
+  const started = Date.parse(st.launch?.startedAt ?? '') || now;
+  if (now - started > settings.acquireTimeoutMs) {
+    return { event: { type: 'LAUNCH_FAILED', reason: 'AcquireTimeout', message: `acquire and agent readiness took longer than acquireTimeout (${Math.round(settings.acquireTimeoutMs / 1000)}s); releasing` } };
+  }
+  if (acquired?.result.kind === 'launched' && !st.providerState) {
+    // The effect wrote the machine itself: wait for the cache to show it.
+    if (acquired.recorded) return { requeueAfter: 1000 };
+    // Its write failed (the API server was away): the machine exists, so
+    // record it now rather than take the launch for an interrupted one.
+    const { state, machine } = acquired.result;
+    return { status: { providerState: state, machine, message: 'machine acquired; installing the agent' } as Partial<LeaseStatus>, consumed: true, requeueAfter: 100 };
+  }
+  if (acquired) return { consumed: true, requeueAfter: 0 };
+  if (input.effect?.state === 'running') return { requeueAfter: Math.max(1000, started + settings.acquireTimeoutMs - now) };
+  if (!st.providerState) {
+    // Launching with no recorded result and no acquire running here: a
+    // previous controller stopped mid-acquire. Whatever it may have made is
+    // found by its name and released.
+    return { event: { type: 'LAUNCH_FAILED', reason: 'LaunchInterrupted', message: 'the controller stopped while acquire was running; releasing whatever it may have made' } };
+  }
+  const prepared = doneOf(input, 'prepare');
+  if (prepared) return { ...fromPrepare(input, prepared.check, started, prepared.at), consumed: true };
+  if (waiting(input.plan, now)) return { requeueAfter: input.plan!.at - now };
+  return { start: 'prepare' };
+}
+
+function fromPrepare(input: PhaseInput, check: MachineCheck, startedMs: number, at: number): Observation {
+  const { lease, settings } = input;
+  if (check.kind === 'mismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.message } };
+  if (check.kind === 'unreachable') {
+    // Machines take a while to boot: keep trying until acquireTimeout.
+    const wait = Math.max(100, Math.min(2000, startedMs + settings.acquireTimeoutMs - at));
+    return { status: { message: `waiting for the machine's agent: ${check.message}` }, plan: { at: at + wait }, requeueAfter: wait };
+  }
+  // The prepare probe has just looked at the machine, and nothing can be
+  // running on a machine not yet handed over: the first check comes one
+  // check interval (or a deadline) after Ready, not at once.
+  const st = lease.status ?? {};
+  const deadlines = [Date.parse(st.expiresAt ?? '') || Infinity, at + durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT)];
+  const first = nextCheckIn(at, settings.checkIntervalMs, deadlines);
+  const when = rfc3339(new Date(at));
+  return {
+    event: { type: 'MACHINE_READY', message: `ready (${describeFacts(check.facts)})` },
+    status: { facts: check.facts, readyAt: when, lastActivityAt: when, installedKeysHash: check.keysHash, machine: check.machine },
+    plan: { at: at + first, inputs: checkInputsOf(lease) },
+    requeueAfter: first,
+  };
+}

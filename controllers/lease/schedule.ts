@@ -1,0 +1,116 @@
+// Pending: choose an Offer within maxLeases. The decision is pure; the slots
+// it counts are kept by Slots, because a Lease this controller has just
+// moved out of Pending may not show as active in the cache yet.
+import { ACTIVE_PHASES, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, durationMs, parseWhere, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
+import { rfc3339 } from '../../src/kube/conditions.js';
+import type { ObjectCache } from '../../src/kube/cache.js';
+import { parsePublicKey } from '../../src/machine/keys.js';
+import { chooseOffer } from './choose.js';
+import type { Observation } from './observation.js';
+import { candidatesOf } from './offers.js';
+import { phaseOf } from './status.js';
+
+export interface ScheduleInput {
+  lease: Lease;
+  offers: readonly Offer[];
+  /** Active Leases other than this one. */
+  active: number;
+  maxLeases: number;
+  now: number;
+  random: () => number;
+}
+
+export function schedule(input: ScheduleInput): Observation {
+  const { lease, now } = input;
+  if (lease.metadata?.deletionTimestamp) return { event: { type: 'DELETE_REQUESTED', message: 'deleted before a machine was rented' } };
+  const parsed = parseWhere(lease.spec.where);
+  if (!parsed.ok) return { event: { type: 'UNSCHEDULABLE', reason: 'InvalidSpec', message: `spec.where: ${parsed.error}` } };
+  const where = { parsedWhere: parsed.value as LeaseStatus['parsedWhere'] };
+  // Admission checks the shape of each key line, not its key data: a key the
+  // machine could never be given is refused before anything is rented.
+  const badKey = invalidSshKey(lease.spec.sshKeys ?? []);
+  if (badKey) return { event: { type: 'UNSCHEDULABLE', reason: 'InvalidSpec', message: `${badKey}; fix or remove it and the Lease is scheduled` }, status: where };
+  const choice = chooseOffer(parsed.value, lease.spec.where, input.offers.flatMap(candidatesOf), lease.spec.offer, input.random);
+  if (!choice.ok && choice.noCapacity) {
+    return { event: { type: 'REFUSED', reason: 'NoCapacity', message: `${choice.message}; Leasehold does not wait for capacity` }, status: where };
+  }
+  if (!choice.ok) return { event: { type: 'UNSCHEDULABLE', reason: 'NoMatchingOffer', message: choice.message }, status: where };
+  if (input.active >= input.maxLeases) {
+    return {
+      event: {
+        type: 'UNSCHEDULABLE',
+        reason: 'MaxLeases',
+        message: `${input.active} leases are active, the controller's maxLeases is ${input.maxLeases}; waiting for one to end (raise maxLeases in the Helm values to allow more)`,
+      },
+      status: where,
+    };
+  }
+  const chosen = choice.candidate;
+  const offer = input.offers.find((o) => o.metadata?.name === chosen.offer)!;
+  const price = chosen.pricePerHour;
+  const leaseID = lease.metadata!.uid!.replace(/-/g, '').slice(0, 8);
+  return {
+    event: {
+      type: 'OFFER_CHOSEN',
+      offer: chosen.offer,
+      message: `leasing ${chosen.name}${chosen.region ? ` in ${chosen.region}` : ''}${price === undefined ? '' : ` at $${price.toFixed(2)}/h`}`,
+    },
+    status: {
+      ...where,
+      offer: chosen.offer,
+      ...(price === undefined ? {} : { pricePerHour: price }),
+      ...(chosen.instanceType ? { instanceType: chosen.instanceType } : {}),
+      ...(chosen.region ? { region: chosen.region } : {}),
+      leaseID,
+      machineName: `leasehold-${leaseID}`,
+      launch: { attempt: (lease.status?.launch?.attempt ?? 0) + 1, startedAt: rfc3339(new Date(now)), offerGeneration: offer.metadata?.generation },
+      release: offer.spec.lambda
+        ? { provider: 'lambda', lambda: { apiKeySecretRef: offer.spec.lambda.apiKeySecretRef, endpoint: offer.spec.lambda.endpoint } }
+        : { provider: 'command', command: offer.spec.command!.release },
+      idleTimeout: offer.spec.idleTimeout ?? DEFAULT_IDLE_TIMEOUT,
+      // maxLifetime counts from the launch, so a slow boot cannot stretch it.
+      expiresAt: rfc3339(new Date(now + durationMs(offer.spec.maxLifetime ?? DEFAULT_MAX_LIFETIME))),
+    } as Partial<LeaseStatus>,
+  };
+}
+
+/** Why one of spec.sshKeys cannot go into authorized_keys, naming it, or undefined when all can. */
+export function invalidSshKey(keys: readonly string[]): string | undefined {
+  for (const [i, key] of keys.entries()) {
+    const parsed = parsePublicKey(key);
+    if (!parsed.ok) return `spec.sshKeys[${i}] is not an OpenSSH public key: ${parsed.error}`;
+  }
+  return undefined;
+}
+
+/**
+ * The maxLeases slots: Leases active in the cache plus those this
+ * controller has claimed at a scheduling decision and the cache may not
+ * show as active yet.
+ */
+export class Slots {
+  private readonly claimed = new Set<string>();
+
+  constructor(private readonly leases: ObjectCache<Lease>) {}
+
+  claim(uid: string): void {
+    this.claimed.add(uid);
+  }
+
+  free(uid: string): void {
+    this.claimed.delete(uid);
+  }
+
+  /** Active Leases other than `except` (the one being scheduled). */
+  activeExcept(except: string): number {
+    const uids = new Set(this.claimed);
+    for (const l of this.leases.list()) {
+      const uid = l.metadata?.uid ?? '';
+      const phase = phaseOf(l);
+      if (ACTIVE_PHASES.includes(phase)) uids.add(uid);
+      else if (phase !== 'Pending') uids.delete(uid);
+    }
+    uids.delete(except);
+    return uids.size;
+  }
+}
