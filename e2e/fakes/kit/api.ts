@@ -10,7 +10,7 @@ import { FaultInjector, type Fault } from './faults.js';
 import { DEFAULT_MAX_BODY, HttpError, credentialsOf, parseJson, readBody, sendJson, type Mount, type Reply } from './http.js';
 import type { RequestRateLimiter } from './limits.js';
 import { RecordLog, type RequestRecord } from './log.js';
-import { RouteTable, type RoutePattern } from './routes.js';
+import { RouteTable, type RouteMatch, type RoutePattern } from './routes.js';
 
 export interface ApiCall<Caller, Trace> {
   method: string;
@@ -123,7 +123,7 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
       const status = fault.status ?? 500;
       ex.reply = this.errorReply(new HttpError(status, fault.code, fault.message ?? 'Injected failure.', 'Try again later.', status === 429 ? { 'retry-after': '1' } : undefined));
     } else {
-      ex.reply = await this.answer(req, ex, method, path, url, caller, match, trace);
+      ex.reply = await this.answer(req, ex, match, { method, path, params: {}, query: url.searchParams, caller, trace });
     }
     if (fault?.mode === 'drop') {
       settle();
@@ -135,16 +135,14 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
     sendJson(res, ex.reply);
   }
 
+  // Everything after the fault: the body, auth, the request limit, the route.
   private async answer(
     req: IncomingMessage,
     ex: Exchange<Op>,
-    method: string,
-    path: string,
-    url: URL,
-    caller: Caller | undefined,
-    match: ReturnType<RouteTable<ApiRoute<Op, Caller, Trace>>['match']>,
-    trace: Trace,
+    match: RouteMatch<ApiRoute<Op, Caller, Trace>>,
+    call: Omit<ApiCall<Caller | undefined, Trace>, 'body'>,
   ): Promise<Reply> {
+    const { caller, method, path } = call;
     try {
       const text = await readBody(req, this.opts.maxBodyBytes ?? DEFAULT_MAX_BODY);
       if (!caller) {
@@ -159,7 +157,7 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
         throw new HttpError(429, undefined, 'Too many requests.', `Send at most ${limit.limit} requests per second.`, { 'retry-after': '1' });
       }
       if (!match.route) throw (this.opts.unrouted ?? defaultUnrouted)(method, `${this.prefix}${path}`, match.allowed);
-      return await match.route.answer({ method, path, params: match.params, query: url.searchParams, caller, body, trace });
+      return await match.route.answer({ ...call, params: match.params, caller, body });
     } catch (e) {
       if (e instanceof HttpError) return this.errorReply(e);
       return this.errorReply(new HttpError(500, undefined, `Emulator error: ${(e as Error).message}`));
