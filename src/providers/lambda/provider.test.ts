@@ -4,7 +4,8 @@
 import { describe, it, expect, beforeEach, afterEach } from '@jest/globals';
 import { startLambdaEmulator, type CatalogEntry, type LambdaEmulator } from '../../../e2e/fakes/lambda/server.js';
 import { generateControllerKey } from '../../machine/keys.js';
-import { isProviderError, type LaunchRequest } from '../types.js';
+import { isProviderError } from '../errors.js';
+import type { LaunchRequest } from '../types.js';
 import { LambdaClient } from './client.js';
 import { LaunchPacer } from './pacer.js';
 import { accountKeyName, LambdaProvider, parseLambdaState, type LambdaLaunchSettings } from './provider.js';

@@ -12,7 +12,8 @@ import { createHash } from 'node:crypto';
 // ssh2 is CommonJS: under plain Node ESM (the controller process) only its default export exists.
 import ssh2 from 'ssh2';
 import { stringify } from 'yaml';
-import { isProviderError, ProviderError, type Launched, type LaunchRequest, type MachineProvider, type ReleaseRequest } from '../types.js';
+import { ignoreNotFound, isProviderError, ProviderError } from '../errors.js';
+import type { Launched, LaunchRequest, MachineProvider, ReleaseRequest } from '../types.js';
 import { overCap, pickRegion, priceOf } from './catalog.js';
 import { retryAfterMs, type LambdaClient, type LambdaInstance } from './client.js';
 import { abortableSleep, type LaunchPacer } from './pacer.js';
@@ -193,7 +194,7 @@ export class LambdaProvider implements MachineProvider {
     const deadline = Date.now() + (this.opts.confirmWithinMs ?? 30_000);
     let requestedAt = Number.NEGATIVE_INFINITY;
     for (;;) {
-      const states = await Promise.all(ids.map((id) => this.instanceOrMissing(id, req.signal)));
+      const states = await Promise.all(ids.map((id) => ignoreNotFound(client.getInstance(id, req.signal))));
       const missing = ids.filter((_, i) => states[i] === undefined);
       if (missing.length) {
         throw new ProviderError('NotFound', `the API key cannot see instance ${missing.join(', ')}; it may belong to another account, so keep the Secret and key this Lease was made with until it is released`);
@@ -223,15 +224,6 @@ export class LambdaProvider implements MachineProvider {
         if (attempt >= 3 || !isProviderError(err) || !err.retryable || signal.aborted) throw err;
         await abortableSleep(Math.min(this.pollMs * attempt, 2000), signal);
       }
-    }
-  }
-
-  private async instanceOrMissing(id: string, signal: AbortSignal): Promise<LambdaInstance | undefined> {
-    try {
-      return await this.opts.client.getInstance(id, signal);
-    } catch (err) {
-      if (isProviderError(err, 'NotFound')) return undefined;
-      throw err;
     }
   }
 
