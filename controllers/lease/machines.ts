@@ -69,10 +69,7 @@ export class MachineDriver implements LeaseDriver {
       if (!this.opts.lambda) throw new ProviderError('InvalidRequest', 'this controller was started without Lambda support');
       const account = await this.opts.lambda.account(rec.apiKeySecretRef, rec.endpoint);
       const spec = offer?.spec.lambda;
-      return new LambdaProvider({
-        client: account.client,
-        pacer: account.pacer,
-        registeredKeys: account.registeredKeys,
+      return LambdaProvider.forAccount(account, {
         ...(this.opts.lambdaPollMs ? { pollMs: this.opts.lambdaPollMs } : {}),
         ...(verb === 'acquire' && spec
           ? {

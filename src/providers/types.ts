@@ -1,9 +1,10 @@
-// The one interface every source of machines implements (command offers,
-// Lambda Cloud), modelled on Karpenter's cloudprovider: two verbs, typed
-// errors, and nothing a controller would need to know about HTTP or
-// subprocesses. The controller names the machine and records the attempt
-// before it calls launch, so a provider can always find its machine again by
-// that name.
+// The interfaces a source of machines implements (command offers, Lambda
+// Cloud), modelled on Karpenter's cloudprovider: launch and release, which
+// every provider has, and listing by name, which only a provider with an API
+// to ask has; typed errors in errors.ts, and nothing a controller would need
+// to know about HTTP or subprocesses. The controller names the machine and
+// records the attempt before it calls launch, so a provider can always find
+// its machine again by that name.
 
 /** How the controller reaches a machine over SSH. */
 export interface SshTarget {
@@ -58,4 +59,37 @@ export interface MachineProvider {
   launch(req: LaunchRequest): Promise<Launched>;
   /** Resolves only once the provider confirms the machine is gone. Safe to call twice, and with empty state. */
   release(req: ReleaseRequest): Promise<void>;
+}
+
+/** Every machine this controller launches is named with this prefix (then the lease ID). */
+export const MACHINE_NAME_PREFIX = 'leasehold-';
+
+/**
+ * Where a machine is in its life. A machine the provider reports as gone for
+ * good (Lambda's "terminated") is not listed at all; a status the code does
+ * not know counts as Unhealthy, since the machine may exist and cost money.
+ */
+export type MachineState = 'Pending' | 'Running' | 'Unhealthy' | 'Terminating';
+
+/** A machine as its provider lists it. */
+export interface Machine {
+  name: string;
+  /** The provider's own ID for it. */
+  id: string;
+  state: MachineState;
+  /** The provider's own word for the state ("booting", "active"), for messages. */
+  providerStatus: string;
+}
+
+/**
+ * What a provider with an API can also answer: which machines exist under
+ * the controller's name prefix. A command offer has only acquire and release
+ * commands, so it implements MachineProvider alone and the type system keeps
+ * callers from listing through it.
+ */
+export interface MachineInventory {
+  /** Every machine whose name starts with the provider's name prefix and that is not gone for good. */
+  list(signal?: AbortSignal): Promise<Machine[]>;
+  /** The machine of that name that is not gone for good; a ProviderError of kind NotFound when there is none. */
+  get(machineName: string, signal?: AbortSignal): Promise<Machine>;
 }
