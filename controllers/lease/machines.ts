@@ -43,6 +43,8 @@ export interface MachineDriverOptions {
   lambdaPollMs?: number;
   metrics?: DriverMetrics;
   log: Logger;
+  /** Makes the provider for a Lease in place of the one its Offer and status name (tests give a fake). */
+  providerFor?: (lease: Lease, verb: 'acquire' | 'release') => Promise<MachineProvider>;
 }
 
 /** Provider-level metrics: bounded labels only (provider kind, operation, result). */
@@ -61,6 +63,7 @@ export class MachineDriver implements LeaseDriver {
 
   /** Releases use what the Lease recorded at launch, never the Offer as it is now. */
   private async providerFor(lease: Lease, verb: 'acquire' | 'release'): Promise<MachineProvider> {
+    if (this.opts.providerFor) return this.opts.providerFor(lease, verb);
     const st = lease.status ?? {};
     const offer = this.opts.offers.get(undefined, st.offer ?? '');
     if (st.release?.provider === 'lambda') {
