@@ -86,21 +86,14 @@ export function parseLambdaState(raw: string): Partial<LambdaState> {
 
 const LIVE = (i: LambdaInstance) => i.status !== 'terminated';
 
-function machineState(status: string): MachineState {
-  switch (status) {
-    case 'booting':
-      return 'Pending';
-    case 'active':
-      return 'Running';
-    case 'terminating':
-      return 'Terminating';
-    default:
-      return 'Unhealthy';
-  }
-}
+const MACHINE_STATES = new Map<string, MachineState>([
+  ['booting', 'Pending'],
+  ['active', 'Running'],
+  ['terminating', 'Terminating'],
+]);
 
 function toMachine(i: LambdaInstance & { name: string }): Machine {
-  return { name: i.name, id: i.id, state: machineState(i.status), providerStatus: i.status };
+  return { name: i.name, id: i.id, state: MACHINE_STATES.get(i.status) ?? 'Unhealthy', providerStatus: i.status };
 }
 
 export class LambdaProvider implements MachineProvider, MachineInventory {
