@@ -248,6 +248,20 @@ describe('LambdaProvider.list and get', () => {
     expect(isProviderError(await failure(p.get('leasehold-never')), 'NotFound')).toBe(true);
   });
 
+  it('counts an unhealthy instance, and one in a status it does not know, as Unhealthy', async () => {
+    const instances = [
+      { id: 'i-1', name: 'leasehold-sick', status: 'unhealthy' },
+      { id: 'i-2', name: 'leasehold-odd', status: 'rebooting' },
+    ];
+    const fetchInstances = (async () => new Response(JSON.stringify({ data: instances }), { status: 200 })) as unknown as typeof fetch;
+    const client = new LambdaClient({ endpoint: 'http://lambda.invalid', apiKey: 'k', fetch: fetchInstances });
+    const p = new LambdaProvider({ client, pacer: new LaunchPacer({ intervalMs: 0 }) });
+    expect((await p.list()).map((m) => [m.name, m.state, m.providerStatus])).toEqual([
+      ['leasehold-sick', 'Unhealthy', 'unhealthy'],
+      ['leasehold-odd', 'Unhealthy', 'rebooting'],
+    ]);
+  });
+
   it('passes a failed listing on as the client typed it', async () => {
     emu.fault({ op: 'list-instances', mode: 'status', status: 401, times: 1 });
     expect(isProviderError(await failure(provider().list()), 'Unauthorized')).toBe(true);
