@@ -4,7 +4,8 @@ import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { Lease, Offer } from '../../src/api/index.js';
 import { CommandProvider } from '../../src/providers/command/provider.js';
-import { isProviderError, ProviderError, type MachineProvider } from '../../src/providers/types.js';
+import { isProviderError, ProviderError } from '../../src/providers/errors.js';
+import type { MachineProvider } from '../../src/providers/types.js';
 import { CredentialError, type LambdaAccounts } from '../../src/providers/lambda/accounts.js';
 import { LambdaProvider } from '../../src/providers/lambda/provider.js';
 import type { AcquireResult, Endpoint, LeaseDriver, MachineCheck } from './driver.js';
@@ -42,6 +43,8 @@ export interface MachineDriverOptions {
   lambdaPollMs?: number;
   metrics?: DriverMetrics;
   log: Logger;
+  /** Makes the provider for a Lease in place of the one its Offer and status name (tests give a fake). */
+  providerFor?: (lease: Lease, verb: 'acquire' | 'release') => Promise<MachineProvider>;
 }
 
 /** Provider-level metrics: bounded labels only (provider kind, operation, result). */
@@ -60,6 +63,7 @@ export class MachineDriver implements LeaseDriver {
 
   /** Releases use what the Lease recorded at launch, never the Offer as it is now. */
   private async providerFor(lease: Lease, verb: 'acquire' | 'release'): Promise<MachineProvider> {
+    if (this.opts.providerFor) return this.opts.providerFor(lease, verb);
     const st = lease.status ?? {};
     const offer = this.opts.offers.get(undefined, st.offer ?? '');
     if (st.release?.provider === 'lambda') {
@@ -68,10 +72,7 @@ export class MachineDriver implements LeaseDriver {
       if (!this.opts.lambda) throw new ProviderError('InvalidRequest', 'this controller was started without Lambda support');
       const account = await this.opts.lambda.account(rec.apiKeySecretRef, rec.endpoint);
       const spec = offer?.spec.lambda;
-      return new LambdaProvider({
-        client: account.client,
-        pacer: account.pacer,
-        registeredKeys: account.registeredKeys,
+      return LambdaProvider.forAccount(account, {
         ...(this.opts.lambdaPollMs ? { pollMs: this.opts.lambdaPollMs } : {}),
         ...(verb === 'acquire' && spec
           ? {

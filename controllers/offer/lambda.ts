@@ -6,7 +6,9 @@ import type { Lease, Offer, OfferCandidate } from '../../src/api/index.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { CredentialError, type LambdaAccounts } from '../../src/providers/lambda/accounts.js';
 import { buildCandidates } from '../../src/providers/lambda/catalog.js';
+import { LambdaProvider } from '../../src/providers/lambda/provider.js';
 import { ARCHES } from '../../src/api/where.js';
+import { OrphanSweep } from './orphans.js';
 
 export type Listing =
   | { ok: true; at: number; generation: number | undefined; candidates: OfferCandidate[] }
@@ -25,16 +27,14 @@ export interface LambdaOffersOptions {
   now?: () => number;
 }
 
-const ENDED = new Set(['Released', 'Failed']);
-
 export class LambdaOffers {
   private readonly listings = new Map<string, Listing>();
-  /** Offer name → instance ID → when an orphan was first seen there. */
-  private readonly orphanSeen = new Map<string, Map<string, number>>();
+  private readonly orphans: OrphanSweep;
   private readonly now: () => number;
 
   constructor(private readonly opts: LambdaOffersOptions) {
     this.now = opts.now ?? Date.now;
+    this.orphans = new OrphanSweep({ events: opts.events, log: opts.log, graceMs: opts.orphanGraceMs, mode: opts.orphans, provider: 'Lambda', now: this.now });
   }
 
   /** The last listing, refreshed first when it is due. */
@@ -66,7 +66,7 @@ export class LambdaOffers {
         arches: ARCHES,
       });
       next = { ok: true, at: now, generation, candidates };
-      void this.sweep(offer, account.client).catch((err) => this.opts.log.warn({ offer: name, err: String(err) }, 'orphan sweep failed'));
+      void this.orphans.sweep(offer, LambdaProvider.forAccount(account), this.leases()).catch((err) => this.opts.log.warn({ offer: name, err: String(err) }, 'orphan sweep failed'));
     } catch (err) {
       const failures = prev && !prev.ok ? prev.failures + 1 : 1;
       const reason = err instanceof CredentialError || err instanceof CredentialLess ? err.reason : 'ListingFailed';
@@ -86,45 +86,11 @@ export class LambdaOffers {
 
   forget(offerName: string): void {
     this.listings.delete(offerName);
-    this.orphanSeen.delete(offerName);
+    this.orphans.forget(offerName);
   }
 
   /** Leases of this controller, to tell whose instance is whose. Set by the controller wiring. */
   leases: () => Lease[] = () => [];
-
-  private async sweep(offer: Offer, client: { listInstances(): Promise<{ id: string; name?: string | undefined; status: string }[]>; terminate(ids: string[]): Promise<void> }): Promise<void> {
-    const owned = new Set(
-      this.leases()
-        .filter((l) => !ENDED.has(l.status?.phase ?? 'Pending') || l.metadata?.deletionTimestamp)
-        .map((l) => l.status?.machineName)
-        .filter((n): n is string => Boolean(n)),
-    );
-    const now = this.now();
-    const instances = await client.listInstances();
-    this.opts.log.debug({ offer: offer.metadata?.name, instances: instances.length, owned: owned.size }, 'orphan sweep');
-    // Per Offer: each sweeps its own account, and must not forget what another one saw.
-    const key = offer.metadata!.name!;
-    const seen = this.orphanSeen.get(key) ?? new Map<string, number>();
-    this.orphanSeen.set(key, seen);
-    const live = new Set<string>();
-    for (const i of instances) {
-      if (!i.name?.startsWith('leasehold-') || i.status === 'terminated' || i.status === 'terminating') continue;
-      if (owned.has(i.name)) continue;
-      live.add(i.id);
-      const first = seen.get(i.id) ?? now;
-      seen.set(i.id, first);
-      if (now - first < this.opts.orphanGraceMs) continue;
-      const act = this.opts.orphans === 'terminate';
-      await this.opts.events.record(
-        offer,
-        'Warning',
-        'OrphanInstance',
-        `instance ${i.id} (${i.name}) belongs to no Lease of this controller and has run for ${Math.round((now - first) / 1000)}s since first seen; ${act ? 'terminating it' : 'reporting only (--orphans=report); terminate it in the Lambda console'}`,
-      );
-      if (act) await client.terminate([i.id]);
-    }
-    for (const id of seen.keys()) if (!live.has(id)) seen.delete(id);
-  }
 }
 
 /** A listing failure caused by the Offer's own settings. */

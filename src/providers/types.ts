@@ -1,9 +1,10 @@
-// The one interface every source of machines implements (command offers,
-// Lambda Cloud), modelled on Karpenter's cloudprovider: two verbs, typed
-// errors, and nothing a controller would need to know about HTTP or
-// subprocesses. The controller names the machine and records the attempt
-// before it calls launch, so a provider can always find its machine again by
-// that name.
+// The interfaces a source of machines implements (command offers, Lambda
+// Cloud), modelled on Karpenter's cloudprovider: launch and release, which
+// every provider has, and listing by name, which only a provider with an API
+// to ask has; typed errors in errors.ts, and nothing a controller would need
+// to know about HTTP or subprocesses. The controller names the machine and
+// records the attempt before it calls launch, so a provider can always find
+// its machine again by that name.
 
 /** How the controller reaches a machine over SSH. */
 export interface SshTarget {
@@ -60,65 +61,35 @@ export interface MachineProvider {
   release(req: ReleaseRequest): Promise<void>;
 }
 
-export const PROVIDER_ERROR_KINDS = [
-  'InsufficientCapacity',
-  'RateLimited',
-  'NotFound',
-  'Unauthorized',
-  'InvalidTarget',
-  'InvalidRequest',
-  'OverPriceCap',
-  'Timeout',
-  'Unknown',
-] as const;
-export type ProviderErrorKind = (typeof PROVIDER_ERROR_KINDS)[number];
+/** Every machine this controller launches is named with this prefix (then the lease ID). */
+export const MACHINE_NAME_PREFIX = 'leasehold-';
 
-/** Whether trying the same call again later can succeed without anyone changing anything. */
-const RETRYABLE_BY_DEFAULT: Record<ProviderErrorKind, boolean> = {
-  InsufficientCapacity: true,
-  RateLimited: true,
-  NotFound: false,
-  Unauthorized: false,
-  InvalidTarget: false,
-  InvalidRequest: false,
-  OverPriceCap: false,
-  Timeout: true,
-  Unknown: true,
-};
+/**
+ * Where a machine is in its life. A machine the provider reports as gone for
+ * good (Lambda's "terminated") is not listed at all; a status the code does
+ * not know counts as Unhealthy, since the machine may exist and cost money.
+ */
+export type MachineState = 'Pending' | 'Running' | 'Unhealthy' | 'Terminating';
 
-export interface ProviderErrorOptions {
-  retryable?: boolean;
-  /** For a failed launch: the state release should get (possibly ""). */
-  state?: string;
-  /** No answer came back: the provider may have carried the request out. */
-  answerLost?: boolean;
-  cause?: unknown;
+/** A machine as its provider lists it. */
+export interface Machine {
+  name: string;
+  /** The provider's own ID for it. */
+  id: string;
+  state: MachineState;
+  /** The provider's own word for the state ("booting", "active"), for messages. */
+  providerStatus: string;
 }
 
-export class ProviderError extends Error {
-  override readonly name = 'ProviderError';
-  readonly kind: ProviderErrorKind;
-  readonly retryable: boolean;
-  /** Set by a failed launch: what to hand release, since a machine may exist. */
-  readonly state: string | undefined;
-  /** True when no answer came back, so the request may have been carried out all the same. */
-  readonly answerLost: boolean;
-
-  constructor(kind: ProviderErrorKind, message: string, opts: ProviderErrorOptions = {}) {
-    super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
-    this.kind = kind;
-    this.retryable = opts.retryable ?? RETRYABLE_BY_DEFAULT[kind];
-    this.state = opts.state;
-    this.answerLost = opts.answerLost ?? false;
-  }
-}
-
-/** True for a ProviderError, and when `kind` is given, only for one of that kind. */
-export function isProviderError(err: unknown, kind?: ProviderErrorKind): err is ProviderError {
-  return err instanceof ProviderError && (kind === undefined || err.kind === kind);
-}
-
-/** Whether a failed provider call is worth repeating; errors from outside a provider count as transient. */
-export function isRetryable(err: unknown): boolean {
-  return isProviderError(err) ? err.retryable : true;
+/**
+ * What a provider with an API can also answer: which machines exist under
+ * the controller's name prefix. A command offer has only acquire and release
+ * commands, so it implements MachineProvider alone and the type system keeps
+ * callers from listing through it.
+ */
+export interface MachineInventory {
+  /** Every machine whose name starts with the provider's name prefix and that is not gone for good. */
+  list(signal?: AbortSignal): Promise<Machine[]>;
+  /** The machine of that name that is not gone for good; a ProviderError of kind NotFound when there is none. */
+  get(machineName: string, signal?: AbortSignal): Promise<Machine>;
 }

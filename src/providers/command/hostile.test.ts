@@ -8,7 +8,7 @@ import * as fc from 'fast-check';
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ProviderError } from '../types.js';
+import { ProviderError } from '../errors.js';
 import { CommandProvider } from './provider.js';
 import { STDOUT_CAP_BYTES } from './run.js';
 import { parseTarget, salvageState } from './target.js';

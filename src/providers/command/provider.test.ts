@@ -2,7 +2,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ProviderError, isProviderError } from '../types.js';
+import { ProviderError, isProviderError } from '../errors.js';
 import type { LaunchRequest, ReleaseRequest } from '../types.js';
 import { CONTRACT_ENV, CommandProvider } from './provider.js';
 import type { CommandProviderConfig } from './provider.js';

@@ -4,8 +4,8 @@
 // machine exists and prints its target as the last stdout line; release
 // destroys the machine, succeeds when run twice, and copes with empty state.
 import { formatDuration } from '../../api/duration.js';
-import { ProviderError } from '../types.js';
-import type { LaunchRequest, Launched, MachineProvider, ProviderErrorKind, ReleaseRequest } from '../types.js';
+import { ProviderError, type ProviderErrorKind } from '../errors.js';
+import type { LaunchRequest, Launched, MachineProvider, ReleaseRequest } from '../types.js';
 import { KILL_GRACE_MS, runProviderCommand } from './run.js';
 import type { RunOptions, RunResult } from './run.js';
 import { parseTarget, salvageState } from './target.js';

@@ -3,7 +3,7 @@
 // ProviderError. The API key is sent as a bearer token and never appears in
 // an error message.
 import { z } from 'zod';
-import { ProviderError, type ProviderErrorKind } from '../types.js';
+import { ProviderError, type ProviderErrorKind } from '../errors.js';
 
 export interface LambdaInstanceType {
   name: string;

@@ -4,7 +4,8 @@
 import { describe, it, expect, beforeEach, afterEach } from '@jest/globals';
 import { startLambdaEmulator, type CatalogEntry, type LambdaEmulator } from '../../../e2e/fakes/lambda/server.js';
 import { generateControllerKey } from '../../machine/keys.js';
-import { isProviderError, type LaunchRequest } from '../types.js';
+import { isProviderError } from '../errors.js';
+import type { LaunchRequest } from '../types.js';
 import { LambdaClient } from './client.js';
 import { LaunchPacer } from './pacer.js';
 import { accountKeyName, LambdaProvider, parseLambdaState, type LambdaLaunchSettings } from './provider.js';
@@ -195,5 +196,74 @@ describe('LambdaProvider.release', () => {
     expect(isProviderError(hidden, 'NotFound')).toBe(true);
     expect(String(hidden)).toContain('keep the Secret');
     expect(live()).toHaveLength(1);
+  });
+});
+
+describe('LambdaProvider.list and get', () => {
+  /** Launches straight through the API, as someone else's script or a crashed controller would. */
+  async function launchRaw(name: string | undefined) {
+    const client = new LambdaClient({ endpoint: emu.url, apiKey: emu.apiKey, timeoutMs: 2000 });
+    if (!(await client.listSshKeys()).some((k) => k.name === 'someone')) await client.addSshKey('someone', key.publicKey);
+    const [id] = await client.launch({ region: 'us-east-1', instanceType: 'gpu_1x_a10', sshKeyNames: ['someone'], name: name as string });
+    return { client, id: id! };
+  }
+
+  it('lists the instances under the name prefix that are not terminated, each with its state', async () => {
+    emu.launchIntervalMs = 0;
+    const active = await launchRaw('leasehold-active');
+    await emu.waitForStatus(active.id, 'active');
+    const ending = await launchRaw('leasehold-ending');
+    await emu.waitForStatus(ending.id, 'active');
+    const gone = await launchRaw('leasehold-gone');
+    await emu.waitForStatus(gone.id, 'active');
+    await gone.client.terminate([gone.id]);
+    await emu.waitForStatus(gone.id, 'terminated');
+    emu.terminateMs = 60_000;
+    await ending.client.terminate([ending.id]);
+    emu.bootMs = 60_000;
+    const booting = await launchRaw('leasehold-booting');
+    await launchRaw('someone-else');
+    await launchRaw(undefined);
+
+    const listed = await provider().list();
+    expect(listed.sort((a, b) => a.name.localeCompare(b.name))).toEqual([
+      { name: 'leasehold-active', id: active.id, state: 'Running', providerStatus: 'active' },
+      { name: 'leasehold-booting', id: booting.id, state: 'Pending', providerStatus: 'booting' },
+      { name: 'leasehold-ending', id: ending.id, state: 'Terminating', providerStatus: 'terminating' },
+    ]);
+    const client = new LambdaClient({ endpoint: emu.url, apiKey: emu.apiKey, timeoutMs: 2000 });
+    const other = new LambdaProvider({ client, pacer: new LaunchPacer({ intervalMs: 0 }), namePrefix: 'someone-' });
+    expect((await other.list()).map((m) => m.name)).toEqual(['someone-else']);
+  });
+
+  it('gets the live instance of a name, and says NotFound for a terminated or unknown name', async () => {
+    emu.launchIntervalMs = 0;
+    const p = provider();
+    const out = await p.launch(req('leasehold-abcd1234'));
+    expect(await p.get('leasehold-abcd1234')).toEqual({ name: 'leasehold-abcd1234', id: parseLambdaState(out.state).instanceID, state: 'Running', providerStatus: 'active' });
+    await p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state: out.state, signal: new AbortController().signal });
+    const gone = await failure(p.get('leasehold-abcd1234'));
+    expect(isProviderError(gone, 'NotFound')).toBe(true);
+    expect(String(gone)).toContain('leasehold-abcd1234');
+    expect(isProviderError(await failure(p.get('leasehold-never')), 'NotFound')).toBe(true);
+  });
+
+  it('counts an unhealthy instance, and one in a status it does not know, as Unhealthy', async () => {
+    const instances = [
+      { id: 'i-1', name: 'leasehold-sick', status: 'unhealthy' },
+      { id: 'i-2', name: 'leasehold-odd', status: 'rebooting' },
+    ];
+    const fetchInstances = (async () => new Response(JSON.stringify({ data: instances }), { status: 200 })) as unknown as typeof fetch;
+    const client = new LambdaClient({ endpoint: 'http://lambda.invalid', apiKey: 'k', fetch: fetchInstances });
+    const p = new LambdaProvider({ client, pacer: new LaunchPacer({ intervalMs: 0 }) });
+    expect((await p.list()).map((m) => [m.name, m.state, m.providerStatus])).toEqual([
+      ['leasehold-sick', 'Unhealthy', 'unhealthy'],
+      ['leasehold-odd', 'Unhealthy', 'rebooting'],
+    ]);
+  });
+
+  it('passes a failed listing on as the client typed it', async () => {
+    emu.fault({ op: 'list-instances', mode: 'status', status: 401, times: 1 });
+    expect(isProviderError(await failure(provider().list()), 'Unauthorized')).toBe(true);
   });
 });

@@ -7,12 +7,15 @@
 //      and if that one is lost too the instance is looked up by name;
 //   5. wait for it to be active with an address.
 // Release terminates by ID (or by name when the launch never answered) and
-// succeeds only once Lambda lists the instance as terminated.
+// succeeds only once Lambda lists the instance as terminated. list and get
+// find instances by name, which is how an instance is tied to its lease.
 import { createHash } from 'node:crypto';
 // ssh2 is CommonJS: under plain Node ESM (the controller process) only its default export exists.
 import ssh2 from 'ssh2';
 import { stringify } from 'yaml';
-import { isProviderError, ProviderError, type Launched, type LaunchRequest, type MachineProvider, type ReleaseRequest } from '../types.js';
+import { ignoreNotFound, isProviderError, ProviderError } from '../errors.js';
+import { MACHINE_NAME_PREFIX, type Launched, type LaunchRequest, type Machine, type MachineInventory, type MachineProvider, type MachineState, type ReleaseRequest } from '../types.js';
+import type { LambdaAccount } from './accounts.js';
 import { overCap, pickRegion, priceOf } from './catalog.js';
 import { retryAfterMs, type LambdaClient, type LambdaInstance } from './client.js';
 import { abortableSleep, type LaunchPacer } from './pacer.js';
@@ -39,7 +42,12 @@ export interface LambdaProviderOptions {
   confirmWithinMs?: number;
   /** How long after a twice-lost launch the instance is looked for by name. */
   lookupWithinMs?: number;
+  /** list shows instances whose name starts with this; MACHINE_NAME_PREFIX unless set. */
+  namePrefix?: string;
 }
+
+/** What a provider made for an account takes besides the account itself. */
+export type LambdaAccountProviderOptions = Omit<LambdaProviderOptions, 'client' | 'pacer' | 'registeredKeys'>;
 
 /** What a Lambda launch keeps in Lease status for release. */
 export interface LambdaState {
@@ -78,11 +86,38 @@ export function parseLambdaState(raw: string): Partial<LambdaState> {
 
 const LIVE = (i: LambdaInstance) => i.status !== 'terminated';
 
-export class LambdaProvider implements MachineProvider {
+const MACHINE_STATES = new Map<string, MachineState>([
+  ['booting', 'Pending'],
+  ['active', 'Running'],
+  ['terminating', 'Terminating'],
+]);
+
+function toMachine(i: LambdaInstance & { name: string }): Machine {
+  return { name: i.name, id: i.id, state: MACHINE_STATES.get(i.status) ?? 'Unhealthy', providerStatus: i.status };
+}
+
+export class LambdaProvider implements MachineProvider, MachineInventory {
   private readonly pollMs: number;
 
   constructor(private readonly opts: LambdaProviderOptions) {
     this.pollMs = opts.pollMs ?? 2000;
+  }
+
+  /** A provider for one account: its client, its launch queue (shared by every Offer and Lease of it), its known keys. */
+  static forAccount(account: LambdaAccount, opts: LambdaAccountProviderOptions = {}): LambdaProvider {
+    return new LambdaProvider({ client: account.client, pacer: account.pacer, registeredKeys: account.registeredKeys, ...opts });
+  }
+
+  async list(signal?: AbortSignal): Promise<Machine[]> {
+    const prefix = this.opts.namePrefix ?? MACHINE_NAME_PREFIX;
+    const instances = await this.opts.client.listInstances(signal);
+    return instances.filter((i): i is LambdaInstance & { name: string } => Boolean(i.name?.startsWith(prefix)) && LIVE(i)).map(toMachine);
+  }
+
+  async get(machineName: string, signal?: AbortSignal): Promise<Machine> {
+    const found = (await this.opts.client.listInstances(signal)).find((i): i is LambdaInstance & { name: string } => i.name === machineName && LIVE(i));
+    if (!found) throw new ProviderError('NotFound', `Lambda lists no instance named ${machineName}`);
+    return toMachine(found);
   }
 
   async launch(req: LaunchRequest): Promise<Launched> {
@@ -193,7 +228,7 @@ export class LambdaProvider implements MachineProvider {
     const deadline = Date.now() + (this.opts.confirmWithinMs ?? 30_000);
     let requestedAt = Number.NEGATIVE_INFINITY;
     for (;;) {
-      const states = await Promise.all(ids.map((id) => this.instanceOrMissing(id, req.signal)));
+      const states = await Promise.all(ids.map((id) => ignoreNotFound(client.getInstance(id, req.signal))));
       const missing = ids.filter((_, i) => states[i] === undefined);
       if (missing.length) {
         throw new ProviderError('NotFound', `the API key cannot see instance ${missing.join(', ')}; it may belong to another account, so keep the Secret and key this Lease was made with until it is released`);
@@ -223,15 +258,6 @@ export class LambdaProvider implements MachineProvider {
         if (attempt >= 3 || !isProviderError(err) || !err.retryable || signal.aborted) throw err;
         await abortableSleep(Math.min(this.pollMs * attempt, 2000), signal);
       }
-    }
-  }
-
-  private async instanceOrMissing(id: string, signal: AbortSignal): Promise<LambdaInstance | undefined> {
-    try {
-      return await this.opts.client.getInstance(id, signal);
-    } catch (err) {
-      if (isProviderError(err, 'NotFound')) return undefined;
-      throw err;
     }
   }
 

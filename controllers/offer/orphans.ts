@@ -1,0 +1,92 @@
+// The orphan sweep of an Offer's account: a machine under the controller's
+// name prefix that no Lease of this controller owns is reported once it has
+// been seen for the grace period, and released unless the controller only
+// reports. It asks the provider, never the provider's API.
+import type { Logger } from 'pino';
+import type { Lease, Offer } from '../../src/api/index.js';
+import type { EventRecorder } from '../../src/kube/events.js';
+import { MACHINE_NAME_PREFIX, type MachineInventory, type MachineProvider } from '../../src/providers/types.js';
+
+/** What the sweep needs of a provider: its machines, and a way to end one. */
+export type SweptProvider = MachineInventory & Pick<MachineProvider, 'release'>;
+
+export interface OrphanSweepOptions {
+  events: Pick<EventRecorder, 'record'>;
+  log: Logger;
+  graceMs: number;
+  /** terminate: orphans are reported and released; report: only reported. */
+  mode: 'terminate' | 'report';
+  /** Whose console an admin ends an orphan in when the controller only reports ("Lambda"). */
+  provider: string;
+  now?: () => number;
+}
+
+const ENDED = new Set(['Released', 'Failed']);
+
+export class OrphanSweep {
+  /** Offer name → machine ID → when an orphan was first seen there. */
+  private readonly seen = new Map<string, Map<string, number>>();
+  /** Offers whose sweep is under way. */
+  private readonly sweeping = new Set<string>();
+  private readonly now: () => number;
+
+  constructor(private readonly opts: OrphanSweepOptions) {
+    this.now = opts.now ?? Date.now;
+  }
+
+  /** Sweeps the machines `provider` lists for `offer`; `leases` are every Lease of this controller. */
+  async sweep(offer: Offer, provider: SweptProvider, leases: readonly Lease[]): Promise<void> {
+    const name = offer.metadata!.name!;
+    // A release waits until the machine is gone; a listing that comes due meanwhile must not report it again.
+    if (this.sweeping.has(name)) return;
+    this.sweeping.add(name);
+    try {
+      await this.sweepOnce(offer, name, provider, leases);
+    } finally {
+      this.sweeping.delete(name);
+    }
+  }
+
+  private async sweepOnce(offer: Offer, name: string, provider: SweptProvider, leases: readonly Lease[]): Promise<void> {
+    // A Lease being deleted still owns its machine until its release is done.
+    const owned = new Set(
+      leases
+        .filter((l) => !ENDED.has(l.status?.phase ?? 'Pending') || l.metadata?.deletionTimestamp)
+        .map((l) => l.status?.machineName)
+        .filter((n): n is string => Boolean(n)),
+    );
+    const now = this.now();
+    const machines = await provider.list();
+    this.opts.log.debug({ offer: name, machines: machines.length, owned: owned.size }, 'orphan sweep');
+    // Per Offer: each sweeps its own account, and must not forget what another one saw.
+    const seen = this.seen.get(name) ?? new Map<string, number>();
+    this.seen.set(name, seen);
+    const live = new Set<string>();
+    for (const m of machines) {
+      if (m.state === 'Terminating' || owned.has(m.name)) continue;
+      live.add(m.id);
+      const first = seen.get(m.id) ?? now;
+      seen.set(m.id, first);
+      if (now - first < this.opts.graceMs) continue;
+      const act = this.opts.mode === 'terminate';
+      await this.opts.events.record(
+        offer,
+        'Warning',
+        'OrphanInstance',
+        `instance ${m.id} (${m.name}) belongs to no Lease of this controller and has run for ${Math.round((now - first) / 1000)}s since first seen; ${act ? 'terminating it' : `reporting only (--orphans=report); terminate it in the ${this.opts.provider} console`}`,
+      );
+      if (!act) continue;
+      try {
+        await provider.release({ leaseID: m.name.slice(MACHINE_NAME_PREFIX.length), machineName: m.name, offer: name, state: '', signal: new AbortController().signal });
+      } catch (err) {
+        // The next sweep finds it still listed and tries again; the other orphans need not wait for that.
+        this.opts.log.warn({ offer: name, machine: m.name, err: String(err) }, 'releasing an orphan failed');
+      }
+    }
+    for (const id of seen.keys()) if (!live.has(id)) seen.delete(id);
+  }
+
+  forget(offerName: string): void {
+    this.seen.delete(offerName);
+  }
+}
