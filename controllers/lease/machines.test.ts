@@ -10,6 +10,9 @@ const CONTROLLER_KEY = { privateKey: 'private', publicKey: 'ssh-ed25519 AAAA con
 const commandOffer = { metadata: { name: 'box' }, spec: { command: { acquire: ['/acquire'], release: ['/release'], shape: {} } } } as unknown as Offer;
 const lambdaOffer = { metadata: { name: 'cloud' }, spec: { lambda: { instanceTypes: ['gpu_1x_a10'] } } } as unknown as Offer;
 
+// A signal nobody aborts: the acquire or release runs to its end.
+const live = new AbortController().signal;
+
 function lease(offer = 'box', extra: Partial<NonNullable<Lease['status']>> = {}): Lease {
   return {
     metadata: { name: 'l1', namespace: 'team' },
@@ -65,7 +68,7 @@ beforeEach(() => {
 describe('MachineDriver.acquire', () => {
   it('launches the machine the Lease names, with the controller key, and returns its pinned SSH endpoint', async () => {
     const progress: string[] = [];
-    const result = await driver().acquire(lease(), (line) => progress.push(line));
+    const result = await driver().acquire(lease(), (line) => progress.push(line), live);
     expect(result).toEqual({
       kind: 'launched',
       state: expect.stringContaining('leasehold-a1b2c3d4'),
@@ -92,7 +95,7 @@ describe('MachineDriver.acquire', () => {
     ['Unknown', 'AcquireFailed'],
   ])('fails a launch that ends in %s with reason %s, keeping the state release needs', async (kind, reason) => {
     provider.failNext('launch', new ProviderError(kind, `the provider said ${kind}`, { state: '{"id":"half-made"}' }));
-    const result = await driver().acquire(lease(), () => undefined);
+    const result = await driver().acquire(lease(), () => undefined, live);
     expect(result).toEqual({ kind: 'failed', reason, message: `the provider said ${kind}`, state: '{"id":"half-made"}' });
     expect(launches).toEqual([['command', 'failed']]);
     expect(commandCalls).toEqual([['acquire', reason === 'AcquireTimeout' ? 'timeout' : 'error']]);
@@ -104,22 +107,22 @@ describe('MachineDriver.acquire', () => {
         throw new CredentialError('APIKeySecretNotFound', 'Secret ops/lambda does not exist');
       },
     });
-    const result = await d.acquire(lease('cloud', { release: { provider: 'lambda' } }), () => undefined);
+    const result = await d.acquire(lease('cloud', { release: { provider: 'lambda' } }), () => undefined, live);
     expect(result).toEqual({ kind: 'failed', reason: 'APIKeySecretNotFound', message: 'Secret ops/lambda does not exist' });
     expect(launches).toEqual([['lambda', 'failed']]);
     expect(commandCalls).toEqual([]);
   });
 
   it('refuses a url target and an SSH target without a host key, handing back the state to release', async () => {
-    const url = await driver({ providerFor: async () => new FakeProvider({ target: () => ({ url: 'https://box.example' }) }) }).acquire(lease(), () => undefined);
+    const url = await driver({ providerFor: async () => new FakeProvider({ target: () => ({ url: 'https://box.example' }) }) }).acquire(lease(), () => undefined, live);
     expect(url).toMatchObject({ kind: 'failed', reason: 'UnsupportedTarget', state: expect.stringContaining('leasehold-a1b2c3d4') });
-    const noKey = await driver({ providerFor: async () => new FakeProvider({ target: () => ({ ssh: { host: 'box', port: 22 } }) }) }).acquire(lease(), () => undefined);
+    const noKey = await driver({ providerFor: async () => new FakeProvider({ target: () => ({ ssh: { host: 'box', port: 22 } }) }) }).acquire(lease(), () => undefined, live);
     expect(noKey).toMatchObject({ kind: 'failed', reason: 'InvalidTarget', state: expect.stringContaining('leasehold-a1b2c3d4') });
     expect(noKey.kind === 'failed' && noKey.message).toContain('host_key');
   });
 
   it('fails with OfferGone, launching nothing, when the Offer is gone', async () => {
-    const result = await driver().acquire(lease('deleted'), () => undefined);
+    const result = await driver().acquire(lease('deleted'), () => undefined, live);
     expect(result).toMatchObject({ kind: 'failed', reason: 'OfferGone' });
     expect(provider.launchCalls).toEqual([]);
   });
@@ -127,11 +130,21 @@ describe('MachineDriver.acquire', () => {
   it('cuts off a launch that outlives acquireTimeout and reports AcquireTimeout', async () => {
     const gate = provider.holdLaunches();
     const startedLongAgo = new Date(Date.now() - 120_000).toISOString();
-    const result = driver({ acquireTimeoutMs: 60_000 }).acquire(lease('box', { launch: { attempt: 1, startedAt: startedLongAgo } }), () => undefined);
+    const result = driver({ acquireTimeoutMs: 60_000 }).acquire(lease('box', { launch: { attempt: 1, startedAt: startedLongAgo } }), () => undefined, live);
     await gate.whenWaiting(1);
     expect(await result).toMatchObject({ kind: 'failed', reason: 'AcquireTimeout' });
     expect(gate.waiting).toBe(0);
     expect(provider.machines.size).toBe(0);
+  });
+
+  it('stops a launch the Lease withdraws (deleted while launching) and says so', async () => {
+    const gate = provider.holdLaunches();
+    const withdraw = new AbortController();
+    const result = driver().acquire(lease(), () => undefined, withdraw.signal);
+    await gate.whenWaiting(1);
+    withdraw.abort();
+    expect(await result).toMatchObject({ kind: 'failed', reason: 'AcquireWithdrawn' });
+    expect(gate.waiting).toBe(0);
   });
 
   it('without a provider seam, fails a Lambda Lease clearly when the controller has no Lambda support or the Lease no Lambda record', async () => {
@@ -139,9 +152,9 @@ describe('MachineDriver.acquire', () => {
     delete real.providerFor;
     const d = new MachineDriver(real);
     const apiKeySecretRef = { name: 'lambda', namespace: 'ops', key: 'apiKey' };
-    const noSupport = await d.acquire(lease('cloud', { release: { provider: 'lambda', lambda: { apiKeySecretRef, endpoint: 'https://cloud.example' } } }), () => undefined);
+    const noSupport = await d.acquire(lease('cloud', { release: { provider: 'lambda', lambda: { apiKeySecretRef, endpoint: 'https://cloud.example' } } }), () => undefined, live);
     expect(noSupport).toMatchObject({ kind: 'failed', reason: 'AcquireFailed', message: expect.stringContaining('without Lambda support') });
-    const noRecord = await d.acquire(lease('cloud', { release: { provider: 'lambda' } }), () => undefined);
+    const noRecord = await d.acquire(lease('cloud', { release: { provider: 'lambda' } }), () => undefined, live);
     expect(noRecord).toMatchObject({ kind: 'failed', reason: 'AcquireFailed', message: expect.stringContaining('status.release.lambda is missing') });
   });
 });
@@ -149,9 +162,9 @@ describe('MachineDriver.acquire', () => {
 describe('MachineDriver.release', () => {
   it('releases with what the Lease recorded at launch', async () => {
     const d = driver();
-    const launched = await d.acquire(lease(), () => undefined);
+    const launched = await d.acquire(lease(), () => undefined, live);
     const state = launched.kind === 'launched' ? launched.state : '';
-    await d.release(lease('box', { providerState: state }));
+    await d.release(lease('box', { providerState: state }), live);
     expect(provider.releaseCalls).toEqual([expect.objectContaining({ leaseID: 'a1b2c3d4', machineName: 'leasehold-a1b2c3d4', offer: 'box', state })]);
     expect(provider.machines.size).toBe(0);
     expect(made.map((m) => m.verb)).toEqual(['acquire', 'release']);
@@ -164,14 +177,14 @@ describe('MachineDriver.release', () => {
   ])('passes a release failing with %s on, counted as %s', async (kind, code) => {
     provider.add('leasehold-a1b2c3d4');
     provider.failNext('release', new ProviderError(kind, 'release exited with code 1'));
-    await expect(driver().release(lease())).rejects.toThrow('release exited with code 1');
+    await expect(driver().release(lease(), live)).rejects.toThrow('release exited with code 1');
     expect(provider.machines.size).toBe(1);
     expect(commandCalls).toEqual([['release', code]]);
   });
 
   it('counts no command call when releasing a Lambda machine', async () => {
     provider.add('leasehold-a1b2c3d4');
-    await driver().release(lease('cloud', { release: { provider: 'lambda' } }));
+    await driver().release(lease('cloud', { release: { provider: 'lambda' } }), live);
     expect(provider.machines.size).toBe(0);
     expect(commandCalls).toEqual([]);
   });

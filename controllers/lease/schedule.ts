@@ -5,6 +5,7 @@ import { ACTIVE_PHASES, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, durationMs, 
 import { rfc3339 } from '../../src/kube/conditions.js';
 import type { ObjectCache } from '../../src/kube/cache.js';
 import { parsePublicKey } from '../../src/machine/keys.js';
+import { MACHINE_NAME_PREFIX } from '../../src/providers/types.js';
 import { chooseOffer } from './choose.js';
 import type { Observation } from './observation.js';
 import { candidatesOf } from './offers.js';
@@ -62,7 +63,7 @@ export function schedule(input: ScheduleInput): Observation {
       ...(chosen.instanceType ? { instanceType: chosen.instanceType } : {}),
       ...(chosen.region ? { region: chosen.region } : {}),
       leaseID,
-      machineName: `leasehold-${leaseID}`,
+      machineName: `${MACHINE_NAME_PREFIX}${leaseID}`,
       launch: { attempt: (lease.status?.launch?.attempt ?? 0) + 1, startedAt: rfc3339(new Date(now)), offerGeneration: offer.metadata?.generation },
       release: offer.spec.lambda
         ? { provider: 'lambda', lambda: { apiKeySecretRef: offer.spec.lambda.apiKeySecretRef, endpoint: offer.spec.lambda.endpoint } }
