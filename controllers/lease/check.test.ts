@@ -1,0 +1,36 @@
+import { describe, expect, it } from '@jest/globals';
+import { observeMachine } from './check.js';
+import { at, done, FACTS, input, leaseWith, MACHINE, NOW, running } from './testing/phase-input.js';
+
+const ready = { phase: 'Ready' as const, readyAt: at(-120_000), lastActivityAt: at(-120_000), idleTimeout: '20m', expiresAt: at(3600_000), machine: MACHINE };
+const ok = (busy: number) => done({ kind: 'check', check: { kind: 'ok', facts: FACTS, busy, keysHash: 'k2', machine: MACHINE }, at: NOW });
+const inputs = '1|';
+
+describe('observeMachine', () => {
+  it.each([
+    ['deleted', leaseWith(ready, { deletionTimestamp: at(0) as never }), undefined, undefined, { event: { type: 'DELETE_REQUESTED' } }],
+    ['maxLifetime passed: release without a probe', leaseWith({ ...ready, expiresAt: at(-1000) }), undefined, undefined, { event: { type: 'EXPIRED', reason: 'MaxLifetime' } }],
+    ['no plan: probe', leaseWith(ready), undefined, undefined, { start: 'check' }],
+    ['planned later, nothing new: wait', leaseWith(ready), undefined, { at: NOW + 30_000, inputs }, { requeueAfter: 30_000 }],
+    ['planned later, the spec changed: probe now', leaseWith(ready, { generation: 2 }), undefined, { at: NOW + 30_000, inputs }, { start: 'check' }],
+    ['planned later, activity annotated: probe now', leaseWith(ready, { annotations: { 'leasehold.dev/activity': at(0) } }), undefined, { at: NOW + 30_000, inputs }, { start: 'check' }],
+    ['a probe runs: wait for it', leaseWith(ready), running('check/1'), undefined, { requeueAfter: 60_000 }],
+    ['busy: Ready, activity now', leaseWith(ready), ok(2), undefined, { event: { type: 'BUSY' }, status: { lastActivityAt: at(0), installedKeysHash: 'k2' }, plan: { at: NOW + 60_000, inputs }, consumed: true }],
+    ['idle within the window: Idle, next check a check interval on', leaseWith(ready), ok(0), undefined, { event: { type: 'IDLE' }, status: { idleSince: at(0) }, plan: { at: NOW + 60_000, inputs }, consumed: true }],
+    ['idle past the window: release', leaseWith({ ...ready, lastActivityAt: at(-1_300_000), readyAt: at(-1_300_000) }), ok(0), undefined, { event: { type: 'EXPIRED', reason: 'IdleTimeout' }, plan: null, consumed: true }],
+    ['unreachable renews nothing', leaseWith(ready), done({ kind: 'check', check: { kind: 'unreachable', message: 'timeout' }, at: NOW }), undefined, { event: { type: 'IDLE', message: expect.stringContaining('unreachable: timeout') }, consumed: true }],
+    ['facts changed: fail', leaseWith(ready), done({ kind: 'check', check: { kind: 'mismatch', reason: 'FactsMismatch', message: 'fewer cpus' }, at: NOW }), undefined, { event: { type: 'LAUNCH_FAILED', reason: 'FactsMismatch' }, consumed: true }],
+  ])('%s', (_name, lease, effect, plan, want) => {
+    expect(observeMachine(input(lease, effect, plan), 'Ready')).toMatchObject(want);
+  });
+
+  it('an Idle Lease keeps the time it went idle', () => {
+    const idle = leaseWith({ ...ready, phase: 'Idle', idleSince: at(-60_000) });
+    expect(observeMachine(input(idle, ok(0)), 'Idle')).toMatchObject({ status: { idleSince: at(-60_000) } });
+  });
+
+  it('the next check comes at the idle deadline when that is sooner than the interval', () => {
+    const nearly = leaseWith({ ...ready, lastActivityAt: at(-1_170_000), readyAt: at(-1_170_000) });
+    expect(observeMachine(input(nearly, ok(0)), 'Ready')).toMatchObject({ requeueAfter: 30_000, plan: { at: NOW + 30_000 } });
+  });
+});

@@ -1,0 +1,55 @@
+import { describe, expect, it } from '@jest/globals';
+import type { Lease, Offer } from '../../src/api/index.js';
+import { schedule, Slots } from './schedule.js';
+import { at, leaseWith, NOW } from './testing/phase-input.js';
+
+const box = {
+  metadata: { name: 'box', generation: 3 },
+  spec: { command: { acquire: ['/a'], release: ['/r'], shape: { os: 'linux', arch: 'amd64', cpus: 4 } }, pricePerHour: 1.5, idleTimeout: '10m', maxLifetime: '2h' },
+} as unknown as Offer;
+const pending = (where = 'cpus>=2', extra: Partial<Lease['spec']> = {}, meta = {}) => ({ ...leaseWith({}, meta), spec: { where, sshKeys: [], ...extra } }) as Lease;
+
+describe('schedule', () => {
+  it.each([
+    ['deleted before anything was rented', pending('cpus>=2', {}, { deletionTimestamp: at(0) }), [box], 0, { event: { type: 'DELETE_REQUESTED' } }],
+    ['where that cannot parse', pending('gpus>=lots'), [box], 0, { event: { type: 'UNSCHEDULABLE', reason: 'InvalidSpec', message: expect.stringContaining('spec.where') } }],
+    ['a device key that is no key', pending('cpus>=2', { sshKeys: ['ssh-ed25519 AAAA'] }), [box], 0, { event: { type: 'UNSCHEDULABLE', reason: 'InvalidSpec', message: expect.stringContaining('spec.sshKeys[0]') } }],
+    ['no Offer can serve it', pending('cpus>=64'), [box], 0, { event: { type: 'UNSCHEDULABLE', reason: 'NoMatchingOffer' }, status: { parsedWhere: expect.anything() } }],
+    ['maxLeases reached', pending(), [box], 2, { event: { type: 'UNSCHEDULABLE', reason: 'MaxLeases', message: expect.stringContaining('maxLeases is 2') } }],
+  ])('%s', (_name, lease, offers, active, want) => {
+    expect(schedule({ lease, offers, active, maxLeases: 2, now: NOW, random: () => 0 })).toMatchObject(want);
+  });
+
+  it('chooses the Offer and records the launch intent, maxLifetime counted from now', () => {
+    const obs = schedule({ lease: pending(), offers: [box], active: 1, maxLeases: 2, now: NOW, random: () => 0 });
+    expect(obs.event).toMatchObject({ type: 'OFFER_CHOSEN', offer: 'box', message: 'leasing box at $1.50/h' });
+    expect(obs.status).toMatchObject({
+      offer: 'box',
+      pricePerHour: 1.5,
+      leaseID: '0123abcd',
+      machineName: 'leasehold-0123abcd',
+      launch: { attempt: 1, startedAt: at(0), offerGeneration: 3 },
+      release: { provider: 'command', command: ['/r'] },
+      idleTimeout: '10m',
+      expiresAt: at(2 * 3600_000),
+      parsedWhere: expect.anything(),
+    });
+  });
+});
+
+describe('Slots', () => {
+  const lease = (uid: string, phase?: string) => ({ metadata: { uid }, status: phase ? { phase } : undefined }) as unknown as Lease;
+  it('counts active Leases and claims the cache does not show yet, never the one asking', () => {
+    const cache = [lease('a', 'Ready'), lease('b', 'Pending'), lease('c', 'Released'), lease('d', 'Launching')];
+    const slots = new Slots({ get: () => undefined, list: () => cache });
+    expect(slots.activeExcept('x')).toBe(2);
+    slots.claim('b');
+    expect(slots.activeExcept('x')).toBe(3);
+    expect(slots.activeExcept('b')).toBe(2);
+    // A claim on a Lease the cache shows ended is no slot.
+    slots.claim('c');
+    expect(slots.activeExcept('x')).toBe(3);
+    slots.free('b');
+    expect(slots.activeExcept('x')).toBe(2);
+  });
+});
