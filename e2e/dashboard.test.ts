@@ -147,6 +147,8 @@ const fx = leaseSuite('dashboard', {
   // exits by design; the leader gauge is still set (to 1) by the manager.
   controllerArgs: ['--no-leader-elect', '--resync-period', '20s'],
   setupTimeoutMs: 120_000,
+  // dash-slow may end Ready, and is left so for the metrics.
+  machinesOutliveTests: true,
   async before() {
     cp = await ControlPlane.start({ binDir: process.env.E2E_BIN_DIR });
     const crds = await cp.kubectl(['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
