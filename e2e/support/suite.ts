@@ -7,6 +7,8 @@ import type { ControllerProcess } from './controller.js';
 import { leaseFixture, type LeaseFixture } from './leases.js';
 
 export interface LeaseSuiteOptions {
+  /** false for a file whose tests start their own controllers (fixture.startController), with flags of their own; default true. */
+  startController?: boolean;
   /** --check-interval; default 1s. */
   checkInterval?: string;
   /** --acquire-timeout; default 60s. */
@@ -26,7 +28,7 @@ export interface LeaseSuiteOptions {
 }
 
 export interface LeaseSuite extends LeaseFixture {
-  /** The controller process started for this file. */
+  /** The controller process started for this file (none when startController is false). */
   controller: ControllerProcess;
 }
 
@@ -41,6 +43,7 @@ export function leaseSuite(prefix: string, opts: LeaseSuiteOptions = {}): LeaseS
   beforeAll(async () => {
     await opts.before?.();
     Object.assign(suite, await leaseFixture(prefix));
+    if (opts.startController === false) return;
     suite.controller = await suite.startController([
       '--check-interval', opts.checkInterval ?? '1s',
       '--acquire-timeout', opts.acquireTimeout ?? '60s',
