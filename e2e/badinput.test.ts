@@ -9,7 +9,7 @@
 // fails the Lease with InvalidTarget quickly, with the controller's memory
 // bounded. Last, nothing the controller writes or serves holds its SSH
 // private key or a token.
-import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { describe, it, expect } from '@jest/globals';
 import * as fc from 'fast-check';
 import { execFileSync } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from 'node:fs';
@@ -21,9 +21,9 @@ import { LeaseSpecSchema, OfferSpecSchema } from '../src/api/index.js';
 import { parseDuration } from '../src/api/duration.js';
 import { parseWhere } from '../src/api/where.js';
 import { parsePublicKey } from '../src/machine/keys.js';
-import type { ControllerProcess } from './support/controller.js';
 import { getJSON, waitFor } from './support/kube.js';
-import { leaseFixture, SSHD_PROVIDER, type LeaseFixture } from './support/leases.js';
+import { SSHD_PROVIDER } from './support/leases.js';
+import { leaseSuite } from './support/suite.js';
 
 const RUNS = Number(process.env.BADINPUT_RUNS ?? 100);
 const GROUP_PATH = '/apis/leasehold.dev/v1alpha1';
@@ -121,8 +121,7 @@ const offerObj = (spec: unknown, name = `bad-${Math.random().toString(36).slice(
 // ---------------------------------------------------------------------------
 // Fixtures: device keys, a recording provider, the controller.
 
-let fx: LeaseFixture;
-let ctl: ControllerProcess;
+const fx = leaseSuite('badinput', { maxLeases: 20, before: loadTLS, setupTimeoutMs: 60_000 });
 const work = mkdtempSync(join(tmpdir(), 'leasehold-badinput-'));
 const PWNED = join(work, 'pwned');
 
@@ -184,17 +183,6 @@ function readRecord(leaseID: string, verb: string): { argv: string[]; env: Recor
   );
   return { argv, env };
 }
-
-beforeAll(async () => {
-  loadTLS();
-  fx = await leaseFixture('badinput');
-  ctl = await fx.startController(['--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '20']);
-}, 60_000);
-
-afterAll(async () => {
-  await ctl?.stop();
-  await fx?.cleanup();
-});
 
 // ---------------------------------------------------------------------------
 // Arbitraries
@@ -466,7 +454,7 @@ describe('a running controller with what admission lets through', () => {
   }, 60_000);
 
   it('fails hostile acquire output with InvalidTarget quickly, with memory bounded', async () => {
-    const rss0 = await ctl.metric('leasehold_process_resident_memory_bytes');
+    const rss0 = await fx.controller.metric('leasehold_process_resident_memory_bytes');
     const names = Object.keys(HOSTILE_OUTPUT);
     const t0 = Date.now();
     for (const name of names) {
@@ -476,7 +464,7 @@ describe('a running controller with what admission lets through', () => {
     let peak = rss0;
     for (const name of names) {
       const st = await waitFor(`out-${name} failed`, async () => {
-        peak = Math.max(peak, await ctl.metric('leasehold_process_resident_memory_bytes'));
+        peak = Math.max(peak, await fx.controller.metric('leasehold_process_resident_memory_bytes'));
         const s = await fx.status(`out-${name}`);
         return s?.phase === 'Failed' ? s : undefined;
       }, 30_000, 250);
@@ -484,16 +472,16 @@ describe('a running controller with what admission lets through', () => {
       expect(st.message.length).toBeLessThan(2000);
     }
     const took = Date.now() - t0;
-    const rss1 = await ctl.metric('leasehold_process_resident_memory_bytes');
+    const rss1 = await fx.controller.metric('leasehold_process_resident_memory_bytes');
     process.stdout.write(`hostile output: ${names.length} Leases Failed/InvalidTarget in ${took} ms; controller RSS ${Math.round(rss0 / 2 ** 20)} MiB before, peak ${Math.round(peak / 2 ** 20)} MiB, ${Math.round(rss1 / 2 ** 20)} MiB after\n`);
     expect(took).toBeLessThan(30_000);
     expect(peak - rss0).toBeLessThan(64 * 2 ** 20);
   }, 90_000);
 
   it('is still up: /healthz answers and the process is alive', async () => {
-    expect(ctl.child.exitCode).toBeNull();
-    expect(ctl.child.signalCode).toBeNull();
-    const health = await fetch(ctl.metricsURL.replace('/metrics', '/healthz'));
+    expect(fx.controller.child.exitCode).toBeNull();
+    expect(fx.controller.child.signalCode).toBeNull();
+    const health = await fetch(fx.controller.metricsURL.replace('/metrics', '/healthz'));
     expect(health.status).toBe(200);
   });
 
@@ -509,11 +497,11 @@ describe('a running controller with what admission lets through', () => {
     expect(bodyLines.length).toBeGreaterThan(0);
 
     const sources: Record<string, string> = {
-      'controller log': readFileSync(ctl.logFile, 'utf8'),
+      'controller log': readFileSync(fx.controller.logFile, 'utf8'),
       events: JSON.stringify(await getJSON(fx.kubectl, ['-n', fx.ns, 'events'])),
       leases: JSON.stringify((await getJSON(fx.kubectl, ['-n', fx.ns, 'leases.leasehold.dev']))?.items.map((l: any) => l.status)),
       offers: JSON.stringify((await getJSON(fx.kubectl, ['offers.leasehold.dev']))?.items.map((o: any) => o.status)),
-      metrics: await (await fetch(ctl.metricsURL)).text(),
+      metrics: await (await fetch(fx.controller.metricsURL)).text(),
     };
     expect(sources['controller log']!.length).toBeGreaterThan(0);
     const hits: string[] = [];

@@ -8,13 +8,13 @@
 //
 // This file runs its own control plane (restarted once, for informer restarts
 // and reconcile errors), so it never disturbs the shared one.
-import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { describe, it, expect } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ControlPlane } from './cluster/controlplane.js';
-import type { ControllerProcess } from './support/controller.js';
 import { waitFor } from './support/kube.js';
-import { BAD_TARGET_PROVIDER, leaseFixture, sshdCommands, type LeaseFixture } from './support/leases.js';
+import { BAD_TARGET_PROVIDER, sshdCommands } from './support/leases.js';
+import { leaseSuite } from './support/suite.js';
 
 // ---- Prometheus text format and a PromQL subset ----
 
@@ -138,29 +138,30 @@ const panels: Panel[] = (dashboard.panels as Panel[]).flatMap((p) => (p.type ===
 // ---- the run ----
 
 let cp: ControlPlane;
-let fx: LeaseFixture;
-let ctl: ControllerProcess;
 let savedKubeconfig: string | undefined;
 
-beforeAll(async () => {
-  cp = await ControlPlane.start({ binDir: process.env.E2E_BIN_DIR });
-  const crds = await cp.kubectl(['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
-  expect(crds.code).toBe(0);
-  await cp.kubectl(['wait', '--for=condition=Established', 'crd', '--all', '--timeout=60s']);
-  // The fixture reads the kubeconfig from the environment (this file's copy).
-  savedKubeconfig = process.env.E2E_KUBECONFIG;
-  process.env.E2E_KUBECONFIG = cp.info.kubeconfig;
-  fx = await leaseFixture('dashboard');
+const fx = leaseSuite('dashboard', {
+  acquireTimeout: '120s',
+  maxLeases: 4,
   // Leader election off: a replica whose renewals fail through the restart
   // exits by design; the leader gauge is still set (to 1) by the manager.
-  ctl = await fx.startController(['--no-leader-elect', '--check-interval', '1s', '--acquire-timeout', '120s', '--max-leases', '4', '--resync-period', '20s']);
-}, 120_000);
-
-afterAll(async () => {
-  await ctl?.stop();
-  await fx?.cleanup();
-  await cp?.stop();
-  if (savedKubeconfig !== undefined) process.env.E2E_KUBECONFIG = savedKubeconfig;
+  controllerArgs: ['--no-leader-elect', '--resync-period', '20s'],
+  setupTimeoutMs: 120_000,
+  // dash-slow may end Ready, and is left so for the metrics.
+  machinesOutliveTests: true,
+  async before() {
+    cp = await ControlPlane.start({ binDir: process.env.E2E_BIN_DIR });
+    const crds = await cp.kubectl(['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
+    expect(crds.code).toBe(0);
+    await cp.kubectl(['wait', '--for=condition=Established', 'crd', '--all', '--timeout=60s']);
+    // The fixture reads the kubeconfig from the environment (this file's copy).
+    savedKubeconfig = process.env.E2E_KUBECONFIG;
+    process.env.E2E_KUBECONFIG = cp.info.kubeconfig;
+  },
+  async after() {
+    await cp?.stop();
+    if (savedKubeconfig !== undefined) process.env.E2E_KUBECONFIG = savedKubeconfig;
+  },
 });
 
 describe('the Grafana dashboard against a real controller', () => {
@@ -195,10 +196,10 @@ describe('the Grafana dashboard against a real controller', () => {
       const s = await fx.status('dash-slow');
       return s?.phase === 'Ready' || s?.phase === 'Failed' ? s : undefined;
     }, 90_000, 500);
-    await waitFor('an informer restart', async () => (await ctl.metric('leasehold_informer_restarts_total')) > 0, 30_000);
+    await waitFor('an informer restart', async () => (await fx.controller.metric('leasehold_informer_restarts_total')) > 0, 30_000);
     // leasehold_leases is read from the informer cache, which catches up
     // only once the relist after the outage (with its backoff) has run.
-    await waitFor('the cache to see dash-slow end', async () => (await ctl.metric('leasehold_leases', { offer: slow, phase: slowEnd.phase })) === 1, 60_000, 500);
+    await waitFor('the cache to see dash-slow end', async () => (await fx.controller.metric('leasehold_leases', { offer: slow, phase: slowEnd.phase })) === 1, 60_000, 500);
     await new Promise((r) => setTimeout(r, 1500)); // one more queue-depth tick
 
     // Lease identities that must never be label values.
@@ -211,7 +212,7 @@ describe('the Grafana dashboard against a real controller', () => {
     const uids = (await fx.kubectl(['-n', fx.ns, 'get', 'leases.leasehold.dev', '-o', 'jsonpath={.items[*].metadata.uid}'])).stdout.split(/\s+/).filter(Boolean);
     forbidden.push(...uids, ...uids.map((u) => u.slice(0, 8)));
 
-    const text = await (await fetch(ctl.metricsURL)).text();
+    const text = await (await fetch(fx.controller.metricsURL)).text();
     const samples = parseExposition(text);
 
     // ---- every target, every selector ----
@@ -280,6 +281,6 @@ describe('the Grafana dashboard against a real controller', () => {
     const del2 = await fx.kubectl(['-n', fx.ns, 'delete', 'leases.leasehold.dev', 'dash-ready', '--timeout=60s']);
     expect(del2.code).toBe(0);
     expect(fx.sshdFor(st.leaseID)).toBe('');
-    expect(await ctl.metric('leasehold_release_failures_total', { provider: 'command' })).toBeGreaterThanOrEqual(1);
+    expect(await fx.controller.metric('leasehold_release_failures_total', { provider: 'command' })).toBeGreaterThanOrEqual(1);
   }, 400_000);
 });

@@ -1,15 +1,16 @@
 // Long effects run off the reconcile workers: slow launches do not hold back
 // the checks and releases of other Leases, a delete withdraws a running
 // acquire at once, and a rolling restart mid-acquire hands the launch over.
-import { describe, it, expect, beforeAll, afterAll, afterEach } from '@jest/globals';
+import { describe, it, expect, afterEach } from '@jest/globals';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ControllerProcess } from './support/controller.js';
 import { waitFor } from './support/kube.js';
-import { leaseFixture, type LeaseFixture } from './support/leases.js';
+import { leaseSuite } from './support/suite.js';
 
 const SLOW = join(process.cwd(), 'e2e/providers/slow-machine.sh');
-let fx: LeaseFixture;
+// Each test starts the controllers it needs.
+const fx = leaseSuite('effects', { startController: false });
 let controllers: ControllerProcess[] = [];
 
 /** PIDs of processes whose environment holds LEASEHOLD_LEASE_ID=id (a provider command and its children). */
@@ -30,18 +31,8 @@ function slowOffer(name: string, env: string[], idleTimeout = '20m'): Promise<st
   return fx.offer(name, { acquire: ['/usr/bin/env', ...env, SLOW, 'acquire'], release: ['/usr/bin/env', ...env, SLOW, 'release'], idleTimeout });
 }
 
-beforeAll(async () => {
-  fx = await leaseFixture('effects');
-});
-
 afterEach(async () => {
   await Promise.all(controllers.splice(0).map((c) => c.stop()));
-});
-
-afterAll(async () => {
-  await fx.kubectl(['delete', 'leases.leasehold.dev', '--all', '-n', fx.ns, '--wait=false']);
-  await fx.cleanup();
-  expect(fx.sshdLeft()).toBe('');
 });
 
 describe('effects off the reconcile workers', () => {

@@ -1,28 +1,13 @@
 // History: ended Leases (Released, Failed) stay listed, at most
 // --history-limit per namespace (the most recent), for at most
 // --history-max-age; active Leases are never pruned.
-import { describe, it, expect, beforeAll, afterAll, afterEach } from '@jest/globals';
-import type { ControllerProcess } from './support/controller.js';
+import { describe, it, expect } from '@jest/globals';
 import { getJSON, waitFor } from './support/kube.js';
-import { leaseFixture, sshdCommands, type LeaseFixture } from './support/leases.js';
+import { sshdCommands } from './support/leases.js';
+import { leaseSuite } from './support/suite.js';
 
 const MAX_AGE_S = 25;
-let fx: LeaseFixture;
-let ctl: ControllerProcess;
-
-beforeAll(async () => {
-  fx = await leaseFixture('history');
-  ctl = await fx.startController(['--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '2', '--history-limit', '3', '--history-max-age', `${MAX_AGE_S}s`]);
-});
-
-afterEach(() => {
-  expect(fx.sshdLeft()).toBe('');
-});
-
-afterAll(async () => {
-  await ctl?.stop();
-  await fx?.cleanup();
-});
+const fx = leaseSuite('history', { controllerArgs: ['--history-limit', '3', '--history-max-age', `${MAX_AGE_S}s`] });
 
 const listed = async () => {
   const list = await getJSON(fx.kubectl, ['-n', fx.ns, 'leases.leasehold.dev']);

@@ -1,16 +1,15 @@
 // spec.sshKeys on a Ready Lease: a key added can log in, a key removed is
 // refused, and routine probes leave authorized_keys alone.
-import { describe, it, expect, beforeAll, afterAll, afterEach } from '@jest/globals';
+import { describe, it, expect } from '@jest/globals';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ControllerProcess } from './support/controller.js';
 import { waitFor } from './support/kube.js';
-import { leaseFixture, sshdCommands, type LeaseFixture } from './support/leases.js';
+import { sshdCommands } from './support/leases.js';
+import { leaseSuite } from './support/suite.js';
 
-let fx: LeaseFixture;
-let ctl: ControllerProcess;
+const fx = leaseSuite('keys');
 const keyDir = mkdtempSync(join(tmpdir(), 'leasehold-device-'));
 const device = (name: string) => {
   execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', name, '-f', join(keyDir, name)]);
@@ -18,20 +17,6 @@ const device = (name: string) => {
 };
 const laptop = device('laptop');
 const phone = device('phone');
-
-beforeAll(async () => {
-  fx = await leaseFixture('keys');
-  ctl = await fx.startController(['--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '2']);
-});
-
-afterEach(() => {
-  expect(fx.sshdLeft()).toBe('');
-});
-
-afterAll(async () => {
-  await ctl?.stop();
-  await fx?.cleanup();
-});
 
 describe('device keys follow spec.sshKeys', () => {
   it('admits a key added to a Ready Lease, refuses one removed, and does not rewrite keys on every probe', async () => {
@@ -50,9 +35,9 @@ describe('device keys follow spec.sshKeys', () => {
     // Probes run every second; with spec.sshKeys unchanged none of them writes authorized_keys.
     const file = join(fx.machines, st.leaseID, 'authorized_keys');
     const written = statSync(file).mtimeMs;
-    const probesBefore = await ctl.metric('leasehold_reconcile_total', { controller: 'lease' });
+    const probesBefore = await fx.controller.metric('leasehold_reconcile_total', { controller: 'lease' });
     await new Promise((r) => setTimeout(r, 4000));
-    expect(await ctl.metric('leasehold_reconcile_total', { controller: 'lease' })).toBeGreaterThan(probesBefore + 2);
+    expect(await fx.controller.metric('leasehold_reconcile_total', { controller: 'lease' })).toBeGreaterThan(probesBefore + 2);
     expect(statSync(file).mtimeMs).toBe(written);
 
     const patch = (keys: string[]) => fx.kubectl(['-n', fx.ns, 'patch', 'leases.leasehold.dev', 'keys', '--type=merge', '-p', JSON.stringify({ spec: { sshKeys: keys } })]);

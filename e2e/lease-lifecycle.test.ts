@@ -1,20 +1,16 @@
 // Leases on command Offers against real OpenSSH sshd machines: Ready with a
 // pinned host key a real ssh client accepts, refusals that release, idle
 // release, release retries, delete releases.
-import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { describe, it, expect } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { ControllerProcess } from './support/controller.js';
 import { getJSON } from './support/kube.js';
-import { leaseFixture, sshdCommands, type LeaseFixture } from './support/leases.js';
+import { sshdCommands } from './support/leases.js';
+import { leaseSuite } from './support/suite.js';
 
-let fx: LeaseFixture;
-let kubectl: LeaseFixture['kubectl'];
-let ns: string;
-let machines: string;
-let ctl: ControllerProcess;
+const fx = leaseSuite('lifecycle');
 
 const keyDir = mkdtempSync(join(tmpdir(), 'leasehold-device-'));
 execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'device', '-f', join(keyDir, 'id')]);
@@ -32,22 +28,11 @@ const lease = (name: string, offerName: string) => fx.lease(name, { where: 'cpus
 const waitPhase = (name: string, want: string, ms?: number) => fx.waitPhase(name, want, ms);
 const sshdFor = (leaseID: string) => fx.sshdFor(leaseID);
 
-beforeAll(async () => {
-  fx = await leaseFixture('lifecycle');
-  ({ kubectl, ns, machines } = fx);
-  ctl = await fx.startController(['--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '2']);
-});
-
-afterAll(async () => {
-  await ctl?.stop();
-  await fx?.cleanup();
-});
-
 describe('leases on command offers with real sshd machines', () => {
   it('goes Ready, a real ssh with the pinned host key and a device key works, and delete releases it', async () => {
     const o = await offer('box');
     await new Promise((r) => setTimeout(r, 1000));
-    const writesBefore = await ctl.writes();
+    const writesBefore = await fx.controller.writes();
     const t0 = Date.now();
     await lease('ready', o);
     const st = await waitPhase('ready', 'Ready');
@@ -61,19 +46,19 @@ describe('leases on command offers with real sshd machines', () => {
       '-p', String(st.machine.ssh.port), `${st.machine.ssh.user}@${st.machine.ssh.host}`, 'echo hello-from-lease']).toString();
     expect(out.trim()).toBe('hello-from-lease');
     // Each stderr line of acquire is shown to the user as an event.
-    const events = await getJSON(kubectl, ['-n', ns, 'events', '--field-selector', 'involvedObject.name=ready']);
+    const events = await getJSON(fx.kubectl, ['-n', fx.ns, 'events', '--field-selector', 'involvedObject.name=ready']);
     expect(events.items.filter((e: any) => e.reason === 'Provider').map((e: any) => e.message)).toEqual(
       expect.arrayContaining([expect.stringMatching(/^starting sshd on 127\.0\.0\.1:/)]),
     );
-    const wait = await kubectl(['-n', ns, 'wait', '--for=condition=Ready', 'leases.leasehold.dev/ready', '--timeout=5s']);
+    const wait = await fx.kubectl(['-n', fx.ns, 'wait', '--for=condition=Ready', 'leases.leasehold.dev/ready', '--timeout=5s']);
     expect(wait.code).toBe(0);
 
-    const del = await kubectl(['-n', ns, 'delete', 'leases.leasehold.dev', 'ready', '--timeout=60s']);
+    const del = await fx.kubectl(['-n', fx.ns, 'delete', 'leases.leasehold.dev', 'ready', '--timeout=60s']);
     expect(del.code).toBe(0);
     expect(sshdFor(st.leaseID)).toBe('');
-    expect(existsSync(join(machines, st.leaseID))).toBe(false);
+    expect(existsSync(join(fx.machines, st.leaseID))).toBe(false);
     await new Promise((r) => setTimeout(r, 1000));
-    process.stdout.write(`kubectl apply to Ready: ${toReady} ms; controller API writes for the whole lifecycle (status, finalizer, events, Offer status): ${(await ctl.writes()) - writesBefore}\n`);
+    process.stdout.write(`kubectl apply to Ready: ${toReady} ms; controller API writes for the whole lifecycle (status, finalizer, events, Offer status): ${(await fx.controller.writes()) - writesBefore}\n`);
   });
 
   it('refuses a machine that presents another host key, and releases it', async () => {
@@ -99,7 +84,7 @@ describe('leases on command offers with real sshd machines', () => {
     const ready = await waitPhase('idle', 'Ready');
     await waitPhase('idle', 'Idle', 20_000);
     const st = await waitPhase('idle', 'Released', 30_000);
-    const events = await getJSON(kubectl, ['-n', ns, 'events', '--field-selector', 'involvedObject.name=idle']);
+    const events = await getJSON(fx.kubectl, ['-n', fx.ns, 'events', '--field-selector', 'involvedObject.name=idle']);
     expect(events.items.map((e: any) => e.reason)).toEqual(expect.arrayContaining(['IdleTimeout', 'ReleaseFailed', 'Released']));
     expect(st.releaseAttempts).toBe(3);
     expect(st.lastReleaseError).toMatch(/simulated release failure/);
@@ -111,7 +96,7 @@ describe('leases on command offers with real sshd machines', () => {
     await lease('short', o);
     await waitPhase('short', 'Ready');
     await waitPhase('short', 'Released', 30_000);
-    const events = await getJSON(kubectl, ['-n', ns, 'events', '--field-selector', 'involvedObject.name=short']);
+    const events = await getJSON(fx.kubectl, ['-n', fx.ns, 'events', '--field-selector', 'involvedObject.name=short']);
     expect(events.items.map((e: any) => e.reason)).toContain('MaxLifetime');
   });
 });

@@ -1,35 +1,20 @@
 // Acquire's stderr, shown to the user while a Lease is Launching: the latest
 // line in status.message (as well as a Provider event per line).
-import { describe, it, expect, beforeAll, afterAll, afterEach } from '@jest/globals';
+import { describe, it, expect } from '@jest/globals';
 import { join } from 'node:path';
-import type { ControllerProcess } from './support/controller.js';
 import { getJSON, waitFor } from './support/kube.js';
-import { leaseFixture, sshdCommands, type LeaseFixture } from './support/leases.js';
+import { sshdCommands } from './support/leases.js';
+import { leaseSuite } from './support/suite.js';
 
 const slow = join(process.cwd(), 'e2e/providers/slow-machine.sh');
 const MARKER = 'e2e-progress-7f3a: waiting for capacity in zone test-1a';
-let fx: LeaseFixture;
-let ctl: ControllerProcess;
-
-beforeAll(async () => {
-  fx = await leaseFixture('progress');
-  ctl = await fx.startController(['--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '2']);
-});
-
-afterEach(() => {
-  expect(fx.sshdLeft()).toBe('');
-});
-
-afterAll(async () => {
-  await ctl?.stop();
-  await fx?.cleanup();
-});
+const fx = leaseSuite('progress');
 
 describe('acquire progress', () => {
   it("shows acquire's latest stderr line in status.message while Launching", async () => {
     // The line is printed first, then acquire waits 6 s: the status shows it within the ~2 s write window.
     const o = await fx.offer('slow', sshdCommands([`SLOW_MACHINE_SAY=${MARKER}`, 'SLOW_MACHINE_BEFORE=6'], slow));
-    const writesBefore = await ctl.writes();
+    const writesBefore = await fx.controller.writes();
     const t0 = Date.now();
     await fx.lease('slow', { where: 'cpus>=1', offer: o });
     const seen = await waitFor('the progress line in status.message', async () => {
@@ -46,6 +31,6 @@ describe('acquire progress', () => {
     const del = await fx.kubectl(['-n', fx.ns, 'delete', 'leases.leasehold.dev', 'slow', '--timeout=60s']);
     expect(del.code).toBe(0);
     expect(fx.sshdFor(st.leaseID)).toBe('');
-    process.stdout.write(`acquire progress line in status.message ${shownAfter} ms after kubectl apply; controller writes for the lifecycle: ${(await ctl.writes()) - writesBefore}\n`);
+    process.stdout.write(`acquire progress line in status.message ${shownAfter} ms after kubectl apply; controller writes for the lifecycle: ${(await fx.controller.writes()) - writesBefore}\n`);
   });
 });

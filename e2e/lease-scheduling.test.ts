@@ -1,34 +1,19 @@
 // Which Offer serves a Lease, maxLeases, and acquire output that breaks the
 // provider rules (no JSON, over 16 KiB, a local socket): fails and releases.
-import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { describe, it, expect } from '@jest/globals';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ControllerProcess } from './support/controller.js';
 import { getJSON, waitFor } from './support/kube.js';
-import { BAD_TARGET_PROVIDER as bad, SSHD_PROVIDER as sshd, leaseFixture, type LeaseFixture } from './support/leases.js';
+import { BAD_TARGET_PROVIDER as bad, SSHD_PROVIDER as sshd } from './support/leases.js';
+import { leaseSuite } from './support/suite.js';
 
-let fx: LeaseFixture;
-let kubectl: LeaseFixture['kubectl'];
-let ns: string;
-let machines: string;
-let ctl: ControllerProcess;
+const fx = leaseSuite('sched', { maxLeases: 1 });
 
 const offer = (name: string, acquire: string[], release: string[], pricePerHour?: number, gpu?: string) =>
   fx.offer(name, { acquire, release, shape: { os: 'linux', arch: 'amd64', cpus: 1, ...(gpu ? { gpu } : {}) }, pricePerHour });
 const lease = (name: string, where: string, offerName?: string) => fx.lease(name, { where, offer: offerName });
 const status = (name: string) => fx.status(name);
 const waitPhase = (name: string, want: string, ms?: number) => fx.waitPhase(name, want, ms);
-
-beforeAll(async () => {
-  fx = await leaseFixture('sched');
-  ({ kubectl, ns, machines } = fx);
-  ctl = await fx.startController(['--check-interval', '1s', '--acquire-timeout', '60s', '--max-leases', '1']);
-});
-
-afterAll(async () => {
-  await ctl?.stop();
-  await fx?.cleanup();
-});
 
 describe('scheduling and provider output rules', () => {
   it('chooses the cheapest matching Offer, a priced one before an unpriced one, and holds maxLeases', async () => {
@@ -48,7 +33,7 @@ describe('scheduling and provider output rules', () => {
     await lease('one', 'cpus>=1', box);
     await waitPhase('one', 'Ready');
     const boxStatus = await waitFor('Offer counts its active Lease', async () => {
-      const o = await getJSON(kubectl, ['offers.leasehold.dev', box]);
+      const o = await getJSON(fx.kubectl, ['offers.leasehold.dev', box]);
       return o?.status?.activeLeases === 1 ? o.status : undefined;
     }, 10_000);
     expect(boxStatus.conditions.find((c: any) => c.type === 'Ready').status).toBe('True');
@@ -56,9 +41,9 @@ describe('scheduling and provider output rules', () => {
     const waiting = await waitFor('two waits', async () => ((await status('two'))?.reason === 'MaxLeases' ? status('two') : undefined), 20_000);
     expect(waiting.phase).toBe('Pending');
     expect(waiting.message).toMatch(/maxLeases is 1/);
-    await kubectl(['-n', ns, 'delete', 'leases.leasehold.dev', 'one', '--timeout=60s']);
+    await fx.kubectl(['-n', fx.ns, 'delete', 'leases.leasehold.dev', 'one', '--timeout=60s']);
     await waitPhase('two', 'Ready');
-    await kubectl(['-n', ns, 'delete', 'leases.leasehold.dev', 'two', '--timeout=60s']);
+    await fx.kubectl(['-n', fx.ns, 'delete', 'leases.leasehold.dev', 'two', '--timeout=60s']);
   });
 
   for (const mode of ['nojson', 'huge', 'socket']) {
@@ -67,8 +52,8 @@ describe('scheduling and provider output rules', () => {
       await lease(`bad-${mode}`, 'cpus>=1', o);
       const st = await waitPhase(`bad-${mode}`, 'Failed');
       expect(st.reason).toBe('InvalidTarget');
-      expect(existsSync(join(machines, 'released'))).toBe(true);
-      expect(readFileSync(join(machines, 'released'), 'utf8')).toContain(st.leaseID);
+      expect(existsSync(join(fx.machines, 'released'))).toBe(true);
+      expect(readFileSync(join(fx.machines, 'released'), 'utf8')).toContain(st.leaseID);
     });
   }
 });

@@ -1,30 +1,15 @@
 // --acquire-timeout: an acquire that runs too long is stopped, and a machine
 // whose agent never answers is given up; both end Failed with AcquireTimeout,
 // after the release command has run, with no sshd left behind.
-import { describe, it, expect, beforeAll, afterAll, afterEach } from '@jest/globals';
+import { describe, it, expect } from '@jest/globals';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ControllerProcess } from './support/controller.js';
 import { waitFor } from './support/kube.js';
-import { leaseFixture, sshdCommands, type LeaseFixture } from './support/leases.js';
+import { sshdCommands } from './support/leases.js';
+import { leaseSuite } from './support/suite.js';
 
 const slow = join(process.cwd(), 'e2e/providers/slow-machine.sh');
-let fx: LeaseFixture;
-let ctl: ControllerProcess;
-
-beforeAll(async () => {
-  fx = await leaseFixture('timeouts');
-  ctl = await fx.startController(['--check-interval', '1s', '--acquire-timeout', '3s', '--max-leases', '4']);
-});
-
-afterEach(() => {
-  expect(fx.sshdLeft()).toBe('');
-});
-
-afterAll(async () => {
-  await ctl?.stop();
-  await fx?.cleanup();
-});
+const fx = leaseSuite('timeouts', { acquireTimeout: '3s', maxLeases: 4 });
 
 const released = () => (existsSync(join(fx.machines, 'released')) ? readFileSync(join(fx.machines, 'released'), 'utf8').split('\n') : []);
 

@@ -5,25 +5,16 @@
 import { describe, it, expect } from '@jest/globals';
 import pino from 'pino';
 import type { Lease, Offer } from '../../src/api/index.js';
-import { EventRecorder, type EventSink } from '../../src/kube/events.js';
-import { StatusWriter, type StatusClient } from '../../src/kube/status.js';
+import { EventRecorder } from '../../src/kube/events.js';
+import { StatusWriter } from '../../src/kube/status.js';
+import { connectionRefused, FakeAPIServer } from '../../src/kube/testing/fake-api.js';
 import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
 import { EffectRunner } from '../../src/kube/effects.js';
 import type { LeaseEffectResult } from './observation.js';
-import { LeaseReconciler, type LeaseWriter } from './reconciler.js';
+import { LeaseReconciler } from './reconciler.js';
 
 const log = pino({ level: 'silent' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function merge(target: any, patch: any): any {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const out = { ...(target && typeof target === 'object' && !Array.isArray(target) ? target : {}) };
-  for (const [k, v] of Object.entries(patch)) {
-    if (v === null) delete out[k];
-    else out[k] = merge(out[k], v);
-  }
-  return out;
-}
 
 const offer = {
   apiVersion: 'leasehold.dev/v1alpha1',
@@ -35,46 +26,23 @@ const offer = {
 const FACTS = { os: 'linux', arch: 'amd64', cpus: 2, memoryGiB: 4, gpus: [] };
 
 function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: number; status?: Record<string, unknown>; checkIntervalMs?: number; agentUp?: boolean }) {
-  let rv = 1;
-  const leases = new Map<string, Lease>();
+  const api = new FakeAPIServer<Lease>({ finalizer: 'leasehold.dev/release', writeDelayMs: opts.writeDelayMs });
   opts.names.forEach((name, i) => {
-    leases.set(name, {
+    api.create({
       apiVersion: 'leasehold.dev/v1alpha1',
       kind: 'Lease',
-      metadata: { name, namespace: 'ns', uid: `${String(i).padStart(8, '0')}-0000-0000-0000-000000000000`, generation: 1, resourceVersion: String(++rv), creationTimestamp: new Date() as never, finalizers: opts.status ? ['leasehold.dev/release'] : [] },
+      metadata: { name, namespace: 'ns', uid: `${String(i).padStart(8, '0')}-0000-0000-0000-000000000000`, generation: 1, creationTimestamp: new Date() as never, finalizers: opts.status ? ['leasehold.dev/release'] : [] },
       spec: { where: 'cpus>=1', sshKeys: [] },
       ...(opts.status ? { status: structuredClone(opts.status) } : {}),
     } as unknown as Lease);
   });
   const state = { acquires: 0, checks: 0, releases: 0, refuseLaunching: 0, writes: [] as { phase?: string; reason?: string }[] };
-  const client: StatusClient = {
-    async patchStatus(_ref, _ns, name, body: any) {
-      await sleep(opts.writeDelayMs ?? 0);
-      if (state.refuseLaunching > 0 && body.status?.phase === 'Launching') {
-        state.refuseLaunching--;
-        throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' });
-      }
-      state.writes.push({ phase: body.status?.phase, reason: body.status?.reason });
-      const cur = leases.get(name)!;
-      const next = { ...cur, status: merge(cur.status ?? {}, body.status), metadata: { ...cur.metadata, resourceVersion: String(++rv) } } as Lease;
-      leases.set(name, next);
-      return structuredClone(next);
-    },
-  };
-  const writer: LeaseWriter = {
-    async addFinalizer(l) {
-      const cur = leases.get(l.metadata!.name!)!;
-      const next = { ...cur, metadata: { ...cur.metadata, finalizers: ['leasehold.dev/release'], resourceVersion: String(++rv) } } as Lease;
-      leases.set(l.metadata!.name!, next);
-      return { ...l, metadata: { ...l.metadata, finalizers: next.metadata!.finalizers, resourceVersion: next.metadata!.resourceVersion } } as Lease;
-    },
-    async removeFinalizer(l) {
-      return l;
-    },
-    async get(_ns, name) {
-      return structuredClone(leases.get(name));
-    },
-    async delete() {},
+  api.beforeStatusWrite = (_name, body) => {
+    if (state.refuseLaunching > 0 && body.status?.phase === 'Launching') {
+      state.refuseLaunching--;
+      throw connectionRefused();
+    }
+    state.writes.push({ phase: body.status?.phase, reason: body.status?.reason });
   };
   const machine = { ssh: { host: '10.0.0.5', port: 22, user: 'u', hostKey: 'ssh-ed25519 AAAA' } };
   const driver: LeaseDriver = {
@@ -94,21 +62,20 @@ function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: numbe
       state.releases++;
     },
   };
-  const sink: EventSink = { async create() {}, async updateCount() {} };
   const effects = new EffectRunner<LeaseEffectResult>();
   const reconciler = new LeaseReconciler({
     effects,
     enqueue: () => {},
-    leases: { get: (_ns, name) => structuredClone(leases.get(name!)), list: () => [...leases.values()].map((l) => structuredClone(l)) },
+    leases: api.cache,
     offers: { get: (_ns, name) => (name === 'box' ? offer : undefined), list: () => [offer] },
-    status: new StatusWriter(client),
-    writer,
-    events: new EventRecorder(sink, 'test', log),
+    status: new StatusWriter(api.statusClient),
+    writer: api.writer,
+    events: new EventRecorder(api.events, 'test', log),
     driver,
     settings: { maxLeases: opts.maxLeases ?? 2, acquireTimeoutMs: 60_000, checkIntervalMs: opts.checkIntervalMs ?? 60_000 },
     log,
   });
-  const set = (name: string, f: (l: Lease) => Lease) => leases.set(name, f(leases.get(name)!));
+  const set = (name: string, f: (l: Lease) => Lease) => api.set('ns', name, f);
   /** A pass, then the pass that the end of the effect it started would bring (as the work queue would). */
   const pass = async (name: string) => {
     const first = await reconciler.reconcile(`ns/${name}`);
@@ -116,7 +83,7 @@ function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: numbe
     await effects.idle();
     return reconciler.reconcile(`ns/${name}`);
   };
-  return { reconciler, effects, pass, state, lease: (name: string) => leases.get(name)!, set };
+  return { reconciler, effects, pass, state, lease: (name: string) => api.stored('ns', name)!, set };
 }
 
 describe('maxLeases slots', () => {

@@ -3,24 +3,15 @@
 import { describe, it, expect } from '@jest/globals';
 import pino from 'pino';
 import type { Lease, Offer } from '../../src/api/index.js';
-import { EventRecorder, type EventSink } from '../../src/kube/events.js';
-import { StatusWriter, type StatusClient } from '../../src/kube/status.js';
+import { EventRecorder } from '../../src/kube/events.js';
+import { StatusWriter } from '../../src/kube/status.js';
+import { connectionRefused, FakeAPIServer } from '../../src/kube/testing/fake-api.js';
 import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
 import { EffectRunner } from '../../src/kube/effects.js';
 import type { LeaseEffectResult } from './observation.js';
-import { LeaseReconciler, type LeaseWriter } from './reconciler.js';
+import { LeaseReconciler } from './reconciler.js';
 
 const log = pino({ level: 'silent' });
-
-function merge(target: any, patch: any): any {
-  if (patch === null || typeof patch !== 'object' || Array.isArray(patch)) return patch;
-  const out = { ...(target && typeof target === 'object' && !Array.isArray(target) ? target : {}) };
-  for (const [k, v] of Object.entries(patch)) {
-    if (v === null) delete out[k];
-    else out[k] = merge(out[k], v);
-  }
-  return out;
-}
 
 /** Passes until no effect runs or waits to be taken: what the work queue would do as effects end. */
 async function settle(r: { reconciler: LeaseReconciler; effects: EffectRunner<LeaseEffectResult> }, key: string, passes = 10): Promise<void> {
@@ -33,13 +24,13 @@ async function settle(r: { reconciler: LeaseReconciler; effects: EffectRunner<Le
 
 /** One Lease on a pretend API server that can refuse writes of acquire results. */
 function world() {
-  let rv = 1;
-  let lease: Lease = {
+  const api = new FakeAPIServer<Lease>({ finalizer: 'leasehold.dev/release' });
+  api.create({
     apiVersion: 'leasehold.dev/v1alpha1',
     kind: 'Lease',
-    metadata: { name: 'l', namespace: 'ns', uid: '0123abcd-0000-0000-0000-000000000000', generation: 1, resourceVersion: String(rv), creationTimestamp: new Date() as never },
+    metadata: { name: 'l', namespace: 'ns', uid: '0123abcd-0000-0000-0000-000000000000', generation: 1, creationTimestamp: new Date() as never },
     spec: { where: 'cpus>=1', sshKeys: [] },
-  } as unknown as Lease;
+  } as unknown as Lease);
   const offer = {
     apiVersion: 'leasehold.dev/v1alpha1',
     kind: 'Offer',
@@ -48,29 +39,11 @@ function world() {
   } as unknown as Offer;
   // refuseResult: how many writes carrying an acquire result to refuse.
   const state = { refuseResult: 0, acquires: 0, releases: 0 };
-  const client: StatusClient = {
-    async patchStatus(_ref, _ns, _name, body: any) {
-      if (state.refuseResult > 0 && body.status?.providerState) {
-        state.refuseResult--;
-        throw Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6443'), { code: 'ECONNREFUSED' });
-      }
-      if (body.metadata?.resourceVersion && body.metadata.resourceVersion !== lease.metadata!.resourceVersion) throw Object.assign(new Error('conflict'), { code: 409 });
-      lease = { ...lease, status: merge(lease.status ?? {}, body.status), metadata: { ...lease.metadata, resourceVersion: String(++rv) } } as Lease;
-      return structuredClone(lease);
-    },
-  };
-  const writer: LeaseWriter = {
-    async addFinalizer(l) {
-      lease = { ...lease, metadata: { ...lease.metadata, finalizers: ['leasehold.dev/release'], resourceVersion: String(++rv) } } as Lease;
-      return { ...l, metadata: { ...l.metadata, finalizers: ['leasehold.dev/release'], resourceVersion: lease.metadata!.resourceVersion } } as Lease;
-    },
-    async removeFinalizer(l) {
-      return l;
-    },
-    async get() {
-      return structuredClone(lease);
-    },
-    async delete() {},
+  api.beforeStatusWrite = (_name, body) => {
+    if (state.refuseResult > 0 && body.status?.providerState) {
+      state.refuseResult--;
+      throw connectionRefused();
+    }
   };
   const driver: LeaseDriver = {
     async acquire(): Promise<AcquireResult> {
@@ -87,17 +60,16 @@ function world() {
       state.releases++;
     },
   };
-  const sink: EventSink = { async create() {}, async updateCount() {} };
   const make = () => {
     const effects = new EffectRunner<LeaseEffectResult>();
     const reconciler = new LeaseReconciler({
     effects,
     enqueue: () => {},
-    leases: { get: () => structuredClone(lease), list: () => [structuredClone(lease)] },
+    leases: api.cache,
     offers: { get: (_ns, name) => (name === 'box' ? offer : undefined), list: () => [offer] },
-    status: new StatusWriter(client),
-    writer,
-    events: new EventRecorder(sink, 'test', log),
+    status: new StatusWriter(api.statusClient),
+    writer: api.writer,
+    events: new EventRecorder(api.events, 'test', log),
     driver,
     settings: { maxLeases: 2, acquireTimeoutMs: 60_000, checkIntervalMs: 1000 },
     log,
@@ -105,7 +77,7 @@ function world() {
     return { reconciler, effects };
   };
   const first = make();
-  return { ...first, fresh: make, state, lease: () => lease };
+  return { ...first, fresh: make, state, lease: () => api.stored('ns', 'l')! };
 }
 
 describe('LeaseReconciler', () => {

@@ -3,68 +3,44 @@
 // written when a machine is made ready and when spec.sshKeys changes, never on
 // a routine probe.
 import { describe, it, expect, beforeAll, afterAll, beforeEach } from '@jest/globals';
-import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
-import ssh2 from 'ssh2';
 import type { Lease, Offer } from '../../src/api/index.js';
 import { generateControllerKey } from '../../src/machine/keys.js';
+import { execInShell, startTestSSHServer, type TestSSHServer } from '../../src/machine/testing/ssh-server.js';
 import { keysHash, MachineDriver } from './machines.js';
 import { sshAgent } from './ssh-agent.js';
-
-const { Server, utils } = ssh2;
 
 // Probes here are never cancelled.
 const never = new AbortController().signal;
 const hostKey = generateControllerKey('host');
 const controller = generateControllerKey();
-const admitted = utils.parseKey(controller.publicKey) as ssh2.ParsedKey;
 const alice = generateControllerKey('alice').publicKey;
 const bob = generateControllerKey('bob').publicKey;
 
 let dir: string;
-let server: InstanceType<typeof Server>;
-let port: number;
+let server: TestSSHServer;
 let commands: string[] = [];
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'leasehold-ssh-agent-'));
   mkdirSync(join(dir, 'home'));
   const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: join(dir, 'home'), LEASEHOLD_HOME: join(dir, 'lh'), LEASEHOLD_AUTHORIZED_KEYS: join(dir, 'keys', 'authorized_keys') };
-  server = new Server({ hostKeys: [hostKey.privateKey] }, (conn) => {
-    conn.on('error', () => {});
-    conn.on('authentication', (ctx) => {
-      if (ctx.method !== 'publickey') return ctx.reject(['publickey']);
-      if (ctx.key.algo !== admitted.type || !ctx.key.data.equals(admitted.getPublicSSH())) return ctx.reject();
-      if (ctx.signature && admitted.verify(ctx.blob!, ctx.signature, ctx.hashAlgo) !== true) return ctx.reject();
-      ctx.accept();
-    });
-    conn.on('ready', () =>
-      conn.on('session', (accept) => {
-        accept().on('exec', (acceptExec, _reject, info) => {
-          commands.push(info.command);
-          const stream = acceptExec();
-          const child = spawn('/bin/sh', ['-c', info.command], { env });
-          stream.pipe(child.stdin);
-          child.stdout.pipe(stream, { end: false });
-          child.stderr.pipe(stream.stderr, { end: false });
-          child.on('close', (code) => {
-            stream.exit(code ?? 1);
-            stream.end();
-          });
-        });
-      }),
-    );
+  const shell = execInShell(env);
+  server = await startTestSSHServer({
+    hostKey,
+    clientKey: controller.publicKey,
+    exec: (command, stream, conn) => {
+      commands.push(command);
+      shell(command, stream, conn);
+    },
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  port = (server.address() as AddressInfo).port;
 });
 
 afterAll(async () => {
-  await new Promise<void>((r) => server.close(() => r()));
+  await server.close();
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -92,7 +68,7 @@ function lease(sshKeys: string[], installedKeysHash?: string): Lease {
     status: {
       phase: 'Ready',
       offer: 'box',
-      machine: { ssh: { host: '127.0.0.1', port, user: 'tester', hostKey: hostKey.publicKey } },
+      machine: { ssh: { host: '127.0.0.1', port: server.port, user: 'tester', hostKey: hostKey.publicKey } },
       ...(installedKeysHash ? { installedKeysHash } : {}),
     },
   } as Lease;

@@ -24,6 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { ControlPlane, freePort } from '../cluster/controlplane.js';
+import { CONTROLLER_ENTRY } from '../support/controller.js';
 import { parseDuration } from '../../src/api/duration.js';
 import { processesMentioning } from './procs.js';
 
@@ -405,13 +406,13 @@ async function main(): Promise<void> {
   const logFd = openSync(controllerLog, 'a');
   checkStopping();
   const args = ['--kubeconfig', kubeconfig, '--no-leader-elect', '--check-interval', checkInterval, '--metrics-addr', `127.0.0.1:${metricsPort}`, '--acquire-timeout', '3m', '--log-level', flags['log-level']!];
-  controller = spawn(process.execPath, ['--import', 'tsx', join(repo, 'src/main.ts'), ...args], {
+  controller = spawn(process.execPath, ['--import', 'tsx', join(repo, CONTROLLER_ENTRY), ...args], {
     cwd: repo,
     stdio: ['ignore', logFd, logFd],
     env: { ...process.env, NODE_OPTIONS: '', LEASEHOLD_MACHINES_DIR: machinesDir },
   });
   closeSync(logFd);
-  say(`started the controller (pid ${controller.pid}): src/main.ts ${args.join(' ')}`);
+  say(`started the controller (pid ${controller.pid}): ${CONTROLLER_ENTRY} ${args.join(' ')}`);
   const healthDeadline = Date.now() + 90_000;
   for (;;) {
     checkStopping();

@@ -1,10 +1,13 @@
-// Runs the real controller process (cmd/controller.ts) against a test control plane.
+// Runs the real controller process (CONTROLLER_ENTRY) against a test control plane.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../cluster/controlplane.js';
+
+/** The controller's entry point, relative to the repository root; every test and demo that starts the controller runs this file. */
+export const CONTROLLER_ENTRY = 'cmd/controller.ts';
 
 export interface ControllerProcess {
   child: ChildProcess;
@@ -22,7 +25,7 @@ export async function startController(kubeconfig: string, args: string[] = [], e
   const dir = await mkdtemp(join(tmpdir(), 'leasehold-ctl-'));
   const logFile = join(dir, 'controller.log');
   const log = createWriteStream(logFile);
-  const child = spawn(process.execPath, ['--import', 'tsx', join(process.cwd(), 'cmd/controller.ts'),
+  const child = spawn(process.execPath, ['--import', 'tsx', join(process.cwd(), CONTROLLER_ENTRY),
     '--kubeconfig', kubeconfig, '--metrics-addr', `127.0.0.1:${port}`, '--log-level', 'debug', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, NODE_OPTIONS: '', ...env },

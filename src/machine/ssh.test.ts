@@ -2,17 +2,14 @@
 // e2e/machine.test.ts does the same against real OpenSSH.
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { createServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
-import ssh2 from 'ssh2';
 import type { Connection, ServerChannel } from 'ssh2';
 import { fingerprint, generateControllerKey } from './keys.js';
 import { AuthError, connectPinned, HostKeyMismatchError, MissingHostKeyError, OUTPUT_CAP_BYTES, UnreachableError, type ConnectOptions } from './ssh.js';
-
-const { Server, utils } = ssh2;
+import { startTestSSHServer, type TestSSHServer } from './testing/ssh-server.js';
 
 const hostKey = generateControllerKey('host');
 const otherHostKey = generateControllerKey('impostor');
 const controller = generateControllerKey();
-const admitted = utils.parseKey(controller.publicKey) as ssh2.ParsedKey;
 
 // What the test server does with each command it is asked to run.
 function run(command: string, stream: ServerChannel, conn: Connection): void {
@@ -47,36 +44,17 @@ function run(command: string, stream: ServerChannel, conn: Connection): void {
   }
 }
 
-let server: InstanceType<typeof Server>;
-let port: number;
-const seen = { connections: 0, authentications: 0 };
+let server: TestSSHServer;
 
 beforeAll(async () => {
-  server = new Server({ hostKeys: [hostKey.privateKey] }, (conn) => {
-    seen.connections++;
-    conn.on('error', () => {});
-    conn.on('authentication', (ctx) => {
-      seen.authentications++;
-      if (ctx.method !== 'publickey') return ctx.reject(['publickey']);
-      if (ctx.key.algo !== admitted.type || !ctx.key.data.equals(admitted.getPublicSSH())) return ctx.reject();
-      if (ctx.signature && admitted.verify(ctx.blob!, ctx.signature, ctx.hashAlgo) !== true) return ctx.reject();
-      ctx.accept();
-    });
-    conn.on('ready', () =>
-      conn.on('session', (accept) => {
-        accept().on('exec', (acceptExec, _reject, info) => run(info.command, acceptExec(), conn));
-      }),
-    );
-  });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  port = (server.address() as AddressInfo).port;
+  server = await startTestSSHServer({ hostKey, clientKey: controller.publicKey, exec: run });
 });
 
-afterAll(() => new Promise<void>((r) => server.close(() => r())));
+afterAll(() => server.close());
 
 const opts = (over: Partial<ConnectOptions> = {}): ConnectOptions => ({
   host: '127.0.0.1',
-  port,
+  port: server.port,
   user: 'tester',
   hostKey: hostKey.publicKey,
   privateKey: controller.privateKey,
@@ -119,16 +97,16 @@ describe('connectPinned', () => {
   });
 
   it('refuses a machine that presents another key, naming both by fingerprint, before authenticating', async () => {
-    const before = seen.authentications;
+    const before = server.seen.authentications;
     const err = await rejection(connectPinned(opts({ hostKey: otherHostKey.publicKey })));
     expect(err).toBeInstanceOf(HostKeyMismatchError);
     expect(err.message).toContain(`presented host key ${fingerprint(hostKey.publicKey)}`);
     expect(err.message).toContain(`pinned host_key is ${fingerprint(otherHostKey.publicKey)}`);
-    expect(seen.authentications).toBe(before);
+    expect(server.seen.authentications).toBe(before);
   });
 
   it('does not connect at all without a pinned key', async () => {
-    const before = seen.connections;
+    const before = server.seen.connections;
     for (const missing of [undefined, '', '  ']) {
       const err = await rejection(connectPinned(opts({ hostKey: missing })));
       expect(err).toBeInstanceOf(MissingHostKeyError);
@@ -138,7 +116,7 @@ describe('connectPinned', () => {
     const bad = await rejection(connectPinned(opts({ hostKey: 'ssh-ed25519 AAAA' })));
     expect(bad).toBeInstanceOf(HostKeyMismatchError);
     expect(bad.message).toMatch(/host_key for 127\.0\.0\.1:\d+ cannot be used/);
-    expect(seen.connections).toBe(before);
+    expect(server.seen.connections).toBe(before);
   });
 
   it('reports a machine that does not admit the controller key as AuthError', async () => {
