@@ -10,8 +10,10 @@ describe('observeLaunching', () => {
   it.each([
     ['deleted: withdraw and release', leaseWith(launching, { deletionTimestamp: at(0) as never }), running('acquire/1'), { event: { type: 'DELETE_REQUESTED' } }],
     ['acquire failed: release what it may have made', leaseWith(launching), done({ kind: 'acquire', result: { kind: 'failed', reason: 'NoCapacity', message: 'sold out', state: '{"id":"i-1"}' }, recorded: false }), { event: { type: 'LAUNCH_FAILED', reason: 'NoCapacity' }, status: { providerState: '{"id":"i-1"}' }, consumed: true }],
-    ['past acquireTimeout', leaseWith({ ...launching, launch: { attempt: 1, startedAt: at(-700_000) } }), running('acquire/1'), { event: { type: 'LAUNCH_FAILED', reason: 'AcquireTimeout' } }],
-    ['acquire still running: wait until its end or the timeout', leaseWith(launching), running('acquire/1'), { requeueAfter: 590_000 }],
+    ['agent not ready by acquireTimeout', leaseWith({ ...acquired, launch: { attempt: 1, startedAt: at(-601_000) } }), undefined, { event: { type: 'LAUNCH_FAILED', reason: 'AcquireTimeout' } }],
+    ['acquire past acquireTimeout: the driver cuts it off and says why', leaseWith({ ...launching, launch: { attempt: 1, startedAt: at(-601_000) } }), running('acquire/1'), { requeueAfter: 29_000 }],
+    ['acquire ignoring its cut-off: given up on', leaseWith({ ...launching, launch: { attempt: 1, startedAt: at(-631_000) } }), running('acquire/1'), { event: { type: 'LAUNCH_FAILED', reason: 'AcquireTimeout' } }],
+    ['acquire still running: wait until its end or the timeout', leaseWith(launching), running('acquire/1'), { requeueAfter: 620_000 }],
     ['launched and recorded by the effect, cache behind: wait for it', leaseWith(launching), done({ kind: 'acquire', result: launched, recorded: true }), { requeueAfter: 1000 }],
     ['launched, record lost: record it now', leaseWith(launching), done({ kind: 'acquire', result: launched, recorded: false }), { status: { providerState: '{"pid":1}', machine: MACHINE }, consumed: true }],
     ['launched and recorded, cache current: take the result', leaseWith(acquired), done({ kind: 'acquire', result: launched, recorded: true }), { consumed: true, requeueAfter: 0 }],

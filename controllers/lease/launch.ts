@@ -8,6 +8,9 @@ import { doneOf, waiting, type Observation, type PhaseInput } from './observatio
 import { checkInputsOf, describeFacts } from './status.js';
 import { nextCheckIn } from './timing.js';
 
+/** How long after acquireTimeout an acquire that ignores its cut-off is given up on all the same. */
+export const ACQUIRE_CUTOFF_GRACE_MS = 30_000;
+
 export function observeLaunching(input: PhaseInput): Observation {
   const { lease, now, settings } = input;
   const st = lease.status ?? {};
@@ -18,7 +21,12 @@ export function observeLaunching(input: PhaseInput): Observation {
     return { event: { type: 'LAUNCH_FAILED', reason, message }, status: state ? { providerState: state } : {}, consumed: true };
   }
   const started = Date.parse(st.launch?.startedAt ?? '') || now;
-  if (now - started > settings.acquireTimeoutMs) {
+  // A running acquire is cut off at acquireTimeout by the driver, which then
+  // reports the provider's own words; this pass steps in only if it has not
+  // ended ACQUIRE_CUTOFF_GRACE_MS later.
+  const acquiring = input.effect?.state === 'running';
+  const timeoutAt = started + settings.acquireTimeoutMs + (acquiring ? ACQUIRE_CUTOFF_GRACE_MS : 0);
+  if (now > timeoutAt) {
     return { event: { type: 'LAUNCH_FAILED', reason: 'AcquireTimeout', message: `acquire and agent readiness took longer than acquireTimeout (${Math.round(settings.acquireTimeoutMs / 1000)}s); releasing` } };
   }
   if (acquired?.result.kind === 'launched' && !st.providerState) {
@@ -30,7 +38,7 @@ export function observeLaunching(input: PhaseInput): Observation {
     return { status: { providerState: state, machine, message: 'machine acquired; installing the agent' } as Partial<LeaseStatus>, consumed: true, requeueAfter: 100 };
   }
   if (acquired) return { consumed: true, requeueAfter: 0 };
-  if (input.effect?.state === 'running') return { requeueAfter: Math.max(1000, started + settings.acquireTimeoutMs - now) };
+  if (acquiring) return { requeueAfter: Math.max(1000, timeoutAt - now) };
   if (!st.providerState) {
     // Launching with no recorded result and no acquire running here: a
     // previous controller stopped mid-acquire. Whatever it may have made is
