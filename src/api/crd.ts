@@ -11,37 +11,25 @@ import { z } from 'zod';
 import YAML from 'yaml';
 import { API_VERSION, CATEGORY, GROUP, VERSION } from './common.js';
 import {
-  LEASE_KIND,
-  LEASE_PLURAL,
-  LEASE_SHORT_NAMES,
-  LEASE_SINGULAR,
+  LEASE_NAMES,
   LeaseSchema,
   LeaseSpecSchema,
   LeaseStatusSchema,
 } from './lease.js';
 import {
-  OFFER_KIND,
-  OFFER_PLURAL,
-  OFFER_SHORT_NAMES,
-  OFFER_SINGULAR,
+  OFFER_NAMES,
   OfferSchema,
   OfferSpecSchema,
   OfferStatusSchema,
 } from './offer.js';
 import {
-  PEERFLEET_KIND,
-  PEERFLEET_PLURAL,
-  PEERFLEET_SHORT_NAMES,
-  PEERFLEET_SINGULAR,
+  PEERFLEET_NAMES,
   PeerFleetSchema,
   PeerFleetSpecSchema,
   PeerFleetStatusSchema,
 } from './peerfleet.js';
 import {
-  RUNNERTARGET_KIND,
-  RUNNERTARGET_PLURAL,
-  RUNNERTARGET_SHORT_NAMES,
-  RUNNERTARGET_SINGULAR,
+  RUNNERTARGET_NAMES,
   RunnerTargetSchema,
   RunnerTargetSpecSchema,
   RunnerTargetStatusSchema,
@@ -63,7 +51,7 @@ export interface KindDefinition {
   kind: string;
   plural: string;
   singular: string;
-  shortNames: string[];
+  shortNames: readonly string[];
   scope: 'Namespaced' | 'Cluster';
   /** The whole object, for runtime validation. */
   schema: z.ZodType;
@@ -93,10 +81,7 @@ function readyColumn(priority?: number): PrinterColumn {
 
 export const KINDS: readonly KindDefinition[] = [
   {
-    kind: LEASE_KIND,
-    plural: LEASE_PLURAL,
-    singular: LEASE_SINGULAR,
-    shortNames: LEASE_SHORT_NAMES,
+    ...LEASE_NAMES,
     scope: 'Namespaced',
     schema: LeaseSchema,
     spec: LeaseSpecSchema,
@@ -128,10 +113,7 @@ export const KINDS: readonly KindDefinition[] = [
     selectableFields: ['.spec.where', '.status.phase', '.status.offer'],
   },
   {
-    kind: OFFER_KIND,
-    plural: OFFER_PLURAL,
-    singular: OFFER_SINGULAR,
-    shortNames: OFFER_SHORT_NAMES,
+    ...OFFER_NAMES,
     scope: 'Cluster',
     schema: OfferSchema,
     spec: OfferSpecSchema,
@@ -167,10 +149,7 @@ export const KINDS: readonly KindDefinition[] = [
     ],
   },
   {
-    kind: PEERFLEET_KIND,
-    plural: PEERFLEET_PLURAL,
-    singular: PEERFLEET_SINGULAR,
-    shortNames: PEERFLEET_SHORT_NAMES,
+    ...PEERFLEET_NAMES,
     scope: 'Namespaced',
     schema: PeerFleetSchema,
     spec: PeerFleetSpecSchema,
@@ -187,10 +166,7 @@ export const KINDS: readonly KindDefinition[] = [
     ],
   },
   {
-    kind: RUNNERTARGET_KIND,
-    plural: RUNNERTARGET_PLURAL,
-    singular: RUNNERTARGET_SINGULAR,
-    shortNames: RUNNERTARGET_SHORT_NAMES,
+    ...RUNNERTARGET_NAMES,
     scope: 'Namespaced',
     schema: RunnerTargetSchema,
     spec: RunnerTargetSpecSchema,
