@@ -14,19 +14,21 @@
 //
 //   node --import tsx e2e/demo/main.ts [--idle-timeout 30s] [--check-interval 5s]
 //   DEMO_IDLE_TIMEOUT=10s make demo
-import { execFile, execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { stringify } from 'yaml';
 import { ControlPlane, freePort } from '../cluster/controlplane.js';
 import { CONTROLLER_ENTRY } from '../support/controller.js';
 import { parseDuration } from '../../src/api/duration.js';
+import { block, say, seconds, started, Stopping } from './output.js';
 import { processesMentioning } from './procs.js';
+import { LeaseWatch } from './watch.js';
+import { localShape, releaseLeftoverMachines } from './machines.js';
 
 const execFileP = promisify(execFile);
 const repo = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -34,7 +36,6 @@ const provider = join(repo, 'e2e/providers/sshd-machine.sh');
 const NAMESPACE = 'demo';
 const LEASE = 'demo';
 const OFFER = 'local-sshd';
-const PHASES = ['Pending', 'Launching', 'Ready', 'Idle', 'Releasing', 'Released', 'Failed'];
 
 const { values: flags } = parseArgs({
   options: {
@@ -47,19 +48,6 @@ const { values: flags } = parseArgs({
   strict: true,
 });
 
-// ---- output ---------------------------------------------------------------
-
-const started = Date.now();
-const seconds = (ms: number) => `${(ms / 1000).toFixed(1)}s`;
-function say(line: string): void {
-  process.stdout.write(`[${seconds(Date.now() - started).padStart(6)}] ${line}\n`);
-}
-function block(text: string, indent = '    '): void {
-  for (const line of text.trimEnd().split('\n')) process.stdout.write(`${indent}${line}\n`);
-}
-
-class Stopping extends Error {}
-
 // ---- what has to be undone --------------------------------------------------
 
 let root: string | undefined;
@@ -68,7 +56,7 @@ let planeStarting: Promise<ControlPlane> | undefined;
 let plane: ControlPlane | undefined;
 let controller: ChildProcess | undefined;
 let controllerLog: string | undefined;
-const watchers: ChildProcess[] = [];
+let watch: LeaseWatch | undefined;
 let leaseApplied = false;
 let stopping: Promise<void> | undefined;
 /** Set when the demo failed: the controller log is worth showing before it is removed. */
@@ -122,31 +110,6 @@ async function mustKubectl(args: string[], input?: string): Promise<string> {
   return r.stdout;
 }
 
-/** Runs the provider's release for every machine directory left in the demo's machines dir. */
-async function releaseLeftoverMachines(): Promise<boolean> {
-  if (!machinesDir) return true;
-  let names: string[];
-  try {
-    names = (await readdir(machinesDir)).filter((n) => !n.startsWith('.'));
-  } catch {
-    return true;
-  }
-  let ok = true;
-  for (const id of names) {
-    say(`releasing machine ${id} with the provider's release command`);
-    const env: NodeJS.ProcessEnv = { ...process.env, LEASEHOLD_LEASE_ID: id, LEASEHOLD_MACHINES_DIR: machinesDir, LEASEHOLD_LEASE_STATE: '' };
-    for (const k of Object.keys(env)) if (k.startsWith('SSHD_MACHINE_')) delete env[k];
-    try {
-      const { stderr } = await execFileP(provider, ['release'], { env, timeout: 30_000 });
-      if (stderr.trim()) block(stderr);
-    } catch (err) {
-      ok = false;
-      say(`release of ${id} failed: ${String(err)}`);
-    }
-  }
-  return ok;
-}
-
 /**
  * Deletes the Lease and waits while the controller releases its machine (the
  * finalizer goes once the provider confirms). Gives up early when the API or
@@ -193,7 +156,7 @@ async function teardown(): Promise<boolean> {
     }
   };
   await attempt('stopping the watches', async () => {
-    for (const w of watchers) await stopChild(w, 2_000);
+    for (const w of watch?.processes ?? []) await stopChild(w, 2_000);
     // A step's kubectl started just as the signal came never got it.
     for (const c of [...running]) await stopChild(c, 2_000);
   });
@@ -206,7 +169,7 @@ async function teardown(): Promise<boolean> {
   // Whatever the controller did not release (it was stopped mid-acquire, or
   // the API was already gone) is released here, by lease ID.
   await attempt('releasing machines', async () => {
-    if (!(await releaseLeftoverMachines())) throw new Error('a machine could not be released');
+    if (!(await releaseLeftoverMachines(provider, machinesDir))) throw new Error('a machine could not be released');
   });
   if (plane) {
     say('stopping kube-apiserver and etcd');
@@ -269,97 +232,7 @@ for (const sig of ['SIGINT', 'SIGTERM'] as const) {
   });
 }
 
-// ---- the watch -------------------------------------------------------------
-
-interface Seen {
-  phase: string;
-  at: number;
-}
-const seen: Seen[] = [];
-let waiters: Array<() => void> = [];
-let watchEnded: string | undefined;
-
-function startWatch(kubeconfig: string, binDir: string): void {
-  checkStopping();
-  const child = spawn(join(binDir, 'kubectl'), ['--kubeconfig', kubeconfig, '-n', NAMESPACE, 'get', 'leases.leasehold.dev', '-w'], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  watchers.push(child);
-  const lines = createInterface({ input: child.stdout! });
-  lines.on('line', (line) => {
-    process.stdout.write(`[${seconds(Date.now() - started).padStart(6)}]   | ${line}\n`);
-    const cols = line.trim().split(/\s+/);
-    // PHASE is the second column; a Lease with no status yet shows WHERE there.
-    if (cols[0] === LEASE && cols[1] && PHASES.includes(cols[1]) && seen[seen.length - 1]?.phase !== cols[1]) {
-      seen.push({ phase: cols[1], at: Date.now() });
-    }
-    for (const w of waiters) w();
-  });
-  child.once('exit', (code, signal) => {
-    watchEnded = `kubectl get -w exited (${signal ?? code})`;
-    for (const w of waiters) w();
-  });
-  createInterface({ input: child.stderr! }).on('line', (line) => say(`kubectl: ${line}`));
-}
-
-/** Prints status.message each time it changes: what the controller is doing, in its words. */
-function followMessages(kubeconfig: string, binDir: string): void {
-  checkStopping();
-  const child = spawn(
-    join(binDir, 'kubectl'),
-    ['--kubeconfig', kubeconfig, '-n', NAMESPACE, 'get', 'leases.leasehold.dev', LEASE, '-w', '-o', 'jsonpath={.status.message}{"\\n"}'],
-    { stdio: ['ignore', 'pipe', 'ignore'] },
-  );
-  watchers.push(child);
-  let last = '';
-  createInterface({ input: child.stdout! }).on('line', (line) => {
-    const msg = line.trim();
-    if (msg && msg !== last) say(`  status.message: ${msg}`);
-    last = msg || last;
-  });
-}
-
-/** Resolves with the time the watch first showed `phase`; rejects on Failed, a dead watch or the timeout. */
-function phaseSeen(phase: string, timeoutMs: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const deadline = setTimeout(() => done(new Error(`Lease not ${phase} after ${seconds(timeoutMs)}`)), timeoutMs);
-    const check = () => {
-      const hit = seen.find((s) => s.phase === phase);
-      if (hit) return done(undefined, hit.at);
-      if (phase !== 'Failed' && seen.some((s) => s.phase === 'Failed')) return done(new Error('Lease Failed'));
-      if (watchEnded) return done(new Error(watchEnded));
-      if (stopping) return done(new Stopping('stopping'));
-    };
-    const done = (err?: Error, at?: number) => {
-      clearTimeout(deadline);
-      waiters = waiters.filter((w) => w !== check);
-      if (err) reject(err);
-      else resolve(at!);
-    };
-    waiters.push(check);
-    check();
-  });
-}
-
 // ---- the demo ----------------------------------------------------------------
-
-/** What the agent will measure, so the Offer claims nothing the machine does not have. */
-function localShape(): { os: 'linux'; arch: 'amd64' | 'arm64'; cpus: number } {
-  if (process.platform !== 'linux') throw new Error(`the demo's machines are local sshd processes and need Linux, not ${process.platform}`);
-  const arch = process.arch === 'x64' ? 'amd64' : process.arch === 'arm64' ? 'arm64' : undefined;
-  if (!arch) throw new Error(`CPU architecture ${process.arch} is neither amd64 nor arm64`);
-  // The agent counts CPUs with nproc (OMP_NUM_THREADS unset); CPUs are a floor, so this claim holds.
-  const env = { ...process.env };
-  delete env.OMP_NUM_THREADS;
-  delete env.OMP_THREAD_LIMIT;
-  let cpus = 1;
-  try {
-    cpus = Number(execFileSync('nproc', { env, encoding: 'utf8' }).trim()) || 1;
-  } catch {
-    // keep 1
-  }
-  return { os: 'linux', arch, cpus };
-}
 
 async function main(): Promise<void> {
   const idleTimeout = flags['idle-timeout']!;
@@ -447,9 +320,11 @@ async function main(): Promise<void> {
   const tLease = Date.now();
   // Started after the Lease exists, so its first row is already there.
   say(`watching: kubectl -n ${NAMESPACE} get leases.leasehold.dev -w`);
-  startWatch(kubeconfig, binDir);
-  followMessages(kubeconfig, binDir);
-  await phaseSeen('Pending', 60_000);
+  checkStopping();
+  watch = new LeaseWatch({ kubeconfig, binDir, namespace: NAMESPACE, lease: LEASE, stopping: () => stopping !== undefined });
+  watch.start();
+  watch.followMessages();
+  await watch.phaseSeen('Pending', 60_000);
 
   // 6. The Offer: its machines are sshd processes on loopback.
   const offer = {
@@ -468,8 +343,8 @@ async function main(): Promise<void> {
   checkStopping();
   await mustKubectl(['apply', '-f', '-'], JSON.stringify(offer));
   const tOffer = Date.now();
-  await phaseSeen('Launching', 60_000);
-  const tReady = await phaseSeen('Ready', 180_000);
+  await watch.phaseSeen('Launching', 60_000);
+  const tReady = await watch.phaseSeen('Ready', 180_000);
   say(`Lease Ready ${seconds(tReady - tOffer)} after the Offer was applied`);
 
   // 7. Use it: a real ssh with the pinned host key and the device key.
@@ -489,13 +364,13 @@ async function main(): Promise<void> {
 
   // 8. Nothing runs on it, so it goes Idle and is released after idleTimeout.
   say(`nothing is running on the machine: Idle, then Released ${idleTimeout} after it became Ready`);
-  await phaseSeen('Idle', idleMs + 60_000);
-  const tReleased = await phaseSeen('Released', idleMs + 120_000);
+  await watch.phaseSeen('Idle', idleMs + 60_000);
+  const tReleased = await watch.phaseSeen('Released', idleMs + 120_000);
   const leftMachines = (await readdir(machinesDir)).filter((n) => !n.startsWith('.'));
   if (leftMachines.length) throw new Error(`Released, but machine directories remain: ${leftMachines.join(', ')}`);
   say('the sshd machine is gone: the provider released it');
 
-  const phases = seen.map((s) => s.phase).join(' -> ');
+  const phases = watch.seen.map((s) => s.phase).join(' -> ');
   say('summary:');
   block(
     [

@@ -144,6 +144,20 @@ export const ObjectMetaSchema = z
     finalizers: z.array(z.string()).optional().describe('Finalizers that must finish before the object is removed.'),
   })
   .describe('Standard object metadata.');
+
+/** The schema of one kind: apiVersion, kind, metadata, spec, and status (written by the controller only). */
+export function kindSchema<K extends string, Spec extends z.ZodType, Status extends z.ZodType>(kind: K, spec: Spec, status: Status, description: string) {
+  return z
+    .object({
+      apiVersion: z.literal(API_VERSION).describe(API_VERSION),
+      kind: z.literal(kind).describe(kind),
+      metadata: ObjectMetaSchema,
+      spec,
+      status: status.optional(),
+    })
+    .describe(description);
+}
+
 export type ObjectMeta = z.infer<typeof ObjectMetaSchema>;
 
 // ---------------------------------------------------------------------------

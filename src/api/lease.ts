@@ -2,8 +2,7 @@
 
 import { z } from 'zod';
 import {
-  API_VERSION,
-  ObjectMetaSchema,
+  kindSchema,
   conditions,
   count,
   duration,
@@ -18,10 +17,7 @@ import {
 } from './common.js';
 import { ARCHES, OSES, WHERE_MAX_LENGTH, WHERE_PATTERN, parseWhere } from './where.js';
 
-export const LEASE_KIND = 'Lease';
-export const LEASE_PLURAL = 'leases';
-export const LEASE_SINGULAR = 'lease';
-export const LEASE_SHORT_NAMES = ['lhl'];
+export const LEASE_NAMES = { kind: 'Lease', plural: 'leases', singular: 'lease', shortNames: ['lhl'] } as const;
 
 /** At most this many device keys per Lease. */
 export const MAX_SSH_KEYS = 16;
@@ -275,15 +271,5 @@ export const LeaseStatusSchema = z
 export type LeaseStatus = z.infer<typeof LeaseStatusSchema>;
 export type ParsedWhereStatus = z.infer<typeof ParsedWhereSchema>;
 
-export const LeaseSchema = z
-  .object({
-    apiVersion: z.literal(API_VERSION).describe('leasehold.dev/v1alpha1'),
-    kind: z.literal(LEASE_KIND).describe('Lease'),
-    metadata: ObjectMetaSchema,
-    spec: LeaseSpecSchema,
-    status: LeaseStatusSchema.optional(),
-  })
-  .describe(
-    'A Lease rents one machine that has what spec.where asks for, from the cheapest matching Offer, and hands back an SSH endpoint with a pinned host key. The machine is released once idle for the idle timeout of the Offer, at its maximum lifetime, or when the Lease is deleted.',
-  );
+export const LeaseSchema = kindSchema(LEASE_NAMES.kind, LeaseSpecSchema, LeaseStatusSchema, 'A Lease rents one machine that has what spec.where asks for, from the cheapest matching Offer, and hands back an SSH endpoint with a pinned host key. The machine is released once idle for the idle timeout of the Offer, at its maximum lifetime, or when the Lease is deleted.');
 export type Lease = z.infer<typeof LeaseSchema>;

@@ -2,8 +2,7 @@
 
 import { z } from 'zod';
 import {
-  API_VERSION,
-  ObjectMetaSchema,
+  kindSchema,
   conditions,
   count,
   duration,
@@ -16,10 +15,7 @@ import {
 } from './common.js';
 import { ARCHES, OSES } from './where.js';
 
-export const OFFER_KIND = 'Offer';
-export const OFFER_PLURAL = 'offers';
-export const OFFER_SINGULAR = 'offer';
-export const OFFER_SHORT_NAMES = ['lho'];
+export const OFFER_NAMES = { kind: 'Offer', plural: 'offers', singular: 'offer', shortNames: ['lho'] } as const;
 
 export const DEFAULT_IDLE_TIMEOUT = '20m';
 export const DEFAULT_MAX_LIFETIME = '12h';
@@ -227,15 +223,5 @@ export const OfferStatusSchema = z
   .describe('The observed state of the Offer.');
 export type OfferStatus = z.infer<typeof OfferStatusSchema>;
 
-export const OfferSchema = z
-  .object({
-    apiVersion: z.literal(API_VERSION).describe('leasehold.dev/v1alpha1'),
-    kind: z.literal(OFFER_KIND).describe('Offer'),
-    metadata: ObjectMetaSchema,
-    spec: OfferSpecSchema,
-    status: OfferStatusSchema.optional(),
-  })
-  .describe(
-    'An Offer is a source of machines that Leases rent: a Lambda Cloud account, or a pair of acquire/release commands for any other cloud. The controller picks the cheapest Offer that matches what a Lease needs.',
-  );
+export const OfferSchema = kindSchema(OFFER_NAMES.kind, OfferSpecSchema, OfferStatusSchema, 'An Offer is a source of machines that Leases rent: a Lambda Cloud account, or a pair of acquire/release commands for any other cloud. The controller picks the cheapest Offer that matches what a Lease needs.');
 export type Offer = z.infer<typeof OfferSchema>;

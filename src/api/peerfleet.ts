@@ -2,9 +2,8 @@
 
 import { z } from 'zod';
 import {
-  API_VERSION,
   LabelSelectorSchema,
-  ObjectMetaSchema,
+  kindSchema,
   conditions,
   count,
   duration,
@@ -18,10 +17,7 @@ import {
   usd,
 } from './common.js';
 
-export const PEERFLEET_KIND = 'PeerFleet';
-export const PEERFLEET_PLURAL = 'peerfleets';
-export const PEERFLEET_SINGULAR = 'peerfleet';
-export const PEERFLEET_SHORT_NAMES = ['lhpf'];
+export const PEERFLEET_NAMES = { kind: 'PeerFleet', plural: 'peerfleets', singular: 'peerfleet', shortNames: ['lhpf'] } as const;
 
 export const DEFAULT_IDLE_WINDOW = '10m';
 export const DEFAULT_POLL_INTERVAL = '30s';
@@ -158,15 +154,5 @@ export const PeerFleetStatusSchema = z
   .describe('The observed state of lending to the peer fleet.');
 export type PeerFleetStatus = z.infer<typeof PeerFleetStatusSchema>;
 
-export const PeerFleetSchema = z
-  .object({
-    apiVersion: z.literal(API_VERSION).describe('leasehold.dev/v1alpha1'),
-    kind: z.literal(PEERFLEET_KIND).describe('PeerFleet'),
-    metadata: ObjectMetaSchema,
-    spec: PeerFleetSpecSchema,
-    status: PeerFleetStatusSchema.optional(),
-  })
-  .describe(
-    'A PeerFleet lends our idle nodes to another cluster: while a node has none of our work, it runs Jobs from the peer queue, without our credentials, and drains without cutting a peer job off once our work returns.',
-  );
+export const PeerFleetSchema = kindSchema(PEERFLEET_NAMES.kind, PeerFleetSpecSchema, PeerFleetStatusSchema, 'A PeerFleet lends our idle nodes to another cluster: while a node has none of our work, it runs Jobs from the peer queue, without our credentials, and drains without cutting a peer job off once our work returns.');
 export type PeerFleet = z.infer<typeof PeerFleetSchema>;

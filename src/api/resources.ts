@@ -3,10 +3,10 @@
 // package depends on nothing else in the project).
 
 import { GROUP, VERSION } from './common.js';
-import { LEASE_KIND, LEASE_PLURAL } from './lease.js';
-import { OFFER_KIND, OFFER_PLURAL } from './offer.js';
-import { PEERFLEET_KIND, PEERFLEET_PLURAL } from './peerfleet.js';
-import { RUNNERTARGET_KIND, RUNNERTARGET_PLURAL } from './runnertarget.js';
+import { LEASE_NAMES } from './lease.js';
+import { OFFER_NAMES } from './offer.js';
+import { PEERFLEET_NAMES } from './peerfleet.js';
+import { RUNNERTARGET_NAMES } from './runnertarget.js';
 
 export interface ApiResource {
   readonly group: string;
@@ -16,34 +16,14 @@ export interface ApiResource {
   readonly namespaced: boolean;
 }
 
-export const LEASE_RESOURCE: ApiResource = {
-  group: GROUP,
-  version: VERSION,
-  plural: LEASE_PLURAL,
-  kind: LEASE_KIND,
-  namespaced: true,
-};
-export const OFFER_RESOURCE: ApiResource = {
-  group: GROUP,
-  version: VERSION,
-  plural: OFFER_PLURAL,
-  kind: OFFER_KIND,
-  namespaced: false,
-};
-export const PEERFLEET_RESOURCE: ApiResource = {
-  group: GROUP,
-  version: VERSION,
-  plural: PEERFLEET_PLURAL,
-  kind: PEERFLEET_KIND,
-  namespaced: true,
-};
-export const RUNNERTARGET_RESOURCE: ApiResource = {
-  group: GROUP,
-  version: VERSION,
-  plural: RUNNERTARGET_PLURAL,
-  kind: RUNNERTARGET_KIND,
-  namespaced: true,
-};
+function resource(names: { plural: string; kind: string }, namespaced: boolean): ApiResource {
+  return { group: GROUP, version: VERSION, plural: names.plural, kind: names.kind, namespaced };
+}
+
+export const LEASE_RESOURCE = resource(LEASE_NAMES, true);
+export const OFFER_RESOURCE = resource(OFFER_NAMES, false);
+export const PEERFLEET_RESOURCE = resource(PEERFLEET_NAMES, true);
+export const RUNNERTARGET_RESOURCE = resource(RUNNERTARGET_NAMES, true);
 
 export const RESOURCES = {
   Lease: LEASE_RESOURCE,

@@ -3,8 +3,7 @@
 
 import { z } from 'zod';
 import {
-  API_VERSION,
-  ObjectMetaSchema,
+  kindSchema,
   conditions,
   count,
   duration,
@@ -17,10 +16,7 @@ import {
   usd,
 } from './common.js';
 
-export const RUNNERTARGET_KIND = 'RunnerTarget';
-export const RUNNERTARGET_PLURAL = 'runnertargets';
-export const RUNNERTARGET_SINGULAR = 'runnertarget';
-export const RUNNERTARGET_SHORT_NAMES = ['lhrt'];
+export const RUNNERTARGET_NAMES = { kind: 'RunnerTarget', plural: 'runnertargets', singular: 'runnertarget', shortNames: ['lhrt'] } as const;
 
 export const DEFAULT_CHECK_INTERVAL = '5m';
 export const DEFAULT_GITHUB_API_URL = 'https://api.github.com';
@@ -257,15 +253,5 @@ export const RunnerTargetStatusSchema = z
   .describe('The observed state of the pool.');
 export type RunnerTargetStatus = z.infer<typeof RunnerTargetStatusSchema>;
 
-export const RunnerTargetSchema = z
-  .object({
-    apiVersion: z.literal(API_VERSION).describe('leasehold.dev/v1alpha1'),
-    kind: z.literal(RUNNERTARGET_KIND).describe('RunnerTarget'),
-    metadata: ObjectMetaSchema,
-    spec: RunnerTargetSpecSchema,
-    status: RunnerTargetStatusSchema.optional(),
-  })
-  .describe(
-    'A RunnerTarget keeps a pool of GitHub Actions runner hosts on Compute Engine spot VMs in step with the queued jobs, between a floor and a maximum and within a daily budget, recording its intent before every provider change.',
-  );
+export const RunnerTargetSchema = kindSchema(RUNNERTARGET_NAMES.kind, RunnerTargetSpecSchema, RunnerTargetStatusSchema, 'A RunnerTarget keeps a pool of GitHub Actions runner hosts on Compute Engine spot VMs in step with the queued jobs, between a floor and a maximum and within a daily budget, recording its intent before every provider change.');
 export type RunnerTarget = z.infer<typeof RunnerTargetSchema>;

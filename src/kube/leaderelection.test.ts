@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, jest } from '@jest/globals';
 import type { CoordinationV1Api, V1Lease } from '@kubernetes/client-node';
-import { KubeLeaseStore, LeaderElector, leaderIdentity, type LeaderElectionRecord, type LeaseStore, type StoredRecord } from './leaderelection.js';
+import { KubeLeaseStore } from './leasestore.js';
+import { LeaderElector, leaderIdentity, type LeaderElectionRecord, type LeaseStore, type StoredRecord } from './leaderelection.js';
 
 const T0 = Date.UTC(2025, 0, 1);
 
