@@ -21,7 +21,7 @@ import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane } from '../e2e/cluster/controlplane.js';
-import { startController, sumMetric, type ControllerProcess } from '../e2e/support/controller.js';
+import { CONTROLLER_ENTRY, startController, sumMetric, type ControllerProcess } from '../e2e/support/controller.js';
 import { startLambdaEmulator } from '../e2e/fakes/lambda/server.js';
 import { generateControllerKey } from '../src/machine/keys.js';
 
@@ -30,6 +30,7 @@ const N = env('BENCH_N', 1000);
 const QUIET_S = env('BENCH_QUIET_S', 60);
 const MEM_LEASES = env('BENCH_MEM_LEASES', 5000);
 const MEM_OFFERS = env('BENCH_MEM_OFFERS', 100);
+const MEM_NODE_FLAGS = (process.env.BENCH_MEM_NODE_FLAGS ?? '').split(' ').filter(Boolean);
 const LAMBDA_N = env('BENCH_LAMBDA_N', 10);
 const IDLE_N = env('BENCH_IDLE_N', 50);
 const IDLE_TIMEOUT = process.env.BENCH_IDLE_TIMEOUT ?? '10s';
@@ -262,9 +263,33 @@ async function loopPhase() {
   }
 }
 
+/** The memory phase runs the production build, as the image does: compile it once. */
+function buildController(): number {
+  const t = Date.now();
+  execFileSync('npm', ['run', '--silent', 'build'], { stdio: ['ignore', 'ignore', 'inherit'] });
+  return Date.now() - t;
+}
+
+/** What the controller's own process metrics say about its memory. */
+async function memoryOf(ctl: ControllerProcess) {
+  const [rss, heapUsed, heapTotal, external] = await Promise.all(
+    ['process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_heap_size_total_bytes', 'nodejs_external_memory_bytes'].map((m) => ctl.metric(`leasehold_${m}`)),
+  );
+  return { rss: rss!, heapUsed: heapUsed!, heapTotal: heapTotal!, external: external! };
+}
+
+/** Reconciles each controller has finished, and whether its queue is empty. */
+async function reconcileProgress(ctl: ControllerProcess, controller: string): Promise<{ done: number; queued: number }> {
+  const done = await ctl.metric('leasehold_reconcile_total', { controller });
+  const queued = await ctl.metric('leasehold_workqueue_depth', { controller });
+  return { done, queued };
+}
+
 async function memoryPhase() {
   const ns = await namespace('bench-mem');
   await controllerKeySecret(ns);
+  const buildMs = buildController();
+  log(`memory: production build (npm run build) in ${ms(buildMs)}`);
   const t0 = Date.now();
   await pool(Array.from({ length: MEM_OFFERS }, (_, i) => i), 8, (i) =>
     offer(`bench-mem-${i}`, { command: { acquire: ['/bin/true'], release: ['/bin/true'], shape: { os: 'linux', arch: 'amd64', cpus: 1 + (i % 64), tools: ['docker', `tool-${i}`] } }, pricePerHour: i / 10 }),
@@ -272,8 +297,10 @@ async function memoryPhase() {
   // No Offer has a GPU: every Lease stays Pending, no machine is made.
   const createMs = await createLeases(ns, MEM_LEASES, (i) => ({ where: `gpu=h100,cpus>=${1 + (i % 16)}` }), 16);
   log(`memory: ${MEM_OFFERS} Offers and ${MEM_LEASES} Leases created in ${ms(Date.now() - t0)} (leases ${ms(createMs)})`);
+  const args = ['--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', '10', '--check-interval', '1m', '--log-level', 'info'];
+  const run = { compiled: true, nodeFlags: MEM_NODE_FLAGS };
   const tStart = Date.now();
-  const ctl = await startController(cp.info.kubeconfig, ['--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', '10', '--check-interval', '1m'], { LEASEHOLD_LOG_LEVEL: 'info' });
+  let ctl = await startController(cp.info.kubeconfig, args, {}, run);
   try {
     const healthyMs = Date.now() - tStart;
     let peak = 0;
@@ -289,20 +316,54 @@ async function memoryPhase() {
     const posts = await ctl.metric('leasehold_kube_requests_total', { client: 'controller', verb: 'POST' });
     log(`memory: first full reconcile in ${ms(coldMs)} with ${coldWrites} controller writes`);
     await sleep(15_000);
-    const rss = await ctl.metric('leasehold_process_resident_memory_bytes');
-    const heap = await ctl.metric('leasehold_nodejs_heap_size_used_bytes');
+    const settled = await memoryOf(ctl);
     results.memory = {
       leases: MEM_LEASES,
       offers: MEM_OFFERS,
+      build: `compiled (dist/${CONTROLLER_ENTRY}.js)`,
+      nodeFlags: MEM_NODE_FLAGS.join(' '),
       coldStartToHealthySeconds: healthyMs / 1000,
       coldStartToFirstFullReconcileSeconds: coldMs / 1000,
       controllerWritesInFirstReconcile: coldWrites,
       eventCreatesInFirstReconcile: posts,
-      rssSettled: mib(rss),
-      rssPeakDuringFirstReconcile: mib(Math.max(peak, rss)),
-      heapUsed: mib(heap),
+      rssSettled: mib(settled.rss),
+      rssPeakDuringFirstReconcile: mib(Math.max(peak, settled.rss)),
+      heapUsed: mib(settled.heapUsed),
+      heapTotal: mib(settled.heapTotal),
+      external: mib(settled.external),
     };
     await ctl.stop();
+
+    // A second start over the same, already reconciled Leases: nothing has
+    // changed, so nothing should be written. Done when every Lease and Offer
+    // has been reconciled once and the queues are empty.
+    const tRestart = Date.now();
+    ctl = await startController(cp.info.kubeconfig, args, {}, run);
+    const restartHealthyMs = Date.now() - tRestart;
+    let restartPeak = 0;
+    polls = 0;
+    await waitUntil(`${MEM_LEASES} Leases reconciled after the restart`, async () => {
+      if (polls++ % 8 === 0) restartPeak = Math.max(restartPeak, await ctl.metric('leasehold_process_resident_memory_bytes'));
+      const [lease, offer] = await Promise.all([reconcileProgress(ctl, 'lease'), reconcileProgress(ctl, 'offer')]);
+      return lease.done >= MEM_LEASES && offer.done >= MEM_OFFERS && lease.queued === 0 && offer.queued === 0;
+    }, 30 * 60_000, 250);
+    const restartMs = Date.now() - tRestart;
+    const restartWrites = await ctl.writes();
+    await sleep(15_000);
+    const restartSettled = await memoryOf(ctl);
+    results.memory = {
+      ...(results.memory as object),
+      restartToHealthySeconds: restartHealthyMs / 1000,
+      restartToFirstFullReconcileSeconds: restartMs / 1000,
+      controllerWritesInRestartReconcile: restartWrites,
+      controllerWritesRestartPlus15s: await ctl.writes(),
+      restartRssPeak: mib(Math.max(restartPeak, restartSettled.rss)),
+      restartRssSettled: mib(restartSettled.rss),
+      restartHeapUsed: mib(restartSettled.heapUsed),
+    };
+    log(`memory: restart reconciled everything in ${ms(restartMs)} with ${restartWrites} controller writes`);
+    await ctl.stop();
+
     const bareMs = await bareClient(coldWrites, Math.min(MEM_LEASES, 1000), 4);
     Object.assign(results.memory as object, {
       bareClientSecondsSameWrites4InFlight: bareMs / 1000,

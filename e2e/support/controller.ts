@@ -1,4 +1,4 @@
-// Runs the real controller process (src/main.ts) against a test control plane.
+// Runs the real controller process (CONTROLLER_ENTRY) against a test control plane.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
@@ -17,12 +17,23 @@ export interface ControllerProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-export async function startController(kubeconfig: string, args: string[] = [], env: Record<string, string> = {}): Promise<ControllerProcess> {
+/** The controller's entry point without its extension: run as `<entry>.ts` through tsx, or built as `dist/<entry>.js`. */
+export const CONTROLLER_ENTRY = 'src/main';
+
+export interface ControllerRun {
+  /** Run the production build (`npm run build` output, as the image does) instead of the TypeScript through tsx. */
+  compiled?: boolean;
+  /** Node flags before the entry point (e.g. `--max-semi-space-size=4`). */
+  nodeFlags?: string[];
+}
+
+export async function startController(kubeconfig: string, args: string[] = [], env: Record<string, string> = {}, run: ControllerRun = {}): Promise<ControllerProcess> {
   const port = await freePort();
   const dir = await mkdtemp(join(tmpdir(), 'leasehold-ctl-'));
   const logFile = join(dir, 'controller.log');
   const log = createWriteStream(logFile);
-  const child = spawn(process.execPath, ['--import', 'tsx', join(process.cwd(), 'src/main.ts'),
+  const entry = run.compiled ? ['dist', `${CONTROLLER_ENTRY}.js`] : [`${CONTROLLER_ENTRY}.ts`];
+  const child = spawn(process.execPath, [...(run.nodeFlags ?? []), ...(run.compiled ? [] : ['--import', 'tsx']), join(process.cwd(), ...entry),
     '--kubeconfig', kubeconfig, '--metrics-addr', `127.0.0.1:${port}`, '--log-level', 'debug', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, NODE_OPTIONS: '', ...env },
