@@ -1,6 +1,7 @@
 // Leasehold benchmarks: ratios measured in one run, against a control plane
 // this script starts (e2e/cluster/controlplane.ts) and the real controller
-// process (src/main.ts). Nothing is asserted; numbers are printed.
+// process (CONTROLLER_ENTRY; the memory phase runs its production build).
+// Nothing is asserted; numbers are printed.
 //
 //   node --import tsx bench/run.ts            (make bench)
 //
@@ -10,7 +11,9 @@
 //            bare @kubernetes/client-node client making the same number of API
 //            writes; writes per lease lifecycle; the quiet cost once they idle.
 //   memory   controller RSS with BENCH_MEM_LEASES (5000) Pending Leases and
-//            BENCH_MEM_OFFERS (100) Offers in cache; cold start to first full reconcile.
+//            BENCH_MEM_OFFERS (100) Offers in cache, compiled and with the chart's
+//            nodeOptions (BENCH_MEM_NODE_FLAGS overrides); cold start to first full
+//            reconcile; a restart over the reconciled Leases: its time and writes.
 //   lambda   BENCH_LAMBDA_N (10) Leases launched together against the Lambda
 //            emulator with the real 12 s launch rule, vs the floor (N-1) x 12 s.
 //   idle     BENCH_IDLE_N (50) Leases with idleTimeout BENCH_IDLE_TIMEOUT (10s) and
@@ -24,13 +27,17 @@ import { ControlPlane } from '../e2e/cluster/controlplane.js';
 import { CONTROLLER_ENTRY, startController, sumMetric, type ControllerProcess } from '../e2e/support/controller.js';
 import { startLambdaEmulator } from '../e2e/fakes/lambda/server.js';
 import { generateControllerKey } from '../src/machine/keys.js';
+import { makeCountingClient } from '../src/kube/client.js';
+import { Metrics } from '../src/kube/metrics.js';
+import { parse as parseYaml } from 'yaml';
 
 const env = (name: string, dflt: number) => Number(process.env[name] ?? dflt);
 const N = env('BENCH_N', 1000);
 const QUIET_S = env('BENCH_QUIET_S', 60);
 const MEM_LEASES = env('BENCH_MEM_LEASES', 5000);
 const MEM_OFFERS = env('BENCH_MEM_OFFERS', 100);
-const MEM_NODE_FLAGS = (process.env.BENCH_MEM_NODE_FLAGS ?? '').split(' ').filter(Boolean);
+// The Node flags the chart gives the controller (values.yaml nodeOptions), unless told otherwise.
+const MEM_NODE_FLAGS = (process.env.BENCH_MEM_NODE_FLAGS ?? String(parseYaml(readFileSync(join(process.cwd(), 'charts/leasehold/values.yaml'), 'utf8')).nodeOptions ?? '')).split(' ').filter(Boolean);
 const LAMBDA_N = env('BENCH_LAMBDA_N', 10);
 const IDLE_N = env('BENCH_IDLE_N', 50);
 const IDLE_TIMEOUT = process.env.BENCH_IDLE_TIMEOUT ?? '10s';
@@ -485,7 +492,8 @@ async function main() {
     const kc = new k8s.KubeConfig();
     kc.loadFromFile(cp.info.kubeconfig);
     kubeConfig = kc;
-    custom = kc.makeApiClient(k8s.CustomObjectsApi);
+    // The controller's own client (one kept-alive connection), so that the bare client is its floor.
+    custom = makeCountingClient(kc, k8s.CustomObjectsApi, new Metrics({ defaultMetrics: false }), 'bench');
     core = kc.makeApiClient(k8s.CoreV1Api);
     log(`control plane up at ${cp.info.server}; phases ${[...PHASES].join(',')}`);
     if (PHASES.has('loop')) await loopPhase();
