@@ -6,15 +6,22 @@ import { makeCountingClient } from './client.js';
 import { Metrics } from './metrics.js';
 
 /** An API server that answers every GET with an empty Secret and counts the connections it accepted. */
-async function countingServer(): Promise<{ server: Server; url: string; connections: () => number }> {
+async function countingServer(): Promise<{ server: Server; url: string; connections: () => number; open: () => number }> {
   let connections = 0;
+  let open = 0;
   const server = createServer((req, res) => {
     res.setHeader('Content-Type', 'application/json');
     res.end(JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'x', namespace: 'ns' } }));
   });
-  server.on('connection', () => connections++);
+  // Like kube-apiserver (90 s), the server keeps idle connections for longer than the client does.
+  server.keepAliveTimeout = 90_000;
+  server.on('connection', (socket) => {
+    connections++;
+    open++;
+    socket.on('close', () => open--);
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, connections: () => connections };
+  return { server, url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, connections: () => connections, open: () => open };
 }
 
 function kubeConfig(server: string, clientKey: string): KubeConfig {
@@ -62,6 +69,19 @@ describe('makeCountingClient', () => {
     expect(api.connections()).toBe(1);
     loadInto(kc, api.url, 'key-2');
     await core.readNamespacedSecret({ namespace: 'ns', name: 'x' });
+    await core.readNamespacedSecret({ namespace: 'ns', name: 'x' });
+    expect(api.connections()).toBe(2);
+  });
+
+  it('closes a connection that has been idle for idleConnectionMs, before the API server would', async () => {
+    const api = await countingServer();
+    server = api.server;
+    const core = makeCountingClient(kubeConfig(api.url, 'key-1'), CoreV1Api, new Metrics({ defaultMetrics: false }), 'controller', 200);
+    await core.readNamespacedSecret({ namespace: 'ns', name: 'x' });
+    expect(api.connections()).toBe(1);
+    const deadline = Date.now() + 10_000;
+    while (api.open() > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(api.open()).toBe(0);
     await core.readNamespacedSecret({ namespace: 'ns', name: 'x' });
     expect(api.connections()).toBe(2);
   });

@@ -22,12 +22,19 @@ export function loadKubeConfig(path?: string): KubeConfig {
   return kc;
 }
 
-export function makeCountingClient<T>(kc: KubeConfig, api: ApiConstructor<T>, metrics: Metrics, client = 'controller'): T {
+/**
+ * How long a kept-alive connection may sit idle before we close it.
+ * kube-apiserver closes idle connections after 90 s; closing ours first
+ * means no request is written to a connection the server is closing.
+ */
+export const IDLE_CONNECTION_MS = 60_000;
+
+export function makeCountingClient<T>(kc: KubeConfig, api: ApiConstructor<T>, metrics: Metrics, client = 'controller', idleConnectionMs = IDLE_CONNECTION_MS): T {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('kubeconfig has no current cluster: set current-context or pass --kubeconfig');
   const config = createConfiguration({
     baseServer: new ServerConfiguration(cluster.server, {}),
-    authMethods: { default: reusingConnections(kc) },
+    authMethods: { default: reusingConnections(kc, idleConnectionMs) },
     promiseMiddleware: [
       {
         pre: async (ctx: RequestContext) => {
@@ -65,7 +72,7 @@ export const isNotFound = (err: unknown) => statusCode(err) === 404;
  * certificate that an exec plugin rotates gets a new Agent. Proxy agents are
  * left as KubeConfig makes them.
  */
-function reusingConnections(kc: KubeConfig): SecurityAuthentication {
+function reusingConnections(kc: KubeConfig, idleMs: number): SecurityAuthentication {
   let reused: { key: string; agent: http.Agent } | undefined;
   return {
     getName: () => kc.getName(),
@@ -75,7 +82,10 @@ function reusingConnections(kc: KubeConfig): SecurityAuthentication {
       if (!made || (made.constructor !== https.Agent && made.constructor !== http.Agent)) return;
       const options = (made as http.Agent & { options: https.AgentOptions }).options;
       const key = tlsKey(made.constructor === https.Agent, options);
-      if (reused?.key !== key) reused = { key, agent: made.constructor === https.Agent ? new https.Agent({ ...options, keepAlive: true }) : new http.Agent({ ...options, keepAlive: true }) };
+      if (reused?.key !== key) {
+        const kept = { ...options, keepAlive: true, timeout: idleMs };
+        reused = { key, agent: made.constructor === https.Agent ? new https.Agent(kept) : new http.Agent(kept) };
+      }
       ctx.setAgent(reused.agent);
     },
   };
