@@ -10,6 +10,8 @@
 // and a periodic resync re-emits every cached object as an update.
 //
 // Handlers receive the cached objects themselves: they must not mutate them.
+// Objects pass through a transform before they are stored; by default it drops
+// the bookkeeping no controller reads (see stripManagedFields).
 import http from 'node:http';
 import https from 'node:https';
 import { finished } from 'node:stream/promises';
@@ -17,6 +19,7 @@ import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { errorText } from './errors.js';
 import { objectKey } from './resource.js';
+import { stripManagedFields } from './transform.js';
 import { realClock, sleep, type Clock } from './workqueue.js';
 
 export interface ListPage<T> {
@@ -85,6 +88,8 @@ export function diffRelist<T extends KubernetesObject>(cache: ReadonlyMap<string
 
 export interface InformerOptions<T> {
   log?: Logger;
+  /** Applied to every listed or watched object before it is stored or handed to handlers. Default stripManagedFields. */
+  transform?: (object: T) => T;
   /** Re-emit every cached object as an update this often; 0 turns it off. Default 10 min. */
   resyncMs?: number;
   /** Restart a watch (or abort a list page) that has delivered nothing for this long. Default 5 min. */
@@ -125,6 +130,7 @@ export class ResilientInformer<T extends KubernetesObject> {
   private readonly log?: Logger;
   private readonly resyncMs: number;
   private readonly watchdogMs: number;
+  private readonly transform: (object: T) => T;
   private readonly stopController = new AbortController();
   private request?: AbortController;
   private watchdog?: unknown;
@@ -142,6 +148,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     this.log = opts.log;
     this.resyncMs = opts.resyncMs ?? 10 * 60_000;
     this.watchdogMs = opts.watchdogMs ?? 5 * 60_000;
+    this.transform = opts.transform ?? stripManagedFields;
   }
 
   on<E extends keyof Handlers<T>>(event: E, fn: Handlers<T>[E]): this {
@@ -248,7 +255,7 @@ export class ResilientInformer<T extends KubernetesObject> {
         // Items of a built-in list come without kind and apiVersion; fill them in so logs and handlers can rely on them.
         if (!item.kind && itemKind) item.kind = itemKind;
         if (!item.apiVersion && page.apiVersion) item.apiVersion = page.apiVersion;
-        items.push(item);
+        items.push(this.transform(item));
       }
       resourceVersion = page.resourceVersion;
       cont = page.continue;
@@ -333,10 +340,11 @@ export class ResilientInformer<T extends KubernetesObject> {
   }
 
   private apply(event: RawWatchEvent): void {
-    const object = event.object as T;
-    if (object?.metadata?.resourceVersion) this.resourceVersion = object.metadata.resourceVersion;
+    const received = event.object as T;
+    if (received?.metadata?.resourceVersion) this.resourceVersion = received.metadata.resourceVersion;
     // A BOOKMARK carries only its resourceVersion, taken above.
-    if (event.type === 'BOOKMARK' || !object?.metadata?.name) return;
+    if (event.type === 'BOOKMARK' || !received?.metadata?.name) return;
+    const object = this.transform(received);
     const key = objectKey(object);
     switch (event.type) {
       case 'ADDED':
