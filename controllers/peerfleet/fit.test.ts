@@ -42,6 +42,12 @@ describe('jobRequests', () => {
 });
 
 describe('freeAllocatable', () => {
+  it('counts a mirror pinned to the node before the scheduler binds it', () => {
+    const mirror: V1Pod = { ...pod(undefined, { [GPU]: '4' }, 'Pending'), metadata: { name: 'm', labels: { 'leasehold.dev/node': 'gpu-1' } } };
+    const elsewhere: V1Pod = { ...mirror, metadata: { name: 'n', labels: { 'leasehold.dev/node': 'gpu-2' } } };
+    expect(freeAllocatable(node, [mirror, elsewhere])[GPU]).toBe(4000n);
+  });
+
   it('subtracts the pods bound to the node that still run, and withheld GPUs', () => {
     const pods = [pod('gpu-1', { cpu: '4', [GPU]: '2' }), pod('gpu-1', { cpu: '8' }, 'Succeeded'), pod('other', { cpu: '8' }), pod(undefined, { cpu: '8' }, 'Pending')];
     const free = freeAllocatable(node, pods, 1);

@@ -5,6 +5,7 @@
 // once, since a mirror runs all of them on the one node.
 import type { V1Container, V1Job, V1Node, V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION } from '../../src/providers/peerqueue/types.js';
+import { NODE_LABEL } from './labels.js';
 import { admits } from './placement.js';
 import { formatQuantity, parseQuantity } from './quantity.js';
 
@@ -86,9 +87,14 @@ export function jobRequests(job: V1Job): RequestsResult {
   return { ok: true, requests: add({}, pod.requests, BigInt(podsAtOnce(job))) };
 }
 
-/** The pods that still hold their requests on a node: bound there and not finished. */
+/**
+ * The pods that hold their requests on a node: bound there, or a mirror
+ * pinned there that the scheduler has not bound yet (counting it keeps two
+ * claims in a row from both taking the same room), and not finished.
+ */
 export function holdsResources(pod: V1Pod, node: string): boolean {
-  return pod.spec?.nodeName === node && pod.status?.phase !== 'Succeeded' && pod.status?.phase !== 'Failed';
+  if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return false;
+  return pod.spec?.nodeName ? pod.spec.nodeName === node : pod.metadata?.labels?.[NODE_LABEL] === node;
 }
 
 /**
