@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Job, V1JobStatus } from '@kubernetes/client-node';
 import { jobStatusProblems } from '../../src/providers/peerqueue/jobstatus.js';
-import { peerStatusWrite } from './writeback.js';
+import { lostStatusWrite, peerStatusWrite } from './writeback.js';
 
 const START = new Date('2026-12-03T09:00:00Z');
 const END = new Date('2026-12-03T09:10:00Z');
@@ -84,5 +84,15 @@ describe('peerStatusWrite', () => {
       current = peer(w.status, { ...current.metadata!.annotations, ...w.annotations });
     }
     expect(current.metadata!.annotations!['leasehold.dev/host']).toBe(HOST);
+  });
+});
+
+describe('lostStatusWrite', () => {
+  it('reports the Job failed, in a write the API server accepts', () => {
+    const running = peer({ startTime: START, active: 1, ready: 1 });
+    const w = lostStatusWrite(running, HOST, END);
+    expect(jobStatusProblems(running, w.status)).toEqual([]);
+    expect(w.status).toMatchObject({ startTime: START, active: 0, failed: 1 });
+    expect(w.status.conditions!.map((c) => `${c.type}:${c.reason}`)).toEqual(['FailureTarget:MirrorLost', 'Failed:MirrorLost']);
   });
 });

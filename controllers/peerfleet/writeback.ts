@@ -100,3 +100,15 @@ function sameStatus(a: V1JobStatus, b: V1JobStatus): boolean {
   });
   return JSON.stringify(norm(a)) === JSON.stringify(norm(b));
 }
+
+/**
+ * The peer Job reported failed because its mirror is gone before it finished
+ * (deleted by hand, or its node removed): the peer decides whether to run it
+ * again, so it never runs twice without its owner knowing.
+ */
+export function lostStatusWrite(peerJob: V1Job, host: string, now: Date): StatusWrite {
+  const peer = peerJob.status ?? {};
+  const lost = { type: 'Failed', status: 'True', reason: 'MirrorLost', message: `the lender's copy of this Job on ${host} is gone before it finished`, lastTransitionTime: now };
+  const mirror: V1JobStatus = { startTime: asDate(peer.startTime) ?? now, failed: Math.max(peer.failed ?? 0, 1), conditions: [lost] };
+  return { status: nextStatus(peer, mirror), annotations: { [HOST_ANNOTATION]: host } };
+}
