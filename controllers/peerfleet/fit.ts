@@ -150,8 +150,9 @@ export function chooseJob(queue: readonly V1Job[], node: V1Node, free: Resources
   for (const job of ordered) {
     const requests = jobRequests(job);
     if (!requests.ok) continue;
-    const { nodeName: _pinned, ...placement } = job.spec?.template?.spec ?? { containers: [] };
-    if (!admits({ ...placement, tolerations: [{ operator: 'Exists' }] }, node)) continue;
+    // The peer's nodeName names a peer node, and the mirror tolerates our node's taints itself.
+    const placement = { ...(job.spec?.template?.spec ?? { containers: [] }), nodeName: undefined, tolerations: [{ operator: 'Exists' }] };
+    if (!admits(placement, node)) continue;
     const short = shortfall(requests.requests, free);
     if (short.length === 0) return { kind: 'claim', job };
     nearest ||= `${job.metadata?.name} needs ${short.join(', ')}`;
