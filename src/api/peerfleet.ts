@@ -108,6 +108,10 @@ export const VerdictSchema = z
       .max(16)
       .default([])
       .describe('Why the fleet cannot lend, and what to fix; empty when ready.'),
+    failureClass: z
+      .enum(['infra_down', 'config'])
+      .optional()
+      .describe('For PeerUnreachable and Unknown: infra_down when the peer or our API server did not answer (wait), config when the origin or CA is wrong (fix the spec).'),
     checkedAt: timestamp('When the verdict was last computed.').optional(),
   })
   .describe('Whether we can lend to this peer: the Secret resolves and the peer accepts the token.');
@@ -120,6 +124,29 @@ export const PeerSessionSchema = z
   })
   .describe('The lending session on the node.');
 
+export const AccountingSchema = z
+  .object({
+    gpuSeconds: z.number().min(0).describe('GPU-seconds of peer jobs our nodes ran, from the peer job records.'),
+    amountUSD: usd('gpuSeconds at pricePerGPUHour, in US dollars.'),
+    jobs: count('Number of peer jobs counted.').optional(),
+    unmeasured: count('Number of peer jobs that ran here but whose records cannot be measured.').optional(),
+    unmeasuredJobs: z
+      .array(
+        z
+          .object({
+            job: z.string().max(253).describe('Name of the peer Job.'),
+            reason: message('Why its record cannot be measured, e.g. no completionTime, or completionTime before startTime.', 256),
+          })
+          .describe('A peer job whose record cannot be measured.'),
+      )
+      .max(32)
+      .optional()
+      .describe('The first 32 unmeasured peer jobs, with why.'),
+    lastComputedAt: timestamp('When the accounting was last computed.').optional(),
+  })
+  .describe('What our nodes earned from the peer, computed from the peer records both sides read.');
+export type Accounting = z.infer<typeof AccountingSchema>;
+
 export const PeerHostSchema = z
   .object({
     node: z.string().max(253).describe('Name of our node.'),
@@ -130,18 +157,9 @@ export const PeerHostSchema = z
       ),
     since: timestamp('When the node entered this state.').optional(),
     session: PeerSessionSchema.optional(),
+    lent: AccountingSchema.optional().describe('What this node lent: the peer jobs it ran, from the peer job records.'),
   })
   .describe('One of our lendable nodes.');
-
-export const AccountingSchema = z
-  .object({
-    gpuSeconds: z.number().min(0).describe('GPU-seconds of peer jobs our nodes ran, from the peer job records.'),
-    amountUSD: usd('gpuSeconds at pricePerGPUHour, in US dollars.'),
-    jobs: count('Number of peer jobs counted.').optional(),
-    unmeasured: count('Number of peer jobs that ran here but whose records cannot be measured.').optional(),
-    lastComputedAt: timestamp('When the accounting was last computed.').optional(),
-  })
-  .describe('What our nodes earned from the peer, computed from the peer records both sides read.');
 
 export const PeerFleetStatusSchema = z
   .object({

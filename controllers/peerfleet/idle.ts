@@ -1,0 +1,64 @@
+// Whether a lendable node is idle: none of our pods bound to it, and none of
+// our pending pods that its placement rules would let onto it. DaemonSet
+// pods, static pods' mirrors and the mirror pods of lent Jobs are not our
+// work: they run on every node, or they are the lending itself.
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { rfc3339 } from '../../src/kube/conditions.js';
+import { PEERFLEET_LABEL } from './labels.js';
+import { placementRefusal } from './placement.js';
+
+const STATIC_POD_MIRROR = 'kubernetes.io/config.mirror';
+
+const terminal = (pod: V1Pod) => pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
+const key = (pod: V1Pod) => `${pod.metadata?.namespace}/${pod.metadata?.name}`;
+
+/** Pods that are our own work and not finished. */
+export function isOurWork(pod: V1Pod): boolean {
+  if (terminal(pod)) return false;
+  if (pod.metadata?.ownerReferences?.some((o) => o.kind === 'DaemonSet' && o.controller)) return false;
+  if (pod.metadata?.annotations?.[STATIC_POD_MIRROR] !== undefined) return false;
+  return pod.metadata?.labels?.[PEERFLEET_LABEL] === undefined;
+}
+
+export type Occupancy =
+  | { kind: 'idle' }
+  /** Our pods are bound to the node (a terminating one still holds it). */
+  | { kind: 'busy'; pods: V1Pod[]; message: string }
+  /** Our pods wait to be scheduled and the node would admit them. */
+  | { kind: 'wanted'; pods: V1Pod[]; message: string };
+
+export function occupancy(node: V1Node, pods: readonly V1Pod[]): Occupancy {
+  const name = node.metadata?.name ?? '';
+  const ours = pods.filter(isOurWork);
+  const bound = ours.filter((p) => p.spec?.nodeName === name);
+  if (bound.length > 0) return { kind: 'busy', pods: bound, message: `our pod ${key(bound[0]!)}${more(bound)} runs on node ${name}` };
+  const wanting = ours.filter((p) => !p.spec?.nodeName && placementRefusal(p.spec, node) === undefined);
+  if (wanting.length > 0) return { kind: 'wanted', pods: wanting, message: `our pending pod ${key(wanting[0]!)}${more(wanting)} could run on node ${name}` };
+  return { kind: 'idle' };
+}
+
+const more = (pods: readonly V1Pod[]) => (pods.length > 1 ? ` (and ${pods.length - 1} more)` : '');
+
+export interface IdleClock {
+  /** When the node became idle (RFC 3339), kept across passes; absent while it is not idle. */
+  idleSince?: string;
+  /** When the idle window ends, in ms since the epoch; absent while it is not idle. */
+  windowEndsAt?: number;
+  /** Whether the node has been idle for the whole window. */
+  elapsed: boolean;
+}
+
+/**
+ * The idle-window clock. It starts when a pass first sees the node idle and
+ * restarts whenever our work comes back, so a node lends only after a whole
+ * window without our work. An idleSince in the future (a clock that moved
+ * back) restarts it at now rather than lending early or never.
+ */
+export function idleClock(idle: boolean, previousSince: string | undefined, now: number, windowMs: number): IdleClock {
+  if (!idle) return { elapsed: false };
+  const prev = Date.parse(previousSince ?? '');
+  const idleSince = Number.isFinite(prev) && prev <= now ? previousSince! : rfc3339(new Date(now));
+  // The window counts from the second status records, so every pass agrees on its end.
+  const since = Date.parse(idleSince);
+  return { idleSince, windowEndsAt: since + windowMs, elapsed: now >= since + windowMs };
+}

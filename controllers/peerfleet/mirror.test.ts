@@ -1,0 +1,110 @@
+import { describe, expect, it } from '@jest/globals';
+import type { V1Job, V1Node } from '@kubernetes/client-node';
+import { admits } from './placement.js';
+import { makeMirror, MIRROR_SERVICE_ACCOUNT, mirrorName } from './mirror.js';
+
+const UID = '3f2a1b4c-5d6e-4f70-8192-a3b4c5d6e7f8';
+const node: V1Node = { metadata: { name: 'gpu-1', labels: { pool: 'gpu' } }, spec: { taints: [{ key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule' }] } };
+const fleet = { name: 'peer', namespace: 'lending', uid: 'fleet-uid' };
+
+function peerJob(over: Partial<NonNullable<V1Job['spec']>> = {}): V1Job {
+  return {
+    metadata: { name: 'train', namespace: 'queue', uid: UID, labels: { app: 'our-db' }, annotations: { a: 'b' } },
+    spec: {
+      managedBy: 'leasehold.dev/peer-lending',
+      parallelism: 2,
+      completions: 4,
+      backoffLimit: 3,
+      ttlSecondsAfterFinished: 5,
+      suspend: false,
+      selector: { matchLabels: { x: 'y' } },
+      template: {
+        metadata: { labels: { app: 'our-db' }, annotations: { 'container.apparmor.security.beta.kubernetes.io/main': 'unconfined' } },
+        spec: {
+          restartPolicy: 'Never',
+          serviceAccountName: 'admin',
+          priorityClassName: 'system-cluster-critical',
+          schedulerName: 'other',
+          runtimeClassName: 'privileged-runtime',
+          nodeName: 'their-node',
+          nodeSelector: { pool: 'gpu' },
+          imagePullSecrets: [{ name: 'our-registry' }],
+          tolerations: [{ operator: 'Exists' }],
+          ephemeralContainers: [{ name: 'debug', image: 'busybox' }],
+          volumes: [{ name: 'scratch', emptyDir: {} }],
+          containers: [{ name: 'main', image: 'trainer:1', env: [{ name: 'A', value: '1' }], resources: { requests: { cpu: '4' }, limits: { 'nvidia.com/gpu': '2' } } }],
+        },
+      },
+      ...over,
+    },
+  };
+}
+
+function mirrorOf(job = peerJob()): V1Job {
+  const result = makeMirror({ peerJob: job, fleet, node });
+  if (result.kind !== 'mirror') throw new Error(result.reasons.join('; '));
+  return result.job;
+}
+
+describe('makeMirror', () => {
+  it('is named from the peer Job uid and labelled with the PeerFleet, node and peer Job', () => {
+    const m = mirrorOf();
+    expect(m.metadata).toMatchObject({
+      name: mirrorName(UID),
+      namespace: 'lending',
+      labels: { 'leasehold.dev/peerfleet': 'peer', 'leasehold.dev/node': 'gpu-1', 'leasehold.dev/peer-job-uid': UID },
+      annotations: { 'leasehold.dev/peer-job': 'queue/train' },
+      ownerReferences: [{ kind: 'PeerFleet', name: 'peer', uid: 'fleet-uid', controller: true }],
+    });
+    expect(mirrorName(UID).length).toBeLessThanOrEqual(63);
+    expect(m.spec!.template.metadata).toEqual({ labels: m.metadata!.labels });
+  });
+
+  it('is the same object every time: creating it twice finds the first', () => {
+    expect(mirrorOf()).toEqual(mirrorOf());
+  });
+
+  it('keeps the run rules and requests, drops the peer selector, manager, TTL and suspension', () => {
+    const m = mirrorOf();
+    expect(m.spec).toMatchObject({ parallelism: 2, completions: 4, backoffLimit: 3 });
+    for (const field of ['managedBy', 'ttlSecondsAfterFinished', 'suspend', 'selector']) expect(m.spec).not.toHaveProperty(field);
+    expect(m.spec!.template.spec!.containers[0]!.resources).toEqual({ requests: { cpu: '4' }, limits: { 'nvidia.com/gpu': '2' } });
+  });
+
+  it('runs with no rights and no token, none of our Services in its environment', () => {
+    const pod = mirrorOf().spec!.template.spec!;
+    expect(pod.serviceAccountName).toBe(MIRROR_SERVICE_ACCOUNT);
+    expect(pod.automountServiceAccountToken).toBe(false);
+    expect(pod.enableServiceLinks).toBe(false);
+    for (const field of ['priorityClassName', 'schedulerName', 'runtimeClassName', 'nodeName', 'nodeSelector', 'imagePullSecrets', 'ephemeralContainers']) {
+      expect(pod).not.toHaveProperty(field);
+    }
+  });
+
+  it('takes the restricted Pod Security defaults', () => {
+    const pod = mirrorOf().spec!.template.spec!;
+    expect(pod.securityContext).toEqual({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(pod.containers[0]!.securityContext).toEqual({ allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } });
+  });
+
+  it('is pinned to the node, tolerating exactly its taints', () => {
+    const pod = mirrorOf().spec!.template.spec!;
+    expect(pod.affinity).toEqual({
+      nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: ['gpu-1'] }] }] } },
+    });
+    expect(pod.tolerations).toEqual([{ key: 'nvidia.com/gpu', operator: 'Equal', value: 'present', effect: 'NoSchedule' }]);
+    expect(admits(pod, node)).toBe(true);
+    expect(admits(pod, { metadata: { name: 'gpu-2' } })).toBe(false);
+  });
+
+  it.each<[string, V1Job, RegExp]>([
+    ['hostPath', peerJob({ template: { spec: { containers: [{ name: 'm' }], volumes: [{ name: 'h', hostPath: { path: '/var/run' } }] } } }), /hostPath volume/],
+    ['a Secret in env', peerJob({ template: { spec: { containers: [{ name: 'm', env: [{ name: 'T', valueFrom: { secretKeyRef: { name: 's', key: 'k' } } }] }] } } }), /reads a Secret/],
+    ['privileged', peerJob({ template: { spec: { containers: [{ name: 'm', securityContext: { privileged: true } }] } } }), /privileged is true/],
+    ['host network', peerJob({ template: { spec: { hostNetwork: true, containers: [{ name: 'm' }] } } }), /hostNetwork is true/],
+    ['no uid', { ...peerJob(), metadata: { name: 'x' } }, /metadata.uid "" is not a Kubernetes uid/],
+  ])('refuses %s with the reason, never throwing', (_name, job, reason) => {
+    const result = makeMirror({ peerJob: job, fleet, node });
+    expect(result).toEqual({ kind: 'refused', reasons: [expect.stringMatching(reason)] });
+  });
+});

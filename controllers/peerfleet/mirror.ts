@@ -1,0 +1,108 @@
+// The mirror Job: the peer Job as it runs on our node. Its pod template is
+// the peer's containers and the Job's run rules, and nothing else of the
+// peer's: no labels or annotations (they could join our Services or
+// NetworkPolicies), no priority, scheduler, runtime class or pull Secret of
+// ours, no placement of its own. It is pinned to the one node by required
+// node affinity (so the scheduler still checks room), tolerates that node's
+// taints, runs as a ServiceAccount with no rights and no token, and takes the
+// restricted Pod Security defaults. A template safety.ts refuses is never mirrored.
+import type { V1Container, V1Job, V1Node, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
+import { API_VERSION, PEERFLEET_NAMES } from '../../src/api/index.js';
+import { NODE_LABEL, PEER_JOB_ANNOTATION, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from './labels.js';
+import { tolerationsFor } from './placement.js';
+import { unsafeFields } from './safety.js';
+
+/** The ServiceAccount every mirror runs as: the chart creates it in PeerFleet namespaces and binds it to nothing. */
+export const MIRROR_SERVICE_ACCOUNT = 'leasehold-peer-job';
+
+const UID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+/** The mirror's name, from the peer Job's uid: a restart or a second pass finds the same one. */
+export function mirrorName(peerJobUID: string): string {
+  return `lh-peer-${peerJobUID}`;
+}
+
+export interface MirrorInput {
+  peerJob: V1Job;
+  fleet: { name: string; namespace: string; uid?: string };
+  node: V1Node;
+}
+
+export type MirrorResult = { kind: 'mirror'; job: V1Job } | { kind: 'refused'; reasons: string[] };
+
+export function makeMirror({ peerJob, fleet, node }: MirrorInput): MirrorResult {
+  const uid = peerJob.metadata?.uid ?? '';
+  if (!UID.test(uid)) return { kind: 'refused', reasons: [`metadata.uid ${JSON.stringify(uid)} is not a Kubernetes uid`] };
+  const reasons = unsafeFields(peerJob.spec?.template?.spec);
+  if (reasons.length > 0) return { kind: 'refused', reasons };
+  const nodeName = node.metadata?.name ?? '';
+  const labels = { [PEERFLEET_LABEL]: fleet.name, [NODE_LABEL]: nodeName, [PEER_JOB_UID_LABEL]: uid };
+  const s = peerJob.spec!;
+  const job: V1Job = {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: {
+      name: mirrorName(uid),
+      namespace: fleet.namespace,
+      labels,
+      annotations: { [PEER_JOB_ANNOTATION]: `${peerJob.metadata?.namespace}/${peerJob.metadata?.name}` },
+      ...(fleet.uid ? { ownerReferences: [{ apiVersion: API_VERSION, kind: PEERFLEET_NAMES.kind, name: fleet.name, uid: fleet.uid, controller: true }] } : {}),
+    },
+    spec: {
+      ...pick(s, ['parallelism', 'completions', 'completionMode', 'backoffLimit', 'backoffLimitPerIndex', 'maxFailedIndexes', 'activeDeadlineSeconds', 'podFailurePolicy', 'successPolicy', 'podReplacementPolicy']),
+      template: { metadata: { labels }, spec: safePodSpec(s.template.spec!, node) },
+    },
+  };
+  return { kind: 'mirror', job };
+}
+
+function pick<T extends object, K extends keyof T>(o: T, keys: readonly K[]): Pick<T, K> {
+  return Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k]])) as Pick<T, K>;
+}
+
+function safePodSpec(peer: V1PodSpec, node: V1Node): V1PodSpec {
+  const kept = pick(peer, [
+    'containers',
+    'initContainers',
+    'volumes',
+    'restartPolicy',
+    'terminationGracePeriodSeconds',
+    'activeDeadlineSeconds',
+    'dnsPolicy',
+    'dnsConfig',
+    'hostname',
+    'subdomain',
+    'setHostnameAsFQDN',
+    'shareProcessNamespace',
+    'hostAliases',
+    'os',
+    'hostUsers',
+  ]);
+  return {
+    ...kept,
+    containers: peer.containers.map(safeContainer),
+    ...(peer.initContainers ? { initContainers: peer.initContainers.map(safeContainer) } : {}),
+    serviceAccountName: MIRROR_SERVICE_ACCOUNT,
+    automountServiceAccountToken: false,
+    enableServiceLinks: false,
+    securityContext: { ...peer.securityContext, runAsNonRoot: true, seccompProfile: peer.securityContext?.seccompProfile ?? { type: 'RuntimeDefault' } },
+    affinity: {
+      nodeAffinity: {
+        requiredDuringSchedulingIgnoredDuringExecution: {
+          nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: [node.metadata?.name ?? ''] }] }],
+        },
+      },
+    },
+    tolerations: tolerationsFor(node),
+  };
+}
+
+function safeContainer(c: V1Container): V1Container {
+  const sc: V1SecurityContext = {
+    ...c.securityContext,
+    allowPrivilegeEscalation: false,
+    privileged: false,
+    capabilities: { drop: ['ALL'] },
+  };
+  return { ...c, securityContext: sc };
+}
