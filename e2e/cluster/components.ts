@@ -46,44 +46,40 @@ export const DEFAULT_CONTROLLERS = [
   'daemonset-controller',
 ];
 
-export async function controllerManager(ctx: ComponentContext, controllers: string[]): Promise<ComponentSpec> {
-  const pki = join(ctx.dir, 'pki');
-  const kubeconfig = await clientKubeconfig(ctx.dir, ctx.server,
-    { name: 'kube-controller-manager', user: 'system:kube-controller-manager' }, ctx.clusterName);
+// kube-controller-manager and kube-scheduler: their own client certificate,
+// health on a loopback port, and no leader election (one replica, and a
+// restarted one need not wait out a lease).
+async function kubeComponent(ctx: ComponentContext, name: ComponentName, user: string, args: string[]): Promise<ComponentSpec> {
+  const kubeconfig = await clientKubeconfig(ctx.dir, ctx.server, { name, user }, ctx.clusterName);
   return {
-    name: 'kube-controller-manager',
+    name,
     args: [
       `--kubeconfig=${kubeconfig}`,
       '--bind-address=127.0.0.1',
       `--secure-port=${ctx.port}`,
       '--leader-elect=false',
-      // Each controller acts as its own ServiceAccount in kube-system, as in a
-      // real cluster, so RBAC denials show up here the way they would there.
-      '--use-service-account-credentials=true',
-      // The same key pair the API server signs and verifies tokens with.
-      `--service-account-private-key-file=${join(pki, 'sa.key')}`,
-      `--root-ca-file=${join(pki, 'ca.crt')}`,
-      `--controllers=${controllers.join(',')}`,
       '--profiling=false',
+      ...args,
     ],
     healthURL: `https://127.0.0.1:${ctx.port}/healthz`,
   };
 }
 
-export async function scheduler(ctx: ComponentContext): Promise<ComponentSpec> {
-  const kubeconfig = await clientKubeconfig(ctx.dir, ctx.server,
-    { name: 'kube-scheduler', user: 'system:kube-scheduler' }, ctx.clusterName);
-  return {
-    name: 'kube-scheduler',
-    args: [
-      `--kubeconfig=${kubeconfig}`,
-      '--bind-address=127.0.0.1',
-      `--secure-port=${ctx.port}`,
-      '--leader-elect=false',
-      '--profiling=false',
-    ],
-    healthURL: `https://127.0.0.1:${ctx.port}/healthz`,
-  };
+export function controllerManager(ctx: ComponentContext, controllers: string[]): Promise<ComponentSpec> {
+  const pki = join(ctx.dir, 'pki');
+  return kubeComponent(ctx, 'kube-controller-manager', 'system:kube-controller-manager', [
+    // Each controller acts as its own ServiceAccount in kube-system, as in a
+    // real cluster, so RBAC denials show up here the way they would there.
+    '--use-service-account-credentials=true',
+    // The same key pair the API server signs and verifies tokens with.
+    `--service-account-private-key-file=${join(pki, 'sa.key')}`,
+    `--root-ca-file=${join(pki, 'ca.crt')}`,
+    `--controllers=${controllers.join(',')}`,
+  ]);
+}
+
+export function scheduler(ctx: ComponentContext): Promise<ComponentSpec> {
+  return kubeComponent(ctx, 'kube-scheduler', 'system:kube-scheduler', []);
 }
 
 export async function kwok(ctx: ComponentContext): Promise<ComponentSpec> {

@@ -14,90 +14,43 @@ export const KWOK_EXIT_CODE_ANNOTATION = 'kwok.leasehold.dev/exit-code';
 
 const annotation = (key: string) => `.metadata.annotations["${key}"]`;
 
-// A Job pod's end: one selector shared by pod-complete and pod-fail, which
-// differ only in the exit-code annotation and the status they write.
-function jobPodEndStage(name: string, exitCodeOperator: 'Exists' | 'DoesNotExist', statusTemplate: string): string {
+interface StageSpec {
+  name: string;
+  kind: 'Node' | 'Pod';
+  /** matchExpressions as `[key, operator, values?]`. */
+  match: Array<[string, string, string[]?]>;
+  /** The `delay` stanza, indented for `spec`. */
+  delay?: string;
+  /** The status template (indented 6), or `delete` to delete the object. */
+  next: string | 'delete';
+  immediateNextStage?: boolean;
+}
+
+function stage(spec: StageSpec): string {
+  const match = spec.match.map(([key, operator, values]) =>
+    `    - key: '${key}'\n      operator: '${operator}'\n${values ? `      values: [${values.map((v) => `'${v}'`).join(', ')}]\n` : ''}`);
+  const next = spec.next === 'delete' ? '    delete: true\n' : `    statusTemplate: |\n      {{ $now := Now }}\n${spec.next}\n`;
   return `apiVersion: kwok.x-k8s.io/v1alpha1
 kind: Stage
 metadata:
-  name: ${name}
+  name: ${spec.name}
 spec:
   resourceRef:
     apiGroup: v1
-    kind: Pod
+    kind: ${spec.kind}
   selector:
     matchExpressions:
-    - key: '.metadata.deletionTimestamp'
-      operator: 'DoesNotExist'
-    - key: '.status.phase'
-      operator: 'In'
-      values: ['Running']
-    - key: '.metadata.ownerReferences.[].kind'
-      operator: 'In'
-      values: ['Job']
-    - key: '${annotation(KWOK_EXIT_CODE_ANNOTATION)}'
-      operator: '${exitCodeOperator}'
-  delay:
-    durationMilliseconds: 1000
-    durationFrom:
-      expressionFrom: '${annotation(KWOK_RUN_FOR_ANNOTATION)}'
-    # KWOK waits a random time in [delay, jitter] and uses the jitter alone
-    # when it is below the delay, so without its own annotation the jitter
-    # falls back to the delay: the pod runs exactly that long.
-    jitterDurationMilliseconds: 1000
-    jitterDurationFrom:
-      expressionFrom: '${annotation(KWOK_RUN_FOR_JITTER_ANNOTATION)} // ${annotation(KWOK_RUN_FOR_ANNOTATION)}'
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      conditions:
-      - lastTransitionTime: {{ $now | Quote }}
-        reason: PodCompleted
-        status: "False"
-        type: Ready
-      - lastTransitionTime: {{ $now | Quote }}
-        reason: PodCompleted
-        status: "False"
-        type: ContainersReady
-${statusTemplate}
-`;
+${match.join('')}${spec.delay ?? ''}  next:
+${next}${spec.immediateNextStage ? '  immediateNextStage: true\n' : ''}`;
 }
 
-const terminated = (exitCode: string, reason: string, phase: string) => `      containerStatuses:
-      {{ range .spec.containers }}
-      - image: {{ .image | Quote }}
-        name: {{ .name | Quote }}
-        ready: false
-        restartCount: 0
-        started: false
-        state:
-          terminated:
-            exitCode: ${exitCode}
-            finishedAt: {{ $now | Quote }}
-            reason: ${reason}
-            startedAt: {{ $now | Quote }}
-      {{ end }}
-      phase: ${phase}`;
+const readyIs = (operator: string): [string, string, string[]] =>
+  ['.status.conditions.[] | select( .type == "Ready" ) | .status', operator, ['True']];
+const notDeleted: [string, string] = ['.metadata.deletionTimestamp', 'DoesNotExist'];
 
 // node-initialize, node-heartbeat, pod-ready and pod-delete follow KWOK's own
 // "fast" and "heartbeat" stages (kustomize/stage in sigs.k8s.io/kwok v0.8.0).
-const nodeStages = `apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: node-initialize
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Node
-  selector:
-    matchExpressions:
-    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
-      operator: 'NotIn'
-      values: ['True']
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+const nodeConditions = `      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
       conditions:
       {{ range NodeConditions }}
       - lastHeartbeatTime: {{ $now | Quote }}
@@ -106,7 +59,23 @@ spec:
         reason: {{ .reason | Quote }}
         status: {{ .status | Quote }}
         type: {{ .type | Quote }}
-      {{ end }}
+      {{ end }}`;
+
+// The Node's own allocatable and capacity (fakeNodeManifest sets both), else KWOK's defaults.
+const nodeResources = ['allocatable', 'capacity'].map((field) => `      ${field}:
+      {{ with .status.${field} }}
+      {{ YAML . 1 }}
+      {{ else }}
+        cpu: 1k
+        memory: 1Ti
+        pods: 1M
+      {{ end }}`).join('\n');
+
+const nodeInitialize = stage({
+  name: 'node-initialize',
+  kind: 'Node',
+  match: [readyIs('NotIn')],
+  next: `${nodeConditions}
       addresses:
       {{ with NodeIP }}
       - address: {{ . | Quote }}
@@ -116,22 +85,7 @@ spec:
       - address: {{ . | Quote }}
         type: Hostname
       {{ end }}
-      allocatable:
-      {{ with .status.allocatable }}
-      {{ YAML . 1 }}
-      {{ else }}
-        cpu: 1k
-        memory: 1Ti
-        pods: 1M
-      {{ end }}
-      capacity:
-      {{ with .status.capacity }}
-      {{ YAML . 1 }}
-      {{ else }}
-        cpu: 1k
-        memory: 1Ti
-        pods: 1M
-      {{ end }}
+${nodeResources}
       {{ $kwokVersion := printf "kwok-%s" Version }}
       nodeInfo:
         architecture: amd64
@@ -139,85 +93,41 @@ spec:
         kernelVersion: {{ $kwokVersion }}
         kubeletVersion: {{ $kwokVersion }}
         operatingSystem: linux
-      phase: Running
----
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: node-heartbeat
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Node
-  selector:
-    matchExpressions:
-    - key: '.status.phase'
-      operator: 'In'
-      values: ['Running']
-    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
-      operator: 'In'
-      values: ['True']
-  delay:
-    durationMilliseconds: 20000
-    jitterDurationMilliseconds: 25000
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      {{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
-      conditions:
-      {{ range NodeConditions }}
-      - lastHeartbeatTime: {{ $now | Quote }}
-        lastTransitionTime: {{ $lastTransitionTime | Quote }}
-        message: {{ .message | Quote }}
-        reason: {{ .reason | Quote }}
-        status: {{ .status | Quote }}
-        type: {{ .type | Quote }}
-      {{ end }}
-  immediateNextStage: true
-`;
+      phase: Running`,
+});
 
-const podStages = `apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: pod-ready
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-    - key: '.metadata.deletionTimestamp'
-      operator: 'DoesNotExist'
-    - key: '.status.phase'
-      operator: 'In'
-      values: ['Pending']
-    - key: '.status.conditions.[] | select( .type == "Ready" ) | .status'
-      operator: 'NotIn'
-      values: ['True']
-  next:
-    statusTemplate: |
-      {{ $now := Now }}
-      conditions:
-      - lastTransitionTime: {{ $now | Quote }}
-        status: "True"
-        type: Initialized
-      - lastTransitionTime: {{ $now | Quote }}
-        status: "True"
-        type: Ready
-      - lastTransitionTime: {{ $now | Quote }}
-        status: "True"
-        type: ContainersReady
-      containerStatuses:
+const nodeHeartbeat = stage({
+  name: 'node-heartbeat',
+  kind: 'Node',
+  match: [['.status.phase', 'In', ['Running']], readyIs('In')],
+  delay: '  delay:\n    durationMilliseconds: 20000\n    jitterDurationMilliseconds: 25000\n',
+  next: nodeConditions,
+  immediateNextStage: true,
+});
+
+const containerStatuses = (running: boolean, state: string) => `      containerStatuses:
       {{ range .spec.containers }}
       - image: {{ .image | Quote }}
         name: {{ .name | Quote }}
-        ready: true
+        ready: ${running}
         restartCount: 0
-        started: true
+        started: ${running}
         state:
-          running:
-            startedAt: {{ $now | Quote }}
+          ${state}
+      {{ end }}`;
+
+const podReady = stage({
+  name: 'pod-ready',
+  kind: 'Pod',
+  match: [notDeleted, ['.status.phase', 'In', ['Pending']], readyIs('NotIn')],
+  next: `      conditions:
+      {{ range list "Initialized" "Ready" "ContainersReady" }}
+      - lastTransitionTime: {{ $now | Quote }}
+        status: "True"
+        type: {{ . }}
       {{ end }}
+${containerStatuses(true, `running:
+            startedAt: {{ $now | Quote }}`)}
       {{ with NodeIPWith .spec.nodeName }}
       hostIP: {{ . | Quote }}
       {{ end }}
@@ -225,28 +135,57 @@ spec:
       podIP: {{ . | Quote }}
       {{ end }}
       phase: Running
-      startTime: {{ $now | Quote }}
----
-${jobPodEndStage('pod-complete', 'DoesNotExist', terminated('0', 'Completed', 'Succeeded'))}---
-${jobPodEndStage('pod-fail', 'Exists', terminated(`{{ index $.metadata.annotations "${KWOK_EXIT_CODE_ANNOTATION}" }}`, 'Error', 'Failed'))}---
-apiVersion: kwok.x-k8s.io/v1alpha1
-kind: Stage
-metadata:
-  name: pod-delete
-spec:
-  resourceRef:
-    apiGroup: v1
-    kind: Pod
-  selector:
-    matchExpressions:
-    - key: '.metadata.deletionTimestamp'
-      operator: 'Exists'
-  next:
-    delete: true
-`;
+      startTime: {{ $now | Quote }}`,
+});
 
-/** The `--config` file for kwok: the node and pod stages above. */
-export const kwokStagesYAML = `${nodeStages}---\n${podStages}`;
+// A Job pod's end: pod-complete and pod-fail share the selector and the delay
+// and differ only in the exit-code annotation and the status they write.
+function jobPodEnd(name: string, exitCodeOperator: 'Exists' | 'DoesNotExist', exitCode: string, reason: string, phase: string): string {
+  return stage({
+    name,
+    kind: 'Pod',
+    match: [
+      notDeleted,
+      ['.status.phase', 'In', ['Running']],
+      ['.metadata.ownerReferences.[].kind', 'In', ['Job']],
+      [annotation(KWOK_EXIT_CODE_ANNOTATION), exitCodeOperator],
+    ],
+    // KWOK waits a random time in [delay, jitter] and uses the jitter alone
+    // when it is below the delay, so without its own annotation the jitter
+    // falls back to the delay: the pod runs exactly that long.
+    delay: `  delay:
+    durationMilliseconds: 1000
+    durationFrom:
+      expressionFrom: '${annotation(KWOK_RUN_FOR_ANNOTATION)}'
+    jitterDurationMilliseconds: 1000
+    jitterDurationFrom:
+      expressionFrom: '${annotation(KWOK_RUN_FOR_JITTER_ANNOTATION)} // ${annotation(KWOK_RUN_FOR_ANNOTATION)}'
+`,
+    next: `      conditions:
+      {{ range list "Ready" "ContainersReady" }}
+      - lastTransitionTime: {{ $now | Quote }}
+        reason: PodCompleted
+        status: "False"
+        type: {{ . }}
+      {{ end }}
+${containerStatuses(false, `terminated:
+            exitCode: ${exitCode}
+            finishedAt: {{ $now | Quote }}
+            reason: ${reason}
+            startedAt: {{ $now | Quote }}`)}
+      phase: ${phase}`,
+  });
+}
+
+/** The `--config` file for kwok. */
+export const kwokStagesYAML = [
+  nodeInitialize,
+  nodeHeartbeat,
+  podReady,
+  jobPodEnd('pod-complete', 'DoesNotExist', '0', 'Completed', 'Succeeded'),
+  jobPodEnd('pod-fail', 'Exists', `{{ index $.metadata.annotations "${KWOK_EXIT_CODE_ANNOTATION}" }}`, 'Error', 'Failed'),
+  stage({ name: 'pod-delete', kind: 'Pod', match: [['.metadata.deletionTimestamp', 'Exists']], next: 'delete' }),
+].join('---\n');
 
 export interface FakeNode {
   name: string;
