@@ -35,9 +35,13 @@ try {
   process.exit(2);
 }
 const gpuNodes = Number(flags['gpu-nodes']);
-if (flags.help || !Number.isInteger(gpuNodes) || gpuNodes < 0) {
-  process.stderr.write(flags.help ? usage : `--gpu-nodes takes a whole number, got ${flags['gpu-nodes']}\n${usage}`);
-  process.exit(flags.help ? 0 : 2);
+if (flags.help) {
+  process.stdout.write(usage);
+  process.exit(0);
+}
+if (!Number.isInteger(gpuNodes) || gpuNodes < 0) {
+  process.stderr.write(`--gpu-nodes takes a whole number, got ${flags['gpu-nodes']}\n${usage}`);
+  process.exit(2);
 }
 const all = flags.all ?? false;
 const withKwok = all || (flags.kwok ?? false) || gpuNodes > 0;
