@@ -15,7 +15,8 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund
 	touch $@
 
-# kube-apiserver, etcd, kubectl and helm from pinned Go modules, cached in ~/.cache/leasehold.
+# kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl, helm and kwok from
+# pinned Go modules, cached in ~/.cache/leasehold.
 binaries:
 	bash e2e/cluster/build.sh
 
@@ -61,8 +62,10 @@ demo: deps binaries
 	node --import tsx e2e/demo/main.ts
 
 # A local control plane in the foreground; prints the KUBECONFIG to export.
+# CLUSTER_FLAGS="--all --gpu-nodes=3 --peer" adds kube-controller-manager, kube-scheduler, kwok
+# with fake GPU nodes and a peer control plane (e2e/cluster/main.ts --help lists the flags).
 cluster: deps binaries
-	node --import tsx e2e/cluster/main.ts
+	node --import tsx e2e/cluster/main.ts $(CLUSTER_FLAGS)
 
 clean-cache:
 	rm -rf $${LEASEHOLD_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/leasehold}

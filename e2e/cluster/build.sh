@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, etcd, kubectl and helm from the pinned Go modules in
-# build/ and caches them outside the repository, keyed by a hash of the module
-# files and the Go version, so a second run builds nothing.
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl,
+# helm and kwok from the pinned Go modules in build/ and caches them outside the
+# repository, keyed by a hash of the module files and the Go version, so a
+# second run builds nothing.
 #
-# Prints the directory that holds the four binaries on its last stdout line.
+# Prints the directory that holds the binaries on its last stdout line.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cache_root="${LEASEHOLD_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/leasehold}"
 
-key="$( (go env GOVERSION GOOS GOARCH; cat "$here"/build/kube/go.mod "$here"/build/kube/go.sum \
-  "$here"/build/helm/go.mod "$here"/build/helm/go.sum "$here"/build/kube/cmd/*/main.go "$0") \
+key="$( (go env GOVERSION GOOS GOARCH; cat "$here"/build/*/go.mod "$here"/build/*/go.sum \
+  "$here"/build/*/tools.go "$here"/build/kube/cmd/*/main.go "$0") \
   | sha256sum | cut -c1-16)"
-out="$cache_root/bin/k8s-v1.36.3-helm-v3.22.0-$key"
+out="$cache_root/bin/k8s-v1.36.3-helm-v3.22.0-kwok-v0.8.0-$key"
 
-if [[ -x "$out/kube-apiserver" && -x "$out/etcd" && -x "$out/kubectl" && -x "$out/helm" ]]; then
+kube_bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
+complete=1
+for bin in "${kube_bins[@]}" helm kwok; do
+  [[ -x "$out/$bin" ]] || complete=0
+done
+if (( complete )); then
   echo "$out"
   exit 0
 fi
@@ -32,18 +38,28 @@ kube_ldflags="-s -w \
   -X k8s.io/client-go/pkg/version.gitMinor=36"
 
 start=$(date +%s)
+timed() {
+  local name="$1" t0
+  shift
+  t0=$(date +%s)
+  echo "building $name" >&2
+  "$@"
+  echo "built $name in $(( $(date +%s) - t0 ))s" >&2
+}
 (
   cd "$here/build/kube"
-  for bin in kube-apiserver kubectl etcd; do
-    echo "building $bin" >&2
-    go build -ldflags "$kube_ldflags" -o "$out.partial/$bin" "./cmd/$bin"
+  for bin in "${kube_bins[@]}"; do
+    timed "$bin" go build -ldflags "$kube_ldflags" -o "$out.partial/$bin" "./cmd/$bin"
   done
 )
 (
   cd "$here/build/helm"
-  echo "building helm" >&2
-  go build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" \
+  timed helm go build -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=v3.22.0" \
     -o "$out.partial/helm" helm.sh/helm/v3/cmd/helm
+)
+(
+  cd "$here/build/kwok"
+  timed kwok go build -ldflags "-s -w" -o "$out.partial/kwok" sigs.k8s.io/kwok/cmd/kwok
 )
 rm -rf "$out"
 mv "$out.partial" "$out"

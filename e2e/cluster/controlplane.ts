@@ -1,9 +1,10 @@
 // A real, local Kubernetes control plane for tests, the demo and development:
 // etcd plus kube-apiserver on loopback, with generated certificates, RBAC and
-// an admin kubeconfig. Binaries come from e2e/cluster/build.sh (built from Go
-// modules and cached outside the repository).
+// an admin kubeconfig; on request also kube-controller-manager, kube-scheduler
+// and kwok (fake Nodes). Binaries come from e2e/cluster/build.sh (built from
+// Go modules and cached outside the repository).
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { mkdtemp, mkdir, writeFile, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, writeFile, readFile, rm } from 'node:fs/promises';
 import { createWriteStream, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { request } from 'node:https';
@@ -11,6 +12,10 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { ADMIN, generatePKI, kubeconfigYAML } from './pki.js';
+import {
+  controllerManager, scheduler, kwok, DEFAULT_CONTROLLERS, type ComponentName, type ComponentSpec, type ComponentContext,
+} from './components.js';
 
 const run = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -18,10 +23,18 @@ const here = dirname(fileURLToPath(import.meta.url));
 export interface ControlPlaneOptions {
   /** Directory for data, certificates and logs; a fresh temp dir by default. */
   dir?: string;
-  /** Directory holding kube-apiserver, etcd, kubectl and helm. */
+  /** Directory holding the binaries build.sh builds. */
   binDir?: string;
   /** Extra kube-apiserver flags (e.g. `--v=2`). */
   apiServerArgs?: string[];
+  /** Tells control planes apart in temp dir, kubeconfig cluster name and logs (`peer`). */
+  name?: string;
+  /** Also run kube-controller-manager: `true` for DEFAULT_CONTROLLERS, or the controllers to run. */
+  controllers?: boolean | string[];
+  /** Also run kube-scheduler. */
+  scheduler?: boolean;
+  /** Also run kwok, the kubelet of fake Nodes (see kwok.ts). */
+  kwok?: boolean;
 }
 
 export interface ControlPlaneInfo {
@@ -30,13 +43,18 @@ export interface ControlPlaneInfo {
   kubeconfig: string;
   server: string;
   etcdURL: string;
+  /** `leasehold-<name>`: the kubeconfig's cluster and context. */
+  clusterName: string;
+  /** The optional parts this control plane runs. */
+  components: ComponentName[];
+  /** Milliseconds each part took to become healthy, and `total` for start() as a whole. */
+  startup: Record<string, number>;
 }
 
 /** Builds (or finds cached) binaries and returns their directory. */
-export async function ensureBinaries(): Promise<string> {
-  if (process.env.E2E_BIN_DIR && existsSync(join(process.env.E2E_BIN_DIR, 'kube-apiserver'))) {
-    return process.env.E2E_BIN_DIR;
-  }
+export async function ensureBinaries(required: string[] = ['kube-apiserver']): Promise<string> {
+  const fromEnv = process.env.E2E_BIN_DIR;
+  if (fromEnv && required.every((bin) => existsSync(join(fromEnv, bin)))) return fromEnv;
   const { stdout } = await run('bash', [join(here, 'build.sh')], { maxBuffer: 1 << 20 });
   const lines = stdout.trim().split('\n');
   return lines[lines.length - 1]!;
@@ -55,59 +73,11 @@ export async function freePort(): Promise<number> {
   });
 }
 
-async function openssl(cwd: string, ...args: string[]): Promise<void> {
-  await run('openssl', args, { cwd });
-}
-
-/** A CA, a serving certificate for loopback, an admin client certificate and service-account keys. */
-async function generatePKI(pki: string): Promise<void> {
-  await mkdir(pki, { recursive: true });
-  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  await openssl(pki, 'req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '30', '-subj', '/CN=leasehold-test-ca');
-  await writeFile(
-    join(pki, 'serving.ext'),
-    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' +
-      'extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n',
-  );
-  await writeFile(join(pki, 'client.ext'), 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n');
-  const sign = async (name: string, subj: string, ext: string) => {
-    await openssl(pki, 'req', ...ec, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subj);
-    await openssl(pki, 'x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial',
-      '-out', `${name}.crt`, '-days', '30', '-extfile', ext);
-  };
-  await sign('serving', '/CN=kube-apiserver', 'serving.ext');
-  await sign('admin', '/O=system:masters/CN=admin', 'client.ext');
-  await openssl(pki, 'genpkey', '-algorithm', 'EC', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-out', 'sa.key');
-  await openssl(pki, 'pkey', '-in', 'sa.key', '-pubout', '-out', 'sa.pub');
-}
-
-function kubeconfigYAML(server: string, pki: string): string {
-  return `apiVersion: v1
-kind: Config
-clusters:
-- name: leasehold-local
-  cluster:
-    server: ${server}
-    certificate-authority: ${join(pki, 'ca.crt')}
-users:
-- name: admin
-  user:
-    client-certificate: ${join(pki, 'admin.crt')}
-    client-key: ${join(pki, 'admin.key')}
-contexts:
-- name: leasehold-local
-  context:
-    cluster: leasehold-local
-    user: admin
-    namespace: default
-current-context: leasehold-local
-`;
-}
-
 export class ControlPlane {
   readonly info: ControlPlaneInfo;
   private etcd?: ChildProcess;
   private apiserver?: ChildProcess;
+  private readonly parts = new Map<ComponentName, ChildProcess>();
   private readonly etcdPeerPort: number;
   private readonly apiPort: number;
   private readonly extraArgs: string[];
@@ -119,29 +89,58 @@ export class ControlPlane {
     this.extraArgs = extraArgs;
   }
 
-  /** Generates certificates and a kubeconfig, then starts etcd and kube-apiserver and waits for /readyz. */
+  /**
+   * Generates certificates and a kubeconfig, starts etcd and kube-apiserver and
+   * waits for /readyz, then starts the optional parts and waits until each is healthy.
+   */
   static async start(opts: ControlPlaneOptions = {}): Promise<ControlPlane> {
-    const binDir = opts.binDir ?? (await ensureBinaries());
-    const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), 'leasehold-cp-')));
+    const began = Date.now();
+    const components: ComponentName[] = [
+      ...(opts.controllers ? ['kube-controller-manager' as const] : []),
+      ...(opts.scheduler ? ['kube-scheduler' as const] : []),
+      ...(opts.kwok ? ['kwok' as const] : []),
+    ];
+    const required = ['kube-apiserver', 'etcd', 'kubectl', ...components];
+    const binDir = opts.binDir ?? (await ensureBinaries(required));
+    const missing = required.filter((bin) => !existsSync(join(binDir, bin)));
+    if (missing.length > 0) {
+      throw new Error(`${binDir} has no ${missing.join(', ')}; run \`make binaries\` (e2e/cluster/build.sh) and pass the directory it prints`);
+    }
+    const name = opts.name ?? 'local';
+    const dir = opts.dir ?? (await mkdtemp(join(tmpdir(), opts.name ? `leasehold-cp-${opts.name}-` : 'leasehold-cp-')));
     const pki = join(dir, 'pki');
     await generatePKI(pki);
     const [etcdPort, etcdPeerPort, apiPort] = [await freePort(), await freePort(), await freePort()];
     const server = `https://127.0.0.1:${apiPort}`;
     const kubeconfig = join(dir, 'kubeconfig');
-    await writeFile(kubeconfig, kubeconfigYAML(server, pki), { mode: 0o600 });
+    const clusterName = `leasehold-${name}`;
+    await writeFile(kubeconfig, kubeconfigYAML({ server, ca: join(pki, 'ca.crt'), clusterName, userName: ADMIN.name,
+      user: { 'client-certificate': join(pki, 'admin.crt'), 'client-key': join(pki, 'admin.key') } }), { mode: 0o600 });
+    // Without kube-controller-manager nothing would create the default
+    // ServiceAccount that the ServiceAccount admission plugin insists on for every pod.
+    const apiServerArgs = [...(opts.controllers ? [] : ['--disable-admission-plugins=ServiceAccount']), ...(opts.apiServerArgs ?? [])];
     const cp = new ControlPlane(
-      { dir, binDir, kubeconfig, server, etcdURL: `http://127.0.0.1:${etcdPort}` },
+      { dir, binDir, kubeconfig, server, etcdURL: `http://127.0.0.1:${etcdPort}`, clusterName, components, startup: {} },
       etcdPeerPort,
       apiPort,
-      opts.apiServerArgs ?? [],
+      apiServerArgs,
     );
     try {
-      await cp.startEtcd();
-      await cp.startAPIServer();
+      await cp.timed('etcd', () => cp.startEtcd());
+      await cp.timed('kube-apiserver', () => cp.startAPIServer());
+      const specs = await Promise.all(components.map(async (part) => {
+        const ctx: ComponentContext = { dir, server, clusterName, port: await freePort() };
+        if (part === 'kube-controller-manager') {
+          return controllerManager(ctx, Array.isArray(opts.controllers) ? opts.controllers : DEFAULT_CONTROLLERS);
+        }
+        return part === 'kube-scheduler' ? scheduler(ctx) : kwok(ctx);
+      }));
+      await Promise.all(specs.map((spec) => cp.timed(spec.name, () => cp.startComponent(spec))));
     } catch (err) {
-      await cp.stop();
+      await cp.stop(true);
       throw err;
     }
+    cp.info.startup.total = Date.now() - began;
     return cp;
   }
 
@@ -179,14 +178,22 @@ export class ControlPlane {
       '--api-audiences=https://kubernetes.default.svc.cluster.local',
       '--authorization-mode=RBAC',
       '--service-cluster-ip-range=10.0.0.0/24',
-      // No kube-controller-manager runs, so nothing would create the default
-      // ServiceAccount that this plugin insists on for every pod.
-      '--disable-admission-plugins=ServiceAccount',
       '--profiling=false',
       `--cert-dir=${join(dir, 'apiserver-certs')}`,
       ...this.extraArgs,
     ]);
     await this.waitFor(async () => (await this.get('/readyz')) === 'ok', 'kube-apiserver /readyz', this.apiserver);
+  }
+
+  private async startComponent(spec: ComponentSpec): Promise<void> {
+    const child = this.spawnLogged(spec.name, join(this.info.binDir, spec.name), spec.args, spec.env);
+    this.parts.set(spec.name, child);
+    await this.waitFor(async () => (await httpGet(spec.healthURL)) === 'ok', `${spec.name} /healthz`, child);
+    if (spec.name === 'kube-controller-manager') {
+      // Pods are admitted only once their namespace's default ServiceAccount exists.
+      await this.waitFor(async () => (await this.get('/api/v1/namespaces/default/serviceaccounts/default')).includes('"kind":"ServiceAccount"'),
+        'the default ServiceAccount', child);
+    }
   }
 
   async stopAPIServer(): Promise<void> {
@@ -199,7 +206,10 @@ export class ControlPlane {
     this.etcd = undefined;
   }
 
-  /** Stops kube-apiserver and etcd and starts them again on the same ports and data. */
+  /**
+   * Stops kube-apiserver and etcd and starts them again on the same ports and
+   * data; the optional parts keep running and reconnect, as they would in a cluster.
+   */
   async restart(pauseMs = 0): Promise<void> {
     await this.stopAPIServer();
     await this.stopEtcd();
@@ -208,8 +218,10 @@ export class ControlPlane {
     await this.startAPIServer();
   }
 
-  /** Stops both processes; with `keepDir` the data and logs stay for inspection. */
+  /** Stops every process; with `keepDir` the data and logs stay for inspection. */
   async stop(keepDir = false): Promise<void> {
+    await Promise.all([...this.parts.values()].map((child) => stopProcess(child)));
+    this.parts.clear();
     await this.stopAPIServer();
     await this.stopEtcd();
     if (!keepDir) await rm(this.info.dir, { recursive: true, force: true });
@@ -231,9 +243,15 @@ export class ControlPlane {
     return runTool(join(this.info.binDir, 'helm'), ['--kubeconfig', this.info.kubeconfig, ...args]);
   }
 
-  private spawnLogged(name: string, bin: string, args: string[]): ChildProcess {
+  private async timed(part: string, step: () => Promise<void>): Promise<void> {
+    const began = Date.now();
+    await step();
+    this.info.startup[part] = Date.now() - began;
+  }
+
+  private spawnLogged(name: string, bin: string, args: string[], env?: Record<string, string>): ChildProcess {
     const log = createWriteStream(join(this.info.dir, `${name}.log`), { flags: 'a' });
-    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(bin, args, { stdio: ['ignore', 'pipe', 'pipe'], env: env ? { ...process.env, ...env } : undefined });
     child.stdout?.pipe(log);
     child.stderr?.pipe(log);
     return child;
@@ -286,7 +304,10 @@ function httpGet(url: string, tls?: { ca: Buffer; cert: Buffer; key: Buffer }): 
       fetch(url, { signal: AbortSignal.timeout(2000) }).then((r) => r.text()).then(resolve, reject);
       return;
     }
-    const req = mod(u, { ...tls, timeout: 2000 }, (res) => {
+    // Without client credentials this only reads a health endpoint of
+    // kube-controller-manager or kube-scheduler on loopback, which serve a
+    // self-signed certificate.
+    const req = mod(u, { ...(tls ?? { rejectUnauthorized: false }), timeout: 2000 }, (res) => {
       let body = '';
       res.on('data', (d) => (body += d));
       res.on('end', () => resolve(body));
