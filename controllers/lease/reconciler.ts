@@ -6,12 +6,12 @@
 // (acquire, probes, release) never runs on a reconcile worker; its result
 // re-enqueues the Lease and becomes the next pass's event.
 import type { Logger } from 'pino';
-import { LEASE_RESOURCE, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
+import { ACTIVE_PHASES, LEASE_RESOURCE, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import { isConflict } from '../../src/kube/client.js';
 import type { EffectRunner } from '../../src/kube/effects.js';
 import type { EventRecorder } from '../../src/kube/events.js';
-import { splitKey } from '../../src/kube/resource.js';
+import { objectKey, splitKey } from '../../src/kube/resource.js';
 import type { StatusWriter } from '../../src/kube/status.js';
 import type { LeaseDriver } from './driver.js';
 import { pruneHistory } from './history.js';
@@ -23,8 +23,13 @@ import { acquireEffect, probeEffect, releaseEffect } from './operations.js';
 import { observeReleasing } from './release.js';
 import { schedule, Slots } from './schedule.js';
 import { conditionsFor, contextOf, endReasonFor, phaseOf } from './status.js';
+import { RecordKeeper } from './record-keeper.js';
+import type { LeaseRecord, RecordStore } from './records.js';
+import { recordOf, sealedLease, sealedStatus, tamperedFields, withResult } from './trust.js';
 
 export const RELEASE_FINALIZER = 'leasehold.dev/release';
+/** The work queue key of the sweep for machines whose Lease vanished (no Lease key has a dot in its namespace). */
+export const RECORD_SWEEP_KEY = 'leasehold.dev/lease-records';
 export type { LeaseSettings };
 
 /** The API writes the reconciler makes besides status. */
@@ -49,6 +54,10 @@ export interface LeaseReconcilerDeps {
   writer: LeaseWriter;
   events: EventRecorder;
   driver: LeaseDriver;
+  /** The controller's records of each Lease's machine (controllers/lease/records.ts). */
+  records: RecordStore;
+  /** Where the records live, and the one namespace watched, if any (the sweep leaves other installations' records alone). */
+  recordScope?: { namespace: string; watchNamespace?: string | undefined };
   effects: EffectRunner<LeaseEffectResult>;
   /** Puts a Lease's key back on the work queue (an effect ended). */
   enqueue: (key: string) => void;
@@ -70,11 +79,27 @@ export class LeaseReconciler {
    * Lease is looked at once.
    */
   private readonly plans = new Map<string, Plan>();
+  /** The tampering last reported per Lease UID, so that each is reported once. */
+  private readonly tampered = new Map<string, string>();
+  private readonly keeper: RecordKeeper;
+  private adoption: Promise<void> | undefined;
 
   constructor(private readonly deps: LeaseReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
     this.random = deps.random ?? Math.random;
     this.slots = new Slots(deps.leases);
+    this.keeper = new RecordKeeper({
+      records: deps.records,
+      namespace: deps.recordScope?.namespace ?? '',
+      watchNamespace: deps.recordScope?.watchNamespace,
+      leases: deps.leases,
+      getLease: (ns, name) => deps.writer.get(ns, name),
+      driver: deps.driver,
+      effects: deps.effects,
+      events: deps.events,
+      log: deps.log,
+      now: () => this.now().getTime(),
+    });
   }
 
   /** A Lease gone from the cache: nothing of it is kept. */
@@ -82,27 +107,51 @@ export class LeaseReconciler {
     const uid = lease.metadata?.uid ?? '';
     this.deps.effects.forget(uid);
     this.plans.delete(uid);
+    this.tampered.delete(uid);
+  }
+
+  /** Releases the machines of Leases that vanished without their release; the work queue runs it every check interval. */
+  async sweepRecords(): Promise<ReconcileResult> {
+    await this.adopted();
+    await this.keeper.sweep(() => this.deps.enqueue(RECORD_SWEEP_KEY));
+    return { requeueAfter: this.deps.settings.checkIntervalMs };
+  }
+
+  /** Before any Lease is acted on, Leases from before records existed get theirs (once per installation). */
+  private adopted(): Promise<void> {
+    this.adoption ??= this.keeper.adoptLegacyLeases().catch((err: unknown) => {
+      this.adoption = undefined;
+      throw err;
+    });
+    return this.adoption;
   }
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
+    if (key === RECORD_SWEEP_KEY) return this.sweepRecords();
     const { namespace, name } = splitKey(key);
     let lease = this.deps.leases.get(namespace, name);
     if (!lease) return;
+    await this.adopted();
     const uid = lease.metadata?.uid ?? '';
     let requeueAfter: number | undefined;
     // A pass goes on while each step leads straight to another (a result
     // recorded, an end reached); it ends at an effect, a wait or nothing new.
     for (let i = 0; i < 8; i++) {
       const phase = phaseOf(lease);
-      if (phase === 'Released' || phase === 'Failed') return this.ended(lease);
-      const obs = await this.observe(lease, phase);
+      const record = await this.deps.records.get(uid);
+      const unaccounted = this.unaccounted(lease, phase, record);
+      if (unaccounted) return unaccounted;
+      if (phase === 'Released' || phase === 'Failed') return this.ended(lease, record);
+      if (record) lease = await this.checkTampering(lease, record);
+      // What the pass acts on is the record's, never what status says for it.
+      const obs = await this.observe(sealedLease(lease, record), phase, record);
       requeueAfter = obs.requeueAfter;
       if (obs.cancel) this.deps.effects.cancel(uid);
       if (obs.plan !== undefined) this.plan(uid, obs.plan);
       if (!obs.event) {
         if (obs.status) lease = await this.record(lease, obs.status);
         if (obs.consumed) this.deps.effects.take(uid);
-        if (obs.start) this.start(lease, obs.start);
+        if (obs.start) await this.start(lease, obs.start);
         if (obs.consumed && requeueAfter === 0) continue;
         return after(requeueAfter);
       }
@@ -115,7 +164,7 @@ export class LeaseReconciler {
       lease = await this.apply(lease, next, obs);
       if (obs.consumed) this.deps.effects.take(uid);
       this.report(lease, obs, next);
-      const started = this.runTransitionEffects(lease, next);
+      const started = await this.runTransitionEffects(lease, next);
       if (next.effects.includes('retryRelease')) {
         this.plan(uid, { at: this.now().getTime() + this.deps.settings.checkIntervalMs });
         return after(this.deps.settings.checkIntervalMs);
@@ -125,8 +174,15 @@ export class LeaseReconciler {
     return { requeueAfter: 1000 };
   }
 
-  private observe(lease: Lease, phase: Phase): Promise<Observation> | Observation {
+  private observe(lease: Lease, phase: Phase, record: LeaseRecord | undefined): Promise<Observation> | Observation {
     if (phase === 'Pending') return this.schedule(lease);
+    if (!record && phase !== 'Releasing') {
+      // Every launch writes its record before the provider is called: a
+      // machine-holding phase without one was written by someone else.
+      // Nothing is probed; the release finds no record and runs nothing.
+      const message = `status.phase says ${phase}, but the controller holds no record of a machine for this Lease: its status was not written by the controller; nothing was probed or released. Only the controller may write a Lease's status`;
+      return { event: { type: 'LAUNCH_FAILED', reason: 'StatusTampered', message } };
+    }
     const uid = lease.metadata?.uid ?? '';
     const input = { lease, now: this.now().getTime(), settings: this.deps.settings, effect: this.deps.effects.get(uid), plan: this.plans.get(uid) };
     switch (phase) {
@@ -163,14 +219,60 @@ export class LeaseReconciler {
     return run;
   }
 
-  /** Ended: the finalizer goes, and ended Leases past the history limits are deleted. */
-  private async ended(lease: Lease): Promise<ReconcileResult | void> {
+  /** Ended: the record goes, then the finalizer, and ended Leases past the history limits are deleted. */
+  private async ended(lease: Lease, record: LeaseRecord | undefined): Promise<ReconcileResult | void> {
     const uid = lease.metadata?.uid ?? '';
     this.slots.free(uid);
     this.forget(lease);
+    // The record outlives the release it describes until here: with it gone,
+    // nothing would release the machine if the Lease had not really ended.
+    if (record) await this.deps.records.delete(uid);
     if (lease.metadata?.finalizers?.includes(RELEASE_FINALIZER)) await this.deps.writer.removeFinalizer(lease);
     const { historyLimit = 32, historyMaxAgeMs = 7 * 24 * 3600_000 } = this.deps.settings;
     return pruneHistory(lease, this.deps.leases.list(), this.now().getTime(), historyLimit, historyMaxAgeMs, (ns, name) => this.deps.writer.delete(ns, name));
+  }
+
+  /**
+   * A record of a machine not confirmed released, on a Lease whose status
+   * says it holds none (Pending, Released, Failed): the phase was written by
+   * someone else. The machine is released from the record before the Lease
+   * goes on (is scheduled again, or lets go of its finalizer).
+   */
+  private unaccounted(lease: Lease, phase: Phase, record: LeaseRecord | undefined): ReconcileResult | undefined {
+    if (!record || record.releasedAt || ACTIVE_PHASES.includes(phase)) return undefined;
+    const uid = lease.metadata!.uid!;
+    // An acquire still running records its machine when it ends.
+    if (this.deps.effects.get(uid)?.state === 'running') return { requeueAfter: 1000 };
+    // A launch whose Launching write failed left a record, but never called the provider: scheduling again replaces it.
+    if (phase === 'Pending' && record.providerState === undefined && record.machine === undefined) return undefined;
+    const outcome = this.keeper.release(record, () => this.deps.enqueue(objectKey(lease)));
+    if (outcome.state === 'released') return { requeueAfter: 0 };
+    this.reportTampering(lease, `status.phase (${phase})`, `the controller's record says machine ${record.machineName} was never released`);
+    if (outcome.state === 'failed') {
+      void this.deps.events.record(lease, 'Warning', 'ReleaseFailed', `releasing machine ${record.machineName} from the controller's record failed: ${outcome.error}; retrying`);
+      return { requeueAfter: this.deps.settings.checkIntervalMs };
+    }
+    return undefined;
+  }
+
+  /**
+   * Status that differs from the record is reported once and written back
+   * from the record; status that lags it (an acquire's result whose status
+   * write failed) is brought up to it.
+   */
+  private async checkTampering(lease: Lease, record: LeaseRecord): Promise<Lease> {
+    const fields = tamperedFields(lease.status, record);
+    if (fields.length) this.reportTampering(lease, fields.join(', '), 'they were ignored and restored from the record');
+    else this.tampered.delete(record.uid);
+    return this.deps.status.write(LEASE_RESOURCE, lease, sealedStatus(lease.status ?? {}, record));
+  }
+
+  private reportTampering(lease: Lease, fields: string, what: string): void {
+    const uid = lease.metadata!.uid!;
+    if (this.tampered.get(uid) === fields) return;
+    this.tampered.set(uid, fields);
+    this.deps.log.warn({ lease: objectKey(lease), fields }, 'Lease status changed by someone other than the controller');
+    void this.deps.events.record(lease, 'Warning', 'StatusTampered', `${fields} changed by someone other than the controller; ${what}. Only the controller may write a Lease's status`);
   }
 
   // ---- writing status, then starting effects ----
@@ -189,6 +291,11 @@ export class LeaseReconciler {
       // The finalizer goes on before anything is rented: without it, a
       // delete during acquire would lose the only record of the machine.
       lease = await this.deps.writer.addFinalizer(lease).catch(unclaim);
+      // Then the record: how to release what acquire makes, where only the
+      // controller can write it, before status says anything is launching.
+      await this.deps.records.put(recordOf(lease, obs.status ?? {})).catch(unclaim);
+    } else if (obs.status) {
+      await this.sealResult(lease, obs.status);
     }
     const status: LeaseStatus = {
       ...lease.status,
@@ -206,7 +313,7 @@ export class LeaseReconciler {
       status.message = next.context.failure.message;
     }
     // Intent before effect: a conflict here throws, and no effect starts.
-    const written = await this.deps.status.write(LEASE_RESOURCE, lease, status).catch(unclaim);
+    const written = await this.writeStatus(lease, status).catch(unclaim);
     if (written !== lease && next.effects.includes('announce')) {
       const warning = next.phase === 'Pending' || next.phase === 'Failed' || next.context.failure !== undefined || obs.event?.type === 'RELEASE_FAILED';
       await this.deps.events.record(written, warning ? 'Warning' : 'Normal', status.reason ?? next.phase, status.message ?? '');
@@ -225,7 +332,7 @@ export class LeaseReconciler {
   }
 
   /** Starts what the transition planned; true when an effect started. */
-  private runTransitionEffects(lease: Lease, next: Step): boolean {
+  private async runTransitionEffects(lease: Lease, next: Step): Promise<boolean> {
     const uid = lease.metadata?.uid ?? '';
     if (next.effects.includes('acquire')) {
       this.slots.claim(uid);
@@ -242,12 +349,14 @@ export class LeaseReconciler {
     return false;
   }
 
-  private start(lease: Lease, kind: LeaseEffectKind): boolean {
-    const uid = lease.metadata!.uid!;
+  private async start(raw: Lease, kind: LeaseEffectKind): Promise<boolean> {
+    const uid = raw.metadata!.uid!;
+    // Effects see the record's values, never what status says for them.
+    const lease = sealedLease(raw, await this.deps.records.get(uid));
     const st = lease.status ?? {};
     const attempt = kind === 'release' ? (st.releaseAttempts ?? 0) + 1 : st.launch?.attempt ?? 0;
     const key = `${lease.metadata!.namespace}/${lease.metadata!.name}`;
-    const ctx = { driver: this.deps.driver, events: this.deps.events, log: this.deps.log, now: () => this.now().getTime(), record: (l: Lease, f: Partial<LeaseStatus>) => this.record(l, f), progress: (l: Lease, m: string) => this.writeProgress(l, m) };
+    const ctx = { driver: this.deps.driver, records: this.deps.records, events: this.deps.events, log: this.deps.log, now: () => this.now().getTime(), record: (l: Lease, f: Partial<LeaseStatus>) => this.record(l, f), progress: (l: Lease, m: string) => this.writeProgress(l, m) };
     const run =
       kind === 'acquire' ? (signal: AbortSignal) => acquireEffect(ctx, lease, signal)
       : kind === 'release' ? (signal: AbortSignal) => releaseEffect(ctx, lease, signal)
@@ -263,7 +372,7 @@ export class LeaseReconciler {
   /** A progress message for a launch still running; a lost race reads the Lease again and skips this line. */
   private async writeProgress(lease: Lease, message: string): Promise<Lease> {
     try {
-      return await this.deps.status.write(LEASE_RESOURCE, lease, { ...lease.status, message } as LeaseStatus);
+      return await this.writeStatus(lease, { ...lease.status, message } as LeaseStatus);
     } catch (err) {
       this.deps.log.debug({ err: String(err), lease: lease.metadata?.name }, 'acquire progress not recorded');
       if (!isConflict(err)) return lease;
@@ -278,9 +387,10 @@ export class LeaseReconciler {
    * label), so a conflict is retried on a fresh read of the same attempt.
    */
   private async record(lease: Lease, fields: Partial<LeaseStatus>): Promise<Lease> {
+    await this.sealResult(lease, fields);
     for (let i = 0; ; i++) {
       try {
-        return await this.deps.status.write(LEASE_RESOURCE, lease, { ...lease.status, ...fields } as LeaseStatus);
+        return await this.writeStatus(lease, { ...lease.status, ...fields } as LeaseStatus);
       } catch (err) {
         if (!isConflict(err) || i >= 4) throw err;
         const fresh = await this.deps.writer.get(lease.metadata!.namespace!, lease.metadata!.name!);
@@ -288,6 +398,19 @@ export class LeaseReconciler {
         lease = fresh;
       }
     }
+  }
+
+  /** An acquire's result (providerState, machine) goes to the record before status: the record is what releases it. */
+  private async sealResult(lease: Lease, fields: Partial<LeaseStatus>): Promise<void> {
+    const record = await this.deps.records.get(lease.metadata!.uid!);
+    const next = record && withResult(record, fields);
+    if (next) await this.deps.records.put(next);
+  }
+
+  /** Every status write carries the record's values for the fields it holds, so a write also undoes tampering. */
+  private async writeStatus(lease: Lease, status: LeaseStatus): Promise<Lease> {
+    const record = await this.deps.records.get(lease.metadata!.uid!);
+    return this.deps.status.write(LEASE_RESOURCE, lease, sealedStatus(status, record));
   }
 }
 
