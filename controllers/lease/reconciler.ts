@@ -6,12 +6,12 @@
 // (acquire, probes, release) never runs on a reconcile worker; its result
 // re-enqueues the Lease and becomes the next pass's event.
 import type { Logger } from 'pino';
-import { ACTIVE_PHASES, LEASE_RESOURCE, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
+import { LEASE_RESOURCE, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import { isConflict } from '../../src/kube/client.js';
 import type { EffectRunner } from '../../src/kube/effects.js';
 import type { EventRecorder } from '../../src/kube/events.js';
-import { objectKey, splitKey } from '../../src/kube/resource.js';
+import { splitKey } from '../../src/kube/resource.js';
 import type { StatusWriter } from '../../src/kube/status.js';
 import type { LeaseDriver } from './driver.js';
 import { pruneHistory } from './history.js';
@@ -23,13 +23,12 @@ import { acquireEffect, probeEffect, releaseEffect } from './operations.js';
 import { observeReleasing } from './release.js';
 import { schedule, Slots } from './schedule.js';
 import { conditionsFor, contextOf, endReasonFor, phaseOf } from './status.js';
-import { RecordKeeper } from './record-keeper.js';
+import { LeaseGuard, RECORD_SWEEP_KEY } from './guard.js';
 import type { LeaseRecord, RecordStore } from './records.js';
-import { recordOf, sealedLease, sealedStatus, tamperedFields, withResult } from './trust.js';
+import { recordOf, sealedLease } from './trust.js';
 
 export const RELEASE_FINALIZER = 'leasehold.dev/release';
-/** The work queue key of the sweep for machines whose Lease vanished (no Lease key has a dot in its namespace). */
-export const RECORD_SWEEP_KEY = 'leasehold.dev/lease-records';
+export { RECORD_SWEEP_KEY };
 export type { LeaseSettings };
 
 /** The API writes the reconciler makes besides status. */
@@ -79,27 +78,13 @@ export class LeaseReconciler {
    * Lease is looked at once.
    */
   private readonly plans = new Map<string, Plan>();
-  /** The tampering last reported per Lease UID, so that each is reported once. */
-  private readonly tampered = new Map<string, string>();
-  private readonly keeper: RecordKeeper;
-  private adoption: Promise<void> | undefined;
+  private readonly guard: LeaseGuard;
 
   constructor(private readonly deps: LeaseReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
     this.random = deps.random ?? Math.random;
     this.slots = new Slots(deps.leases);
-    this.keeper = new RecordKeeper({
-      records: deps.records,
-      namespace: deps.recordScope?.namespace ?? '',
-      watchNamespace: deps.recordScope?.watchNamespace,
-      leases: deps.leases,
-      getLease: (ns, name) => deps.writer.get(ns, name),
-      driver: deps.driver,
-      effects: deps.effects,
-      events: deps.events,
-      log: deps.log,
-      now: () => this.now().getTime(),
-    });
+    this.guard = new LeaseGuard({ ...deps, now: () => this.now().getTime() });
   }
 
   /** A Lease gone from the cache: nothing of it is kept. */
@@ -107,31 +92,15 @@ export class LeaseReconciler {
     const uid = lease.metadata?.uid ?? '';
     this.deps.effects.forget(uid);
     this.plans.delete(uid);
-    this.tampered.delete(uid);
-  }
-
-  /** Releases the machines of Leases that vanished without their release; the work queue runs it every check interval. */
-  async sweepRecords(): Promise<ReconcileResult> {
-    await this.adopted();
-    await this.keeper.sweep(() => this.deps.enqueue(RECORD_SWEEP_KEY));
-    return { requeueAfter: this.deps.settings.checkIntervalMs };
-  }
-
-  /** Before any Lease is acted on, Leases from before records existed get theirs (once per installation). */
-  private adopted(): Promise<void> {
-    this.adoption ??= this.keeper.adoptLegacyLeases().catch((err: unknown) => {
-      this.adoption = undefined;
-      throw err;
-    });
-    return this.adoption;
+    this.guard.forget(uid);
   }
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
-    if (key === RECORD_SWEEP_KEY) return this.sweepRecords();
+    if (key === RECORD_SWEEP_KEY) return this.guard.sweep(() => this.deps.enqueue(RECORD_SWEEP_KEY));
     const { namespace, name } = splitKey(key);
     let lease = this.deps.leases.get(namespace, name);
     if (!lease) return;
-    await this.adopted();
+    await this.guard.adopted();
     const uid = lease.metadata?.uid ?? '';
     let requeueAfter: number | undefined;
     // A pass goes on while each step leads straight to another (a result
@@ -139,10 +108,10 @@ export class LeaseReconciler {
     for (let i = 0; i < 8; i++) {
       const phase = phaseOf(lease);
       const record = await this.deps.records.get(uid);
-      const unaccounted = this.unaccounted(lease, phase, record);
+      const unaccounted = this.guard.unaccounted(lease, phase, record, () => this.deps.enqueue(key));
       if (unaccounted) return unaccounted;
       if (phase === 'Released' || phase === 'Failed') return this.ended(lease, record);
-      if (record) lease = await this.checkTampering(lease, record);
+      if (record) lease = await this.guard.check(lease, record);
       // What the pass acts on is the record's, never what status says for it.
       const obs = await this.observe(sealedLease(lease, record), phase, record);
       requeueAfter = obs.requeueAfter;
@@ -232,49 +201,6 @@ export class LeaseReconciler {
     return pruneHistory(lease, this.deps.leases.list(), this.now().getTime(), historyLimit, historyMaxAgeMs, (ns, name) => this.deps.writer.delete(ns, name));
   }
 
-  /**
-   * A record of a machine not confirmed released, on a Lease whose status
-   * says it holds none (Pending, Released, Failed): the phase was written by
-   * someone else. The machine is released from the record before the Lease
-   * goes on (is scheduled again, or lets go of its finalizer).
-   */
-  private unaccounted(lease: Lease, phase: Phase, record: LeaseRecord | undefined): ReconcileResult | undefined {
-    if (!record || record.releasedAt || ACTIVE_PHASES.includes(phase)) return undefined;
-    const uid = lease.metadata!.uid!;
-    // An acquire still running records its machine when it ends.
-    if (this.deps.effects.get(uid)?.state === 'running') return { requeueAfter: 1000 };
-    // A launch whose Launching write failed left a record, but never called the provider: scheduling again replaces it.
-    if (phase === 'Pending' && record.providerState === undefined && record.machine === undefined) return undefined;
-    const outcome = this.keeper.release(record, () => this.deps.enqueue(objectKey(lease)));
-    if (outcome.state === 'released') return { requeueAfter: 0 };
-    this.reportTampering(lease, `status.phase (${phase})`, `the controller's record says machine ${record.machineName} was never released`);
-    if (outcome.state === 'failed') {
-      void this.deps.events.record(lease, 'Warning', 'ReleaseFailed', `releasing machine ${record.machineName} from the controller's record failed: ${outcome.error}; retrying`);
-      return { requeueAfter: this.deps.settings.checkIntervalMs };
-    }
-    return undefined;
-  }
-
-  /**
-   * Status that differs from the record is reported once and written back
-   * from the record; status that lags it (an acquire's result whose status
-   * write failed) is brought up to it.
-   */
-  private async checkTampering(lease: Lease, record: LeaseRecord): Promise<Lease> {
-    const fields = tamperedFields(lease.status, record);
-    if (fields.length) this.reportTampering(lease, fields.join(', '), 'they were ignored and restored from the record');
-    else this.tampered.delete(record.uid);
-    return this.deps.status.write(LEASE_RESOURCE, lease, sealedStatus(lease.status ?? {}, record));
-  }
-
-  private reportTampering(lease: Lease, fields: string, what: string): void {
-    const uid = lease.metadata!.uid!;
-    if (this.tampered.get(uid) === fields) return;
-    this.tampered.set(uid, fields);
-    this.deps.log.warn({ lease: objectKey(lease), fields }, 'Lease status changed by someone other than the controller');
-    void this.deps.events.record(lease, 'Warning', 'StatusTampered', `${fields} changed by someone other than the controller; ${what}. Only the controller may write a Lease's status`);
-  }
-
   // ---- writing status, then starting effects ----
 
   private async apply(lease: Lease, next: Step, obs: Observation): Promise<Lease> {
@@ -295,7 +221,7 @@ export class LeaseReconciler {
       // controller can write it, before status says anything is launching.
       await this.deps.records.put(recordOf(lease, obs.status ?? {})).catch(unclaim);
     } else if (obs.status) {
-      await this.sealResult(lease, obs.status);
+      await this.guard.sealResult(lease, obs.status);
     }
     const status: LeaseStatus = {
       ...lease.status,
@@ -313,7 +239,7 @@ export class LeaseReconciler {
       status.message = next.context.failure.message;
     }
     // Intent before effect: a conflict here throws, and no effect starts.
-    const written = await this.writeStatus(lease, status).catch(unclaim);
+    const written = await this.guard.writeStatus(lease, status).catch(unclaim);
     if (written !== lease && next.effects.includes('announce')) {
       const warning = next.phase === 'Pending' || next.phase === 'Failed' || next.context.failure !== undefined || obs.event?.type === 'RELEASE_FAILED';
       await this.deps.events.record(written, warning ? 'Warning' : 'Normal', status.reason ?? next.phase, status.message ?? '');
@@ -372,7 +298,7 @@ export class LeaseReconciler {
   /** A progress message for a launch still running; a lost race reads the Lease again and skips this line. */
   private async writeProgress(lease: Lease, message: string): Promise<Lease> {
     try {
-      return await this.writeStatus(lease, { ...lease.status, message } as LeaseStatus);
+      return await this.guard.writeStatus(lease, { ...lease.status, message } as LeaseStatus);
     } catch (err) {
       this.deps.log.debug({ err: String(err), lease: lease.metadata?.name }, 'acquire progress not recorded');
       if (!isConflict(err)) return lease;
@@ -387,10 +313,10 @@ export class LeaseReconciler {
    * label), so a conflict is retried on a fresh read of the same attempt.
    */
   private async record(lease: Lease, fields: Partial<LeaseStatus>): Promise<Lease> {
-    await this.sealResult(lease, fields);
+    await this.guard.sealResult(lease, fields);
     for (let i = 0; ; i++) {
       try {
-        return await this.writeStatus(lease, { ...lease.status, ...fields } as LeaseStatus);
+        return await this.guard.writeStatus(lease, { ...lease.status, ...fields } as LeaseStatus);
       } catch (err) {
         if (!isConflict(err) || i >= 4) throw err;
         const fresh = await this.deps.writer.get(lease.metadata!.namespace!, lease.metadata!.name!);
@@ -400,18 +326,6 @@ export class LeaseReconciler {
     }
   }
 
-  /** An acquire's result (providerState, machine) goes to the record before status: the record is what releases it. */
-  private async sealResult(lease: Lease, fields: Partial<LeaseStatus>): Promise<void> {
-    const record = await this.deps.records.get(lease.metadata!.uid!);
-    const next = record && withResult(record, fields);
-    if (next) await this.deps.records.put(next);
-  }
-
-  /** Every status write carries the record's values for the fields it holds, so a write also undoes tampering. */
-  private async writeStatus(lease: Lease, status: LeaseStatus): Promise<Lease> {
-    const record = await this.deps.records.get(lease.metadata!.uid!);
-    return this.deps.status.write(LEASE_RESOURCE, lease, sealedStatus(status, record));
-  }
 }
 
 function after(ms: number | undefined): ReconcileResult | undefined {
