@@ -70,6 +70,8 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
   leases.on('delete', (l: Lease) => {
     reconciler.forget(l);
     wakeWaiting();
+    // A Lease deleted without its release (finalizer removed by hand) has its machine released from its record now, not at the next sweep.
+    queue!.add(RECORD_SWEEP_KEY);
   });
   leases.on('update', (l: Lease) => {
     if (ENDED_PHASES.includes(l.status?.phase ?? 'Pending')) wakeWaiting();
