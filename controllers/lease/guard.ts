@@ -57,6 +57,7 @@ export class LeaseGuard {
 
   forget(uid: string): void {
     this.tampered.delete(uid);
+    this.deps.records.evict(uid);
   }
 
   /** Releases the machines of Leases that vanished without their release; the work queue runs it every check interval. */

@@ -1,6 +1,6 @@
 import { describe, it, expect } from '@jest/globals';
 import type { V1Secret } from '@kubernetes/client-node';
-import { KubeRecordStore, type LeaseRecord } from './records.js';
+import { adoptedMarkerFor, KubeRecordStore, type LeaseRecord } from './records.js';
 
 const httpError = (code: number) => Object.assign(new Error(`HTTP ${code}`), { code });
 
@@ -108,5 +108,26 @@ describe('KubeRecordStore', () => {
     await store.delete('u1');
     await store.delete('u1');
     expect(await store.get('u1')).toBeUndefined();
+  });
+
+  it('asks the API server about a Lease without a record once, until the Lease leaves the cache', async () => {
+    const k = secretsAPI();
+    const store = new KubeRecordStore(k.api, 'leasehold-system');
+    expect(await store.get('u1')).toBeUndefined();
+    expect(await store.get('u1')).toBeUndefined();
+    await store.put(record('u1'));
+    expect(await store.get('u1')).toEqual(record('u1'));
+    store.evict('u1');
+    expect(await store.get('u1')).toEqual(record('u1'));
+    expect(k.calls).toEqual(['read leasehold-lease-u1', 'create leasehold-lease-u1', 'read leasehold-lease-u1']);
+  });
+
+  it('keeps one adoption marker per installation sharing the namespace', async () => {
+    const k = secretsAPI();
+    const all = new KubeRecordStore(k.api, 'leasehold-system', adoptedMarkerFor(undefined));
+    const teamA = new KubeRecordStore(k.api, 'leasehold-system', adoptedMarkerFor('team-a'));
+    await all.markAdopted();
+    expect(await teamA.adopted()).toBe(false);
+    expect([...k.stored.keys()]).toEqual(['leasehold-lease-records']);
   });
 });

@@ -36,23 +36,34 @@ export interface RecordStore {
   /** Whether Leases made before records existed have been given theirs (see adoptLegacyLeases). */
   adopted(): Promise<boolean>;
   markAdopted(): Promise<void>;
+  /** Drops what memory holds of `uid` (its Lease left the cache); the next get asks the API server. */
+  evict(uid: string): void;
 }
 
 export const RECORD_PREFIX = 'leasehold-lease-';
 export const ADOPTED_MARKER = 'leasehold-lease-records';
+
+/** The adoption marker of an installation that watches `watchNamespace` (all namespaces when undefined). */
+export const adoptedMarkerFor = (watchNamespace: string | undefined) => (watchNamespace ? `${ADOPTED_MARKER}-${watchNamespace}` : ADOPTED_MARKER);
 const DATA_KEY = 'record.json';
 const LABEL_UID = 'leasehold.dev/lease-uid';
 const BASE_LABELS = { 'app.kubernetes.io/managed-by': 'leasehold', 'app.kubernetes.io/component': 'lease-record' };
 
 export const recordSecretName = (uid: string) => `${RECORD_PREFIX}${uid}`;
 
-/** Records as Secrets in the controller's namespace, kept in memory once read or written: only this controller writes them. */
+/**
+ * Records as Secrets in the controller's namespace, kept in memory once read
+ * or written, and so is the absence of one: only the leader writes them, and
+ * a new leader is a new process.
+ */
 export class KubeRecordStore implements RecordStore {
-  private readonly known = new Map<string, { record: LeaseRecord; resourceVersion?: string | undefined }>();
+  private readonly known = new Map<string, { record?: LeaseRecord | undefined; resourceVersion?: string | undefined }>();
 
   constructor(
     private readonly core: Pick<CoreV1Api, 'readNamespacedSecret' | 'createNamespacedSecret' | 'replaceNamespacedSecret' | 'deleteNamespacedSecret' | 'listNamespacedSecret'>,
     readonly namespace: string,
+    /** The marker's name: one per installation (watched namespace) sharing this namespace. */
+    private readonly adoptedMarker = ADOPTED_MARKER,
   ) {}
 
   async get(uid: string): Promise<LeaseRecord | undefined> {
@@ -61,8 +72,9 @@ export class KubeRecordStore implements RecordStore {
     try {
       return this.remember(await this.core.readNamespacedSecret({ namespace: this.namespace, name: recordSecretName(uid) }));
     } catch (err) {
-      if (isNotFound(err)) return undefined;
-      throw err;
+      if (!isNotFound(err)) throw err;
+      this.known.set(uid, {});
+      return undefined;
     }
   }
 
@@ -97,7 +109,7 @@ export class KubeRecordStore implements RecordStore {
     } catch (err) {
       if (!isNotFound(err)) throw err;
     }
-    this.known.delete(uid);
+    this.known.set(uid, {});
   }
 
   async list(): Promise<LeaseRecord[]> {
@@ -107,7 +119,7 @@ export class KubeRecordStore implements RecordStore {
 
   async adopted(): Promise<boolean> {
     try {
-      await this.core.readNamespacedSecret({ namespace: this.namespace, name: ADOPTED_MARKER });
+      await this.core.readNamespacedSecret({ namespace: this.namespace, name: this.adoptedMarker });
       return true;
     } catch (err) {
       if (isNotFound(err)) return false;
@@ -119,11 +131,15 @@ export class KubeRecordStore implements RecordStore {
     try {
       await this.core.createNamespacedSecret({
         namespace: this.namespace,
-        body: { metadata: { name: ADOPTED_MARKER, labels: { ...BASE_LABELS, 'app.kubernetes.io/component': 'lease-records-adopted' } }, type: 'Opaque', data: {} },
+        body: { metadata: { name: this.adoptedMarker, labels: { ...BASE_LABELS, 'app.kubernetes.io/component': 'lease-records-adopted' } }, type: 'Opaque', data: {} },
       });
     } catch (err) {
       if (!isConflict(err)) throw err;
     }
+  }
+
+  evict(uid: string): void {
+    this.known.delete(uid);
   }
 
   private remember(secret: V1Secret): LeaseRecord | undefined {

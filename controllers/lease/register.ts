@@ -17,7 +17,7 @@ import { LeaseMetrics } from './metrics.js';
 import type { LeaseEffectResult } from './observation.js';
 import { claimOf } from './offers.js';
 import { LeaseReconciler, RECORD_SWEEP_KEY, RELEASE_FINALIZER, type LeaseSettings, type LeaseWriter } from './reconciler.js';
-import { KubeRecordStore } from './records.js';
+import { adoptedMarkerFor, KubeRecordStore } from './records.js';
 import { sshAgent } from './ssh-agent.js';
 
 export interface LeaseControllerOptions {
@@ -49,7 +49,7 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
     writer: leaseWriter(mgr),
     events: mgr.events,
     driver: opts.driver ?? machineDriver(mgr, opts, offers, metrics),
-    records: new KubeRecordStore(mgr.core, opts.controllerNamespace),
+    records: new KubeRecordStore(mgr.core, opts.controllerNamespace, adoptedMarkerFor(mgr.watchNamespace)),
     recordScope: { namespace: opts.controllerNamespace, watchNamespace: mgr.watchNamespace },
     settings: opts.settings,
     log: mgr.log.child({ controller: 'lease' }),

@@ -22,4 +22,5 @@ export class MemoryRecordStore implements RecordStore {
   async markAdopted() {
     this.marked = true;
   }
+  evict() {}
 }
