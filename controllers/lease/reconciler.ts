@@ -325,7 +325,6 @@ export class LeaseReconciler {
       }
     }
   }
-
 }
 
 function after(ms: number | undefined): ReconcileResult | undefined {
