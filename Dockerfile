@@ -18,6 +18,10 @@ RUN npm run build
 # scripts are skipped (ssh2's optional native speed-ups are not needed).
 FROM node:20-bookworm-slim AS runtime
 ENV NODE_ENV=production
+# tini as PID 1 reaps what provider commands leave behind: a grandchild whose
+# parent exited is re-parented to PID 1, and node would never wait for it.
+RUN apt-get update && apt-get install -y --no-install-recommends tini \
+  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --omit=dev --ignore-scripts --no-audit --no-fund && npm cache clean --force
@@ -25,4 +29,4 @@ COPY --from=build /src/dist ./dist
 # The image's "node" user, by number so runAsNonRoot can verify it.
 USER 1000:1000
 EXPOSE 8080
-ENTRYPOINT ["node", "dist/cmd/controller.js"]
+ENTRYPOINT ["tini", "--", "node", "dist/cmd/controller.js"]

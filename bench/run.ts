@@ -1,6 +1,7 @@
 // Leasehold benchmarks: ratios measured in one run, against a control plane
 // this script starts (e2e/cluster/controlplane.ts) and the real controller
-// process (cmd/controller.ts). Nothing is asserted; numbers are printed.
+// process (CONTROLLER_ENTRY; the memory phase runs its production build).
+// Nothing is asserted; numbers are printed.
 //
 //   node --import tsx bench/run.ts            (make bench)
 //
@@ -10,195 +11,38 @@
 //            bare @kubernetes/client-node client making the same number of API
 //            writes; writes per lease lifecycle; the quiet cost once they idle.
 //   memory   controller RSS with BENCH_MEM_LEASES (5000) Pending Leases and
-//            BENCH_MEM_OFFERS (100) Offers in cache; cold start to first full reconcile.
+//            BENCH_MEM_OFFERS (100) Offers in cache, compiled and with the chart's
+//            nodeOptions (BENCH_MEM_NODE_FLAGS overrides); cold start to first full
+//            reconcile; a restart over the reconciled Leases: its time and writes.
 //   lambda   BENCH_LAMBDA_N (10) Leases launched together against the Lambda
 //            emulator with the real 12 s launch rule, vs the floor (N-1) x 12 s.
 //   idle     BENCH_IDLE_N (50) Leases with idleTimeout BENCH_IDLE_TIMEOUT (10s) and
 //            --check-interval BENCH_IDLE_CHECK (5s): release lateness distribution.
-import * as k8s from '@kubernetes/client-node';
-import { execFileSync } from 'node:child_process';
-import { chmodSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ControlPlane } from '../e2e/cluster/controlplane.js';
-import { startController, sumMetric, type ControllerProcess } from '../e2e/support/controller.js';
+import { startController } from '../e2e/support/controller.js';
 import { startLambdaEmulator } from '../e2e/fakes/lambda/server.js';
-import { generateControllerKey } from '../src/machine/keys.js';
+import { memoryPhase } from './memory.js';
+import {
+  G, api, apiserverCounts, apiserverMetrics, bareClient, connect, controllerKeySecret, controllerReads, createLeases, env, listLeases, log, mib, ms,
+  namespace, offer, results, sharedMachine, sleep, stopSharedMachine, stopTrackers, waitUntil,
+} from './support.js';
 
-const env = (name: string, dflt: number) => Number(process.env[name] ?? dflt);
 const N = env('BENCH_N', 1000);
 const QUIET_S = env('BENCH_QUIET_S', 60);
-const MEM_LEASES = env('BENCH_MEM_LEASES', 5000);
-const MEM_OFFERS = env('BENCH_MEM_OFFERS', 100);
 const LAMBDA_N = env('BENCH_LAMBDA_N', 10);
 const IDLE_N = env('BENCH_IDLE_N', 50);
 const IDLE_TIMEOUT = process.env.BENCH_IDLE_TIMEOUT ?? '10s';
 const IDLE_CHECK = process.env.BENCH_IDLE_CHECK ?? '5s';
 const PHASES = new Set((process.env.BENCH_PHASES ?? 'loop,memory,lambda,idle').split(','));
 
-const G = { group: 'leasehold.dev', version: 'v1alpha1' };
-const work = mkdtempSync(join(tmpdir(), 'leasehold-bench-'));
-const results: Record<string, unknown> = { machine: `${cpus().length} cores, node ${process.version}` };
-const log = (s: string) => process.stdout.write(`${new Date().toISOString().slice(11, 19)} ${s}\n`);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-let cp: ControlPlane;
-let custom: k8s.CustomObjectsApi;
-let core: k8s.CoreV1Api;
-
-/** Runs fn over items with at most `width` in flight. */
-async function pool<T>(items: T[], width: number, fn: (t: T, i: number) => Promise<unknown>): Promise<void> {
-  let next = 0;
-  await Promise.all(Array.from({ length: Math.min(width, items.length) }, async () => {
-    while (next < items.length) {
-      const i = next++;
-      await fn(items[i]!, i);
-    }
-  }));
-}
-
-/**
- * The bench's view of one namespace's Leases: an informer (one list, then a
- * watch), so that waiting for N Leases costs the API server nothing per poll.
- * Polling with a list of 1000-5000 objects every second loaded the API
- * server the controller is measured against (earlier runs did that).
- */
-const trackers = new Map<string, Promise<k8s.Informer<any> & k8s.ObjectCache<any>>>();
-let kubeConfig: k8s.KubeConfig;
-function tracker(namespace: string) {
-  let t = trackers.get(namespace);
-  if (!t) {
-    const path = `/apis/leasehold.dev/v1alpha1/namespaces/${namespace}/leases`;
-    const inf = k8s.makeInformer<any>(kubeConfig, path, () => custom.listNamespacedCustomObject({ ...G, plural: 'leases', namespace }) as any);
-    inf.on('error', () => setTimeout(() => void inf.start().catch(() => undefined), 1000));
-    t = inf.start().then(() => inf);
-    trackers.set(namespace, t);
-  }
-  return t;
-}
-
-async function listLeases(namespace: string): Promise<any[]> {
-  return [...(await tracker(namespace)).list()];
-}
-
-async function stopTrackers(): Promise<void> {
-  for (const t of trackers.values()) await (await t).stop();
-  trackers.clear();
-}
-
-async function waitUntil(what: string, probe: () => Promise<boolean>, timeoutMs: number, everyMs = 1000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await probe().catch(() => false)) return;
-    await sleep(everyMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-}
-
-async function namespace(name: string): Promise<string> {
-  await core.createNamespace({ body: { metadata: { name } } });
-  return name;
-}
-
-/** The controller key made up front, so the shared machine can admit it before the controller starts. */
-async function controllerKeySecret(ns: string): Promise<string> {
-  const key = generateControllerKey();
-  await core.createNamespacedSecret({
-    namespace: ns,
-    body: {
-      metadata: { name: 'leasehold-controller-ssh' },
-      data: { id_ed25519: Buffer.from(key.privateKey).toString('base64'), 'id_ed25519.pub': Buffer.from(key.publicKey).toString('base64') },
-    },
-  });
-  return key.publicKey;
-}
-
-/** One real sshd (e2e/providers/sshd-machine.sh) and a provider whose acquire prints its target for every lease. */
-function sharedMachine(name: string, publicKey: string): { acquire: string[]; release: string[]; dir: string } {
-  const dir = join(work, `machines-${name}`);
-  const line = execFileSync(join(process.cwd(), 'e2e/providers/sshd-machine.sh'), ['acquire'], {
-    env: { ...process.env, LEASEHOLD_LEASE_ID: `shared-${name}`, LEASEHOLD_LEASE_SSH_KEY: publicKey, LEASEHOLD_MACHINES_DIR: dir },
-    stdio: ['ignore', 'pipe', 'ignore'],
-  }).toString().trim().split('\n').pop()!;
-  writeFileSync(join(work, `target-${name}.json`), `${line}\n`);
-  const acquire = join(work, `acquire-${name}.sh`);
-  writeFileSync(acquire, `#!/bin/sh\necho "sharing machine ${name}" >&2\nexec cat ${join(work, `target-${name}.json`)}\n`);
-  chmodSync(acquire, 0o755);
-  return { acquire: [acquire], release: ['/bin/true'], dir };
-}
-
-function stopSharedMachine(dir: string, name: string) {
-  try {
-    execFileSync(join(process.cwd(), 'e2e/providers/sshd-machine.sh'), ['release'], {
-      env: { ...process.env, LEASEHOLD_LEASE_ID: `shared-${name}`, LEASEHOLD_MACHINES_DIR: dir },
-      stdio: 'ignore',
-    });
-  } catch {
-    // best effort
-  }
-}
-
-async function offer(name: string, spec: Record<string, unknown>) {
-  await custom.createClusterCustomObject({ ...G, plural: 'offers', body: { apiVersion: 'leasehold.dev/v1alpha1', kind: 'Offer', metadata: { name }, spec } });
-}
-
-async function createLeases(ns: string, n: number, spec: (i: number) => Record<string, unknown>, width = 8): Promise<number> {
-  const t0 = Date.now();
-  await pool(Array.from({ length: n }, (_, i) => i), width, (i) =>
-    custom.createNamespacedCustomObject({ ...G, plural: 'leases', namespace: ns, body: { apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { name: `l-${i}` }, spec: spec(i) } }),
-  );
-  return Date.now() - t0;
-}
-
-async function apiserverMetrics(): Promise<string> {
-  return (await cp.kubectl(['get', '--raw', '/metrics'])).stdout;
-}
-
-function apiserverCounts(text: string): { writes: number; reads: number } {
-  let writes = 0;
-  let reads = 0;
-  for (const verb of ['POST', 'PUT', 'PATCH', 'DELETE', 'APPLY']) writes += sumMetric(text, 'apiserver_request_total', { group: 'leasehold.dev', verb });
-  for (const verb of ['GET', 'LIST', 'WATCH']) reads += sumMetric(text, 'apiserver_request_total', { group: 'leasehold.dev', verb });
-  return { writes, reads };
-}
-
-async function controllerReads(ctl: ControllerProcess): Promise<number> {
-  let sum = 0;
-  for (const verb of ['GET', 'LIST', 'WATCH']) sum += await ctl.metric('leasehold_kube_requests_total', { client: 'controller', verb });
-  return sum;
-}
-
-/**
- * The bare client: `writes` API writes with the same library against the same
- * API server, in a namespace no controller watches: `objects` Lease creates,
- * then status merge patches over them. Returns the time taken.
- */
-let bareRuns = 0;
-async function bareClient(writes: number, objects: number, width: number): Promise<number> {
-  const bareNs = await namespace(`bench-bare-${++bareRuns}`);
-  const made = Math.min(objects, writes);
-  const t = Date.now();
-  await createLeases(bareNs, made, () => ({ where: 'cpus>=1' }), width);
-  const opts = k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch);
-  await pool(Array.from({ length: writes - made }, (_, i) => i), width, (i) =>
-    custom.patchNamespacedCustomObjectStatus({ ...G, plural: 'leases', namespace: bareNs, name: `l-${i % made}`, body: { status: { message: `bare write ${i}` } } }, opts),
-  );
-  const took = Date.now() - t;
-  await custom.deleteCollectionNamespacedCustomObject({ ...G, plural: 'leases', namespace: bareNs }).catch(() => undefined);
-  return took;
-}
-
-const ms = (n: number) => `${(n / 1000).toFixed(1)} s`;
-const mib = (n: number) => `${Math.round(n / 2 ** 20)} MiB`;
-
-// ---------------------------------------------------------------------------
-
 async function loopPhase() {
   const ns = await namespace('bench-loop');
   const pub = await controllerKeySecret(ns);
   const machine = sharedMachine('loop', pub);
   await offer('bench-shared', { command: { acquire: machine.acquire, release: machine.release, shape: { os: 'linux', arch: process.arch === 'arm64' ? 'arm64' : 'amd64', cpus: 1 } }, pricePerHour: 0, idleTimeout: '1h', maxLifetime: '12h' });
-  const ctl = await startController(cp.info.kubeconfig, ['--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', String(N), '--check-interval', '1m', '--acquire-timeout', '30m'], { LEASEHOLD_LOG_LEVEL: 'info' });
+  const ctl = await startController(api.cp.info.kubeconfig, ['--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', String(N), '--check-interval', '1m', '--acquire-timeout', '30m'], { LEASEHOLD_LOG_LEVEL: 'info' });
   try {
     await sleep(2000);
     const w0 = await ctl.writes();
@@ -235,7 +79,7 @@ async function loopPhase() {
 
     // The rest of the lifecycle: delete, release, finalizer off.
     const td = Date.now();
-    await custom.deleteCollectionNamespacedCustomObject({ ...G, plural: 'leases', namespace: ns });
+    await api.custom.deleteCollectionNamespacedCustomObject({ ...G, plural: 'leases', namespace: ns });
     await waitUntil(`${N} Leases released and gone`, async () => (await listLeases(ns)).length === 0, 30 * 60_000, 1000);
     const tGone = Date.now() - td;
     const wAll = (await ctl.writes()) - w0;
@@ -258,62 +102,7 @@ async function loopPhase() {
   } finally {
     await ctl.stop();
     stopSharedMachine(machine.dir, 'loop');
-    await custom.deleteClusterCustomObject({ ...G, plural: 'offers', name: 'bench-shared' }).catch(() => undefined);
-  }
-}
-
-async function memoryPhase() {
-  const ns = await namespace('bench-mem');
-  await controllerKeySecret(ns);
-  const t0 = Date.now();
-  await pool(Array.from({ length: MEM_OFFERS }, (_, i) => i), 8, (i) =>
-    offer(`bench-mem-${i}`, { command: { acquire: ['/bin/true'], release: ['/bin/true'], shape: { os: 'linux', arch: 'amd64', cpus: 1 + (i % 64), tools: ['docker', `tool-${i}`] } }, pricePerHour: i / 10 }),
-  );
-  // No Offer has a GPU: every Lease stays Pending, no machine is made.
-  const createMs = await createLeases(ns, MEM_LEASES, (i) => ({ where: `gpu=h100,cpus>=${1 + (i % 16)}` }), 16);
-  log(`memory: ${MEM_OFFERS} Offers and ${MEM_LEASES} Leases created in ${ms(Date.now() - t0)} (leases ${ms(createMs)})`);
-  const tStart = Date.now();
-  const ctl = await startController(cp.info.kubeconfig, ['--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', '10', '--check-interval', '1m'], { LEASEHOLD_LOG_LEVEL: 'info' });
-  try {
-    const healthyMs = Date.now() - tStart;
-    let peak = 0;
-    let polls = 0;
-    await waitUntil(`${MEM_LEASES} Leases Pending`, async () => {
-      if (polls++ % 8 === 0) peak = Math.max(peak, await ctl.metric('leasehold_process_resident_memory_bytes'));
-      return (await listLeases(ns)).filter((l) => l.status?.phase === 'Pending' && l.status?.observedGeneration === l.metadata.generation).length === MEM_LEASES;
-    }, 30 * 60_000, 250);
-    const coldMs = Date.now() - tStart;
-    // Its floor: the writes it had to make (a status write and an event per Lease), made by a bare client.
-    const coldWrites = await ctl.writes();
-    // The controller creates nothing but Events here (POST); status writes are PATCH.
-    const posts = await ctl.metric('leasehold_kube_requests_total', { client: 'controller', verb: 'POST' });
-    log(`memory: first full reconcile in ${ms(coldMs)} with ${coldWrites} controller writes`);
-    await sleep(15_000);
-    const rss = await ctl.metric('leasehold_process_resident_memory_bytes');
-    const heap = await ctl.metric('leasehold_nodejs_heap_size_used_bytes');
-    results.memory = {
-      leases: MEM_LEASES,
-      offers: MEM_OFFERS,
-      coldStartToHealthySeconds: healthyMs / 1000,
-      coldStartToFirstFullReconcileSeconds: coldMs / 1000,
-      controllerWritesInFirstReconcile: coldWrites,
-      eventCreatesInFirstReconcile: posts,
-      rssSettled: mib(rss),
-      rssPeakDuringFirstReconcile: mib(Math.max(peak, rss)),
-      heapUsed: mib(heap),
-    };
-    await ctl.stop();
-    const bareMs = await bareClient(coldWrites, Math.min(MEM_LEASES, 1000), 4);
-    Object.assign(results.memory as object, {
-      bareClientSecondsSameWrites4InFlight: bareMs / 1000,
-      firstReconcileOverBareRatio: Number((coldMs / bareMs).toFixed(2)),
-      afterHealthyOverBareRatio: Number(((coldMs - healthyMs) / bareMs).toFixed(2)),
-    });
-    log(`memory: ${JSON.stringify(results.memory)}`);
-  } finally {
-    await ctl.stop();
-    await custom.deleteCollectionNamespacedCustomObject({ ...G, plural: 'leases', namespace: ns }).catch(() => undefined);
-    await pool(Array.from({ length: MEM_OFFERS }, (_, i) => i), 8, (i) => custom.deleteClusterCustomObject({ ...G, plural: 'offers', name: `bench-mem-${i}` }).catch(() => undefined));
+    await api.custom.deleteClusterCustomObject({ ...G, plural: 'offers', name: 'bench-shared' }).catch(() => undefined);
   }
 }
 
@@ -322,15 +111,15 @@ async function lambdaPhase() {
   const emu = await startLambdaEmulator({ bootMs: 300, terminateMs: 300, catalog: [] });
   emu.setCatalog([{ name: 'cpu_1x_bench', description: 'cpu 1x bench', gpu_description: '', price_cents_per_hour: 40, specs: { vcpus: 1, memory_gib: 1, storage_gib: 10, gpus: 0 }, regions: ['us-east-1'] }]);
   const apiKey = emu.addAccount('bench');
-  await core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'lambda-bench' }, stringData: { apiKey } } });
+  await api.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'lambda-bench' }, stringData: { apiKey } } });
   await offer('bench-lambda', { lambda: { apiKeySecretRef: { name: 'lambda-bench', namespace: ns }, endpoint: emu.url, login: emu.sshUser, sshPort: emu.sshPort }, idleTimeout: '1h', maxLifetime: '12h' });
-  const ctl = await startController(cp.info.kubeconfig, [
+  const ctl = await startController(api.cp.info.kubeconfig, [
     '--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', String(LAMBDA_N), '--concurrency', String(LAMBDA_N),
     '--check-interval', '1m', '--acquire-timeout', '10m', '--lambda-list-interval', '3s', '--lambda-poll-interval', '250ms', '--orphans', 'report',
   ], { LEASEHOLD_LOG_LEVEL: 'info' });
   try {
     await waitUntil('Lambda Offer listed', async () => {
-      const o = (await custom.getClusterCustomObject({ ...G, plural: 'offers', name: 'bench-lambda' })) as any;
+      const o = (await api.custom.getClusterCustomObject({ ...G, plural: 'offers', name: 'bench-lambda' })) as any;
       return o.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True');
     }, 60_000, 500);
     const t0 = Date.now();
@@ -356,11 +145,11 @@ async function lambdaPhase() {
     };
     log(`lambda: ${JSON.stringify(results.lambda)}`);
   } finally {
-    await custom.deleteCollectionNamespacedCustomObject({ ...G, plural: 'leases', namespace: ns }).catch(() => undefined);
+    await api.custom.deleteCollectionNamespacedCustomObject({ ...G, plural: 'leases', namespace: ns }).catch(() => undefined);
     await waitUntil('Lambda Leases gone', async () => (await listLeases(ns)).length === 0, 120_000).catch(() => undefined);
     await ctl.stop();
     await emu.stop();
-    await custom.deleteClusterCustomObject({ ...G, plural: 'offers', name: 'bench-lambda' }).catch(() => undefined);
+    await api.custom.deleteClusterCustomObject({ ...G, plural: 'offers', name: 'bench-lambda' }).catch(() => undefined);
   }
 }
 
@@ -375,7 +164,7 @@ async function idlePhase() {
   const pub = await controllerKeySecret(ns);
   const machine = sharedMachine('idle', pub);
   await offer('bench-idle', { command: { acquire: machine.acquire, release: machine.release, shape: { os: 'linux', arch: process.arch === 'arm64' ? 'arm64' : 'amd64', cpus: 1 } }, pricePerHour: 0, idleTimeout: IDLE_TIMEOUT, maxLifetime: '12h' });
-  const ctl = await startController(cp.info.kubeconfig, ['--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', String(IDLE_N), '--check-interval', IDLE_CHECK, '--acquire-timeout', '10m'], { LEASEHOLD_LOG_LEVEL: 'info' });
+  const ctl = await startController(api.cp.info.kubeconfig, ['--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', String(IDLE_N), '--check-interval', IDLE_CHECK, '--acquire-timeout', '10m'], { LEASEHOLD_LOG_LEVEL: 'info' });
   try {
     await createLeases(ns, IDLE_N, () => ({ where: 'cpus>=1', offer: 'bench-idle' }));
     // Poll every 100 ms; the first time a Lease is seen Releasing (or later) is its release time.
@@ -406,26 +195,22 @@ async function idlePhase() {
     };
     log(`idle: ${JSON.stringify(results.idle)}`);
   } finally {
-    await custom.deleteCollectionNamespacedCustomObject({ ...G, plural: 'leases', namespace: ns }).catch(() => undefined);
+    await api.custom.deleteCollectionNamespacedCustomObject({ ...G, plural: 'leases', namespace: ns }).catch(() => undefined);
     await waitUntil('idle Leases gone', async () => (await listLeases(ns)).length === 0, 120_000).catch(() => undefined);
     await ctl.stop();
     stopSharedMachine(machine.dir, 'idle');
-    await custom.deleteClusterCustomObject({ ...G, plural: 'offers', name: 'bench-idle' }).catch(() => undefined);
+    await api.custom.deleteClusterCustomObject({ ...G, plural: 'offers', name: 'bench-idle' }).catch(() => undefined);
   }
 }
 
 async function main() {
   const t0 = Date.now();
-  cp = await ControlPlane.start();
+  const cp = await ControlPlane.start();
   try {
+    connect(cp);
     const applied = await cp.kubectl(['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
     if (applied.code !== 0) throw new Error(applied.stderr);
     await cp.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '-l', 'app.kubernetes.io/part-of=leasehold']);
-    const kc = new k8s.KubeConfig();
-    kc.loadFromFile(cp.info.kubeconfig);
-    kubeConfig = kc;
-    custom = kc.makeApiClient(k8s.CustomObjectsApi);
-    core = kc.makeApiClient(k8s.CoreV1Api);
     log(`control plane up at ${cp.info.server}; phases ${[...PHASES].join(',')}`);
     if (PHASES.has('loop')) await loopPhase();
     if (PHASES.has('memory')) await memoryPhase();

@@ -7,19 +7,19 @@
 // while the CRDs, and so the Leases, stay.
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { runTool } from './cluster/controlplane.js';
 import { startController, type ControllerProcess } from './support/controller.js';
+import { chartDir as chart, docs, kubeVersionArgs, testHelm } from './support/helm.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor, type Kubectl } from './support/kube.js';
 
 const kubeconfig = process.env.E2E_KUBECONFIG!;
 const binDir = process.env.E2E_BIN_DIR!;
 const kubectl = testKubectl();
-const chart = join(process.cwd(), 'charts/leasehold');
+const { helm, helmOK } = testHelm();
 const provider = join(process.cwd(), 'e2e/providers/sshd-machine.sh');
 const machines = mkdtempSync(join(tmpdir(), 'leasehold-helm-machines-'));
 const work = mkdtempSync(join(tmpdir(), 'leasehold-helm-'));
@@ -28,24 +28,21 @@ const release = `lh-${suffix}`;
 const offerName = `helm-box-${suffix}`;
 const shortOffer = `helm-short-${suffix}`;
 
-const helm = (args: string[]) => runTool(join(binDir, 'helm'), ['--kubeconfig', kubeconfig, ...args]);
-const helmOK = async (args: string[]) => {
-  const r = await helm(args);
-  if (r.code !== 0) throw new Error(`helm ${args.join(' ')} failed (${r.code}): ${r.stderr}${r.stdout}`);
-  return r;
-};
-const docs = (text: string): any[] => YAML.parseAllDocuments(text).map((d) => d.toJSON()).filter(Boolean);
+const umbrellaRelease = `um-${suffix}`;
 
 let relNS: string; // the release namespace: controller, leader election, its SSH key
 let leaseNS: string; // watchNamespace: where the Leases live
 let cloudNS: string; // an extra secretNamespaces entry (e.g. where a Lambda API key lives)
 let otherNS: string; // a namespace the controller has no business in
+let subNS: string; // the chart as a subchart, run as a ServiceAccount made beforehand
+let kv: string[]; // --kube-version for helm template and lint
 let sa: string;
 let token: string;
 let tokenKubectl: Kubectl;
 let tokenKubeconfig: string;
 let ctl: ControllerProcess | undefined;
 let installed = false;
+let umbrellaInstalled = false;
 
 function values(): string[] {
   return [
@@ -57,6 +54,8 @@ function values(): string[] {
     '--set', 'maxLeases=2',
     // Ended Leases are deleted at once, so the run exercises the controller's own delete.
     '--set', 'historyLimit=0',
+    '--set', 'secretNames={api-key}',
+    '--set', 'metrics.networkPolicy.enabled=true',
     '--set-file', `providerScripts.sshd-machine\\.sh=${provider}`,
   ];
 }
@@ -101,6 +100,8 @@ beforeAll(async () => {
   leaseNS = await freshNamespace(kubectl, 'helm-leases');
   cloudNS = await freshNamespace(kubectl, 'helm-cloud');
   otherNS = await freshNamespace(kubectl, 'helm-other');
+  subNS = await freshNamespace(kubectl, 'helm-sub');
+  kv = await kubeVersionArgs(kubectl);
 });
 
 afterAll(async () => {
@@ -109,16 +110,17 @@ afterAll(async () => {
   releaseLeftovers();
   for (const o of [offerName, shortOffer]) await kubectl(['delete', 'offer.leasehold.dev', o, '--ignore-not-found', '--wait=false']);
   if (installed) await helm(['uninstall', release, '-n', relNS]);
+  if (umbrellaInstalled) await helm(['uninstall', umbrellaRelease, '-n', subNS]);
   // Namespaces stay Terminating without a kube-controller-manager; delete them anyway.
-  for (const ns of [relNS, leaseNS, cloudNS, otherNS]) if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
+  for (const ns of [relNS, leaseNS, cloudNS, otherNS, subNS]) if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
 });
 
 describe('the Helm chart', () => {
   it('lints, and templates what the brief promises', async () => {
-    const lint = await helm(['lint', '--strict', chart, ...['--set', 'secretNamespaces={a,b}']]);
+    const lint = await helm(['lint', '--strict', ...kv, chart, ...['--set', 'secretNamespaces={a,b}']]);
     expect({ code: lint.code, out: lint.stdout + lint.stderr }).toEqual({ code: 0, out: expect.stringContaining('0 chart(s) failed') });
 
-    const out = docs((await helmOK(['template', 'leasehold', chart, '--namespace', 'leasehold-system', '--set', 'metrics.serviceMonitor.enabled=true,dashboard.enabled=true'])).stdout);
+    const out = docs((await helmOK(['template', 'leasehold', chart, ...kv, '--namespace', 'leasehold-system', '--set', 'metrics.serviceMonitor.enabled=true,dashboard.enabled=true'])).stdout);
     const byKind = (kind: string) => out.filter((d) => d.kind === kind);
     const dep = byKind('Deployment')[0];
     expect(dep.spec.replicas).toBe(2);
@@ -148,12 +150,80 @@ describe('the Helm chart', () => {
     expect(records.rules).toEqual([{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'create', 'update', 'delete'] }]);
     for (const r of byName) for (const rule of r.rules) expect(rule.verbs.every((v: string) => v === 'get' || v === 'create')).toBe(true);
 
+    // Two replicas: a drain evicts one at a time.
+    expect(byKind('PodDisruptionBudget').map((p) => p.spec)).toEqual([{ maxUnavailable: 1, unhealthyPodEvictionPolicy: 'AlwaysAllow', selector: dep.spec.selector }]);
+    expect(byKind('NetworkPolicy')).toEqual([]);
+    expect(byKind('ServiceAccount').map((a) => a.metadata.name)).toEqual([pod.serviceAccountName]);
+
+    // Users' roles: aggregated into the built-in ones, never with leases/status.
+    const userRoles = byKind('ClusterRole').filter((r) => /-lease-(editor|viewer)$/.test(r.metadata.name));
+    expect(userRoles.map((r) => [r.metadata.name, Object.keys(r.metadata.labels).filter((l) => l.startsWith('rbac.authorization.k8s.io/')).sort()])).toEqual([
+      ['leasehold-lease-editor', ['rbac.authorization.k8s.io/aggregate-to-admin', 'rbac.authorization.k8s.io/aggregate-to-edit']],
+      ['leasehold-lease-viewer', ['rbac.authorization.k8s.io/aggregate-to-view']],
+    ]);
+    expect(userRoles[0].rules).toEqual([
+      { apiGroups: ['leasehold.dev'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update', 'patch', 'delete'] },
+      { apiGroups: ['leasehold.dev'], resources: ['offers'], verbs: ['get', 'list', 'watch'] },
+    ]);
+    expect(userRoles[1].rules).toEqual([{ apiGroups: ['leasehold.dev'], resources: ['leases', 'offers'], verbs: ['get', 'list', 'watch'] }]);
+
+    // The admission policy exempts exactly this release's ServiceAccount, everywhere (no watchNamespace).
+    const [policy] = byKind('ValidatingAdmissionPolicy');
+    expect(policy.spec.matchConditions[0].expression).toBe('request.userInfo.username != "system:serviceaccount:leasehold-system:leasehold"');
+    expect(byKind('ValidatingAdmissionPolicyBinding').map((b) => b.spec)).toEqual([{ policyName: policy.metadata.name, validationActions: ['Deny'] }]);
+
     // The schema is strict, and the chart refuses two replicas without leader election.
-    expect((await helm(['template', 'x', chart, '--set', 'nosuchvalue=1'])).code).not.toBe(0);
-    expect((await helm(['template', 'x', chart, '--set', 'image.nosuch=1'])).code).not.toBe(0);
-    expect((await helm(['template', 'x', chart, '--set', 'acquireTimeout=soon'])).code).not.toBe(0);
-    const noLE = await helm(['template', 'x', chart, '--set', 'leaderElection.enabled=false']);
+    expect((await helm(['template', 'x', chart, ...kv, '--set', 'nosuchvalue=1'])).code).not.toBe(0);
+    expect((await helm(['template', 'x', chart, ...kv, '--set', 'image.nosuch=1'])).code).not.toBe(0);
+    expect((await helm(['template', 'x', chart, ...kv, '--set', 'acquireTimeout=soon'])).code).not.toBe(0);
+    const noLE = await helm(['template', 'x', chart, ...kv, '--set', 'leaderElection.enabled=false']);
     expect(noLE.stderr).toMatch(/replicas > 1 needs leaderElection/);
+  });
+
+  it('renders the optional objects, overrides and an existing ServiceAccount', async () => {
+    const render = async (...set: string[]) => docs((await helmOK(['template', 'rel', chart, ...kv, '--namespace', 'ops', ...set])).stdout);
+    const kinds = (out: any[]) => out.map((d) => d.kind);
+
+    // The metrics port only, from the peers given.
+    const from = [{ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'monitoring' } } }];
+    const np = (await render('--set', 'metrics.networkPolicy.enabled=true', '--set-json', `metrics.networkPolicy.from=${JSON.stringify(from)}`)).filter((d) => d.kind === 'NetworkPolicy');
+    expect(np.map((d) => d.spec)).toEqual([{
+      podSelector: { matchLabels: { 'app.kubernetes.io/name': 'leasehold', 'app.kubernetes.io/instance': 'rel' } },
+      policyTypes: ['Ingress'],
+      ingress: [{ ports: [{ port: 'metrics', protocol: 'TCP' }], from }],
+    }]);
+
+    // One replica: no PodDisruptionBudget (it would guard nothing).
+    expect(kinds(await render('--set', 'replicas=1,leaderElection.enabled=false'))).not.toContain('PodDisruptionBudget');
+
+    // An existing ServiceAccount: none made, every binding and the policy name it.
+    const existing = await render('--set', 'serviceAccount.create=false,serviceAccount.name=ops-controller');
+    expect(kinds(existing)).not.toContain('ServiceAccount');
+    expect(existing.find((d) => d.kind === 'Deployment').spec.template.spec.serviceAccountName).toBe('ops-controller');
+    const subjects = existing.filter((d) => /Binding$/.test(d.kind) && d.subjects).flatMap((d) => d.subjects);
+    expect(subjects.length).toBeGreaterThan(3);
+    expect(new Set(subjects.map((x: any) => `${x.kind} ${x.namespace}/${x.name}`))).toEqual(new Set(['ServiceAccount ops/ops-controller']));
+    expect(existing.find((d) => d.kind === 'ValidatingAdmissionPolicy').spec.matchConditions[0].expression).toContain('"system:serviceaccount:ops:ops-controller"');
+    const unnamed = await helm(['template', 'rel', chart, ...kv, '--set', 'serviceAccount.create=false']);
+    expect(unnamed.code).not.toBe(0);
+    expect(unnamed.stderr).toMatch(/serviceAccount\.name: name the existing ServiceAccount/);
+
+    // Name overrides, and secretNames narrowing the Secrets Roles.
+    const named = await render('--set', 'fullnameOverride=lh,nameOverride=box,secretNamespaces={cloud},secretNames={api-key}');
+    expect(named.find((d) => d.kind === 'Deployment').metadata).toMatchObject({ name: 'lh', labels: { 'app.kubernetes.io/name': 'box' } });
+    expect(named.filter((d) => d.kind === 'ClusterRole').map((d) => d.metadata.name).sort()).toEqual(['lh', 'lh-lease-editor', 'lh-lease-viewer']);
+    expect(named.find((d) => d.kind === 'Role' && d.metadata.namespace === 'cloud').rules).toEqual([{ apiGroups: [''], resources: ['secrets'], resourceNames: ['api-key'], verbs: ['get'] }]);
+
+    // With watchNamespace the policy guards that namespace only; extra exempt subjects are matched.
+    const scoped = await render('--set', 'watchNamespace=ml,admissionPolicy.exemptGroups={lease-ops},admissionPolicy.exemptUsers={alice}');
+    expect(scoped.find((d) => d.kind === 'ValidatingAdmissionPolicyBinding').spec.matchResources).toEqual({ namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': 'ml' } } });
+    expect(scoped.find((d) => d.kind === 'ValidatingAdmissionPolicy').spec.matchConditions[1].expression).toBe(
+      '!(request.userInfo.username in ["alice"]) && !(has(request.userInfo.groups) && request.userInfo.groups.exists(g, g in ["system:masters","lease-ops"]))');
+    expect(kinds(await render('--set', 'admissionPolicy.enabled=false,userRoles.enabled=false')).filter((k) => /AdmissionPolicy/.test(k))).toEqual([]);
+
+    // A cluster older than the admission policy API is refused up front.
+    const old = await helm(['template', 'rel', chart, '--kube-version', '1.29.9']);
+    expect(old.stderr).toMatch(/chart requires kubeVersion: >=1\.30\.0-0 which is incompatible with Kubernetes v1\.29\.9/);
   });
 
   it('installs into a fresh namespace, skipping the CRDs the cluster already has', async () => {
@@ -165,6 +235,14 @@ describe('the Helm chart', () => {
     sa = (await getJSON(kubectl, ['-n', relNS, 'serviceaccount', '-l', `app.kubernetes.io/instance=${release}`])).items[0].metadata.name;
     const cm = await getJSON(kubectl, ['-n', relNS, 'configmap', `${release}-leasehold-providers`]);
     expect(cm.data['sshd-machine.sh']).toBe(readFileSync(provider, 'utf8'));
+    const sel = `app.kubernetes.io/instance=${release}`;
+    const objects = await kubectl(['get', 'poddisruptionbudgets,networkpolicies', '-n', relNS, '-l', sel, '-o', 'name']);
+    expect(objects.stdout.trim().split('\n').sort()).toEqual([`networkpolicy.networking.k8s.io/${release}-leasehold-metrics`, `poddisruptionbudget.policy/${release}-leasehold`]);
+    const admission = await kubectl(['get', 'validatingadmissionpolicies,validatingadmissionpolicybindings', '-l', sel, '-o', 'name']);
+    expect(admission.stdout.trim().split('\n').sort()).toEqual([
+      `validatingadmissionpolicy.admissionregistration.k8s.io/${release}-leasehold-lease-guard`,
+      `validatingadmissionpolicybinding.admissionregistration.k8s.io/${release}-leasehold-lease-guard`,
+    ]);
   }, 60_000);
 
   it('gives the ServiceAccount Secrets only in secretNamespaces, by name', async () => {
@@ -190,6 +268,7 @@ describe('the Helm chart', () => {
     }
     const can = async (...args: string[]) => (await tokenKubectl(['auth', 'can-i', ...args])).stdout.trim();
     expect(await can('get', 'secrets/api-key', '-n', cloudNS)).toBe('yes');
+    expect(await can('get', 'secrets/other-key', '-n', cloudNS)).toBe('no'); // not in secretNames
     expect(await can('get', 'secrets/api-key', '-n', otherNS)).toBe('no');
     expect(await can('get', 'secrets', '-n', leaseNS)).toBe('no');
     expect(await can('list', 'secrets', '-n', cloudNS)).toBe('no');
@@ -297,6 +376,34 @@ describe('the Helm chart', () => {
     expect(log).toMatch(/started leading/);
   }, 180_000);
 
+  it('installs as a subchart with global values, running as a ServiceAccount made beforehand', async () => {
+    // A parent chart the way a platform team wraps Leasehold: global values
+    // of its own, and the ServiceAccount it manages itself.
+    const umbrella = join(work, 'platform');
+    mkdirSync(join(umbrella, 'charts'), { recursive: true });
+    cpSync(chart, join(umbrella, 'charts', 'leasehold'), { recursive: true, dereference: true });
+    writeFileSync(join(umbrella, 'Chart.yaml'), YAML.stringify({ apiVersion: 'v2', name: 'platform', version: '1.0.0' }));
+    writeFileSync(join(umbrella, 'values.yaml'), YAML.stringify({
+      global: { imageRegistry: 'registry.example', team: 'platform' },
+      leasehold: { replicas: 1, leaderElection: { enabled: false }, watchNamespace: subNS, serviceAccount: { create: false, name: 'platform-leasehold' } },
+    }));
+    await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'platform-leasehold', namespace: subNS } }));
+    await helmOK(['install', umbrellaRelease, umbrella, '-n', subNS]);
+    umbrellaInstalled = true;
+
+    const sel = `app.kubernetes.io/instance=${umbrellaRelease}`;
+    expect((await kubectl(['get', 'serviceaccounts,poddisruptionbudgets', '-n', subNS, '-l', sel, '-o', 'name'])).stdout.trim()).toBe('');
+    const dep = await getJSON(kubectl, ['-n', subNS, 'deployments', '-l', sel]);
+    expect(dep.items.map((d: any) => d.spec.template.spec.serviceAccountName)).toEqual(['platform-leasehold']);
+    const can = await kubectl(['auth', 'can-i', 'patch', 'leases.leasehold.dev', '--subresource=status', '-n', subNS, `--as=system:serviceaccount:${subNS}:platform-leasehold`]);
+    expect(can.stdout.trim()).toBe('yes');
+
+    await helmOK(['uninstall', umbrellaRelease, '-n', subNS]);
+    umbrellaInstalled = false;
+    // Not the chart's to delete.
+    expect(await getJSON(kubectl, ['-n', subNS, 'serviceaccount', 'platform-leasehold'])).toBeDefined();
+  }, 60_000);
+
   it('uninstalls every controller object; the CRDs, and so the Leases, stay', async () => {
     await ctl?.stop(); // already stopped unless the lifecycle test failed
     // A Lease no controller serves any more (it stays Pending, with no finalizer).
@@ -304,10 +411,10 @@ describe('the Helm chart', () => {
     await helmOK(['uninstall', release, '-n', relNS]);
     installed = false;
     const sel = `app.kubernetes.io/instance=${release}`;
-    const left = await kubectl(['get', 'serviceaccounts,roles,rolebindings,deployments,services,configmaps', '-A', '-l', sel, '-o', 'name']);
+    const left = await kubectl(['get', 'serviceaccounts,roles,rolebindings,deployments,services,configmaps,poddisruptionbudgets,networkpolicies', '-A', '-l', sel, '-o', 'name']);
     expect(left.code).toBe(0);
     expect(left.stdout.trim()).toBe('');
-    const clusterLeft = await kubectl(['get', 'clusterroles,clusterrolebindings', '-l', sel, '-o', 'name']);
+    const clusterLeft = await kubectl(['get', 'clusterroles,clusterrolebindings,validatingadmissionpolicies,validatingadmissionpolicybindings', '-l', sel, '-o', 'name']);
     expect(clusterLeft.stdout.trim()).toBe('');
     // The rights went with the release: refused (403 while the API server still
     // has the token cached as authenticated, 401 once the deleted ServiceAccount is noticed).

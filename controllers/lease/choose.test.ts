@@ -1,6 +1,6 @@
 import { describe, it, expect } from '@jest/globals';
 import { parseWhere, type ParsedWhere } from '../../src/api/where.js';
-import { chooseOffer, type OfferCandidate } from './choose.js';
+import { MAX_REASONS, chooseOffer, type OfferCandidate } from './choose.js';
 
 const where = (raw: string): ParsedWhere => {
   const p = parseWhere(raw);
@@ -48,6 +48,20 @@ describe('chooseOffer', () => {
     expect(r.message).toContain('one: ');
     expect(r.message).toContain('l/gpu-8x: listed at $23.92/h');
     expect(r.noCapacity).toBeUndefined();
+  });
+
+  it('names at most MAX_REASONS candidates in a refusal, the unavailable ones first, and counts the rest', () => {
+    const lacking = Array.from({ length: 100 }, (_, i) => gpuBox(`cpu-${i}`, 1, { shape: { os: 'linux', arch: 'amd64', cpus: 4 } }));
+    const capped = gpuBox('l/gpu-8x', 23.92, { unavailable: 'listed at $23.92/h, above the cap of $10.00/h' });
+    const r = chooseOffer(where('gpu'), 'gpu', [...lacking, capped], undefined);
+    if (r.ok) throw new Error('chose an Offer');
+    const named = r.message.split('; ').filter((part) => /^(no Offer matches gpu: )?[\w/-]+: /.test(part));
+    expect(named).toHaveLength(MAX_REASONS);
+    expect(named[0]).toBe('no Offer matches gpu: l/gpu-8x: listed at $23.92/h, above the cap of $10.00/h');
+    expect(r.message).toContain('cpu-0: ');
+    expect(r.message).not.toContain(`cpu-${MAX_REASONS - 1}: `);
+    expect(r.message).toMatch(new RegExp(`; and ${101 - MAX_REASONS} more \\(kubectl get offers.leasehold.dev\\)$`));
+    expect(r.message.length).toBeLessThan(400);
   });
 
   it('flags a Lease that only candidates without capacity could serve', () => {

@@ -23,6 +23,20 @@ export type Choice =
   | { ok: true; candidate: OfferCandidate }
   | { ok: false; message: string; noCapacity?: boolean };
 
+/**
+ * At most this many candidates are named in a refusal, those that match but
+ * are unavailable first. The message is stored in every waiting Lease's
+ * status and condition: naming all of a few hundred Offers made each Lease
+ * kilobytes larger, in etcd and in the controller's cache.
+ */
+export const MAX_REASONS = 5;
+
+function listReasons(reasons: string[]): string {
+  const more = reasons.length - MAX_REASONS;
+  const shown = reasons.slice(0, MAX_REASONS).join('; ');
+  return more > 0 ? `${shown}; and ${more} more (kubectl get offers.leasehold.dev)` : shown;
+}
+
 export function chooseOffer(
   where: ParsedWhere,
   rawWhere: string,
@@ -39,21 +53,20 @@ export function chooseOffer(
         : `no Offer exists to lease ${rawWhere} from; a platform admin creates one (kubectl get offers.leasehold.dev)`,
     };
   }
-  const reasons: string[] = [];
+  const lacking: string[] = [];
   const matching: OfferCandidate[] = [];
   const blocked: OfferCandidate[] = [];
   for (const c of scoped) {
     const m = matchShape(where, c.shape);
-    if (!m.ok) reasons.push(`${c.name}: ${m.lacks.join(', ')}`);
-    else if (c.unavailable) {
-      reasons.push(`${c.name}: ${c.unavailable}`);
-      blocked.push(c);
-    } else matching.push(c);
+    if (!m.ok) lacking.push(`${c.name}: ${m.lacks.join(', ')}`);
+    else if (c.unavailable) blocked.push(c);
+    else matching.push(c);
   }
   if (matching.length === 0) {
     // What could serve it exists but has no capacity anywhere wanted: say so now rather than wait.
     const noCapacity = blocked.length > 0 && blocked.every((c) => c.noCapacity);
-    return { ok: false, message: `no Offer matches ${rawWhere}: ${reasons.join('; ')}`, ...(noCapacity ? { noCapacity } : {}) };
+    const reasons = [...blocked.map((c) => `${c.name}: ${c.unavailable}`), ...lacking];
+    return { ok: false, message: `no Offer matches ${rawWhere}: ${listReasons(reasons)}`, ...(noCapacity ? { noCapacity } : {}) };
   }
   // Shuffle first so that the stable sort leaves equal offers in random order.
   const shuffled = matching.map((c) => ({ c, k: random() })).sort((a, b) => a.k - b.k).map((x) => x.c);

@@ -279,7 +279,7 @@ async function main(): Promise<void> {
   const logFd = openSync(controllerLog, 'a');
   checkStopping();
   const args = ['--kubeconfig', kubeconfig, '--no-leader-elect', '--check-interval', checkInterval, '--metrics-addr', `127.0.0.1:${metricsPort}`, '--acquire-timeout', '3m', '--log-level', flags['log-level']!];
-  controller = spawn(process.execPath, ['--import', 'tsx', join(repo, CONTROLLER_ENTRY), ...args], {
+  controller = spawn(process.execPath, ['--import', 'tsx', join(repo, `${CONTROLLER_ENTRY}.ts`), ...args], {
     cwd: repo,
     stdio: ['ignore', logFd, logFd],
     env: { ...process.env, NODE_OPTIONS: '', LEASEHOLD_MACHINES_DIR: machinesDir },

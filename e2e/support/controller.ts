@@ -6,9 +6,6 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { freePort } from '../cluster/controlplane.js';
 
-/** The controller's entry point, relative to the repository root; every test and demo that starts the controller runs this file. */
-export const CONTROLLER_ENTRY = 'cmd/controller.ts';
-
 export interface ControllerProcess {
   child: ChildProcess;
   metricsURL: string;
@@ -20,12 +17,27 @@ export interface ControllerProcess {
   stop(signal?: NodeJS.Signals): Promise<void>;
 }
 
-export async function startController(kubeconfig: string, args: string[] = [], env: Record<string, string> = {}): Promise<ControllerProcess> {
+/**
+ * The controller's entry point, relative to the repository root and without
+ * its extension: run as `<entry>.ts` through tsx, or built as `dist/<entry>.js`.
+ * Every test, bench and demo that starts the controller runs this file.
+ */
+export const CONTROLLER_ENTRY = 'cmd/controller';
+
+export interface ControllerRun {
+  /** Run the production build (`npm run build` output, as the image does) instead of the TypeScript through tsx. */
+  compiled?: boolean;
+  /** Node flags before the entry point (e.g. `--max-semi-space-size=4`). */
+  nodeFlags?: string[];
+}
+
+export async function startController(kubeconfig: string, args: string[] = [], env: Record<string, string> = {}, run: ControllerRun = {}): Promise<ControllerProcess> {
   const port = await freePort();
   const dir = await mkdtemp(join(tmpdir(), 'leasehold-ctl-'));
   const logFile = join(dir, 'controller.log');
   const log = createWriteStream(logFile);
-  const child = spawn(process.execPath, ['--import', 'tsx', join(process.cwd(), CONTROLLER_ENTRY),
+  const entry = run.compiled ? ['dist', `${CONTROLLER_ENTRY}.js`] : [`${CONTROLLER_ENTRY}.ts`];
+  const child = spawn(process.execPath, [...(run.nodeFlags ?? []), ...(run.compiled ? [] : ['--import', 'tsx']), join(process.cwd(), ...entry),
     '--kubeconfig', kubeconfig, '--metrics-addr', `127.0.0.1:${port}`, '--log-level', 'debug', ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, NODE_OPTIONS: '', ...env },

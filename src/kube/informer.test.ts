@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
-import { ApiStatusError, ResilientInformer, diffRelist, isResourceVersionExpired, type ListPage, type ListWatchTransport, type RawWatchEvent } from './informer.js';
+import { ResilientInformer, diffRelist } from './informer.js';
+import { ApiStatusError, isResourceVersionExpired, type ListPage, type ListWatchTransport, type RawWatchEvent } from './listwatch.js';
 
 const obj = (name: string, rv: string, namespace = 'default'): KubernetesObject => ({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { namespace, name, resourceVersion: rv } });
 const names = (objs: KubernetesObject[]) => objs.map((o) => o.metadata!.name).sort();
@@ -95,7 +96,7 @@ class FakeApi implements ListWatchTransport<KubernetesObject> {
   }
 }
 
-function start(api: FakeApi, opts: { resyncMs?: number; watchdogMs?: number; pageSize?: number } = {}) {
+function start(api: FakeApi, opts: { resyncMs?: number; watchdogMs?: number; pageSize?: number; transform?: (o: KubernetesObject) => KubernetesObject } = {}) {
   const events: string[] = [];
   const errors: Error[] = [];
   const restarts: string[] = [];
@@ -104,6 +105,7 @@ function start(api: FakeApi, opts: { resyncMs?: number; watchdogMs?: number; pag
     resyncMs: opts.resyncMs ?? 0,
     watchdogMs: opts.watchdogMs ?? 60_000,
     pageSize: opts.pageSize ?? 500,
+    transform: opts.transform,
     onRestart: (r) => restarts.push(r),
   });
   inf.on('add', (o) => events.push(`add:${o.metadata!.name}`));
@@ -266,6 +268,45 @@ describe('ResilientInformer', () => {
     expect(events).toHaveLength(4);
     expect(api.lists).toHaveLength(1);
     expect(api.watches).toHaveLength(1);
+  });
+
+  it('stores listed and watched objects without managedFields or the last-applied annotation, by default', async () => {
+    const applied = (name: string, rv: string, annotations: Record<string, string>): KubernetesObject => ({
+      ...obj(name, rv),
+      metadata: { ...obj(name, rv).metadata, annotations, managedFields: [{ manager: 'kubectl', operation: 'Apply', fieldsV1: { 'f:spec': {} } }] },
+    });
+    const lastApplied = { 'kubectl.kubernetes.io/last-applied-configuration': '{"spec":{}}' };
+    const api = new FakeApi();
+    api.objects = [applied('listed', '1', { ...lastApplied, 'leasehold.dev/last-activity': 't1' })];
+    const { inf } = setup(api);
+    const seen: KubernetesObject[] = [];
+    inf.on('add', (o) => seen.push(o));
+    inf.on('update', (o) => seen.push(o));
+    inf.on('delete', (o) => seen.push(o));
+    await advance(0);
+    api.current.send('ADDED', applied('watched', '101', lastApplied));
+    api.current.send('MODIFIED', applied('listed', '102', { ...lastApplied, 'leasehold.dev/last-activity': 't2' }));
+    expect(inf.get('default', 'listed')!.metadata).toEqual({ namespace: 'default', name: 'listed', resourceVersion: '102', annotations: { 'leasehold.dev/last-activity': 't2' } });
+    expect(inf.get('default', 'watched')!.metadata).toEqual({ namespace: 'default', name: 'watched', resourceVersion: '101' });
+    api.current.send('DELETED', applied('watched', '103', lastApplied));
+    expect(seen.map((o) => [o.metadata!.name, o.metadata!.managedFields, o.metadata!.annotations?.['kubectl.kubernetes.io/last-applied-configuration']])).toEqual([
+      ['listed', undefined, undefined],
+      ['watched', undefined, undefined],
+      ['listed', undefined, undefined],
+      ['watched', undefined, undefined],
+    ]);
+  });
+
+  it('stores objects as the transform option makes them', async () => {
+    const api = new FakeApi();
+    api.objects = [{ ...obj('a', '1'), metadata: { ...obj('a', '1').metadata, managedFields: [{ manager: 'm' }] } }];
+    const { inf } = setup(api, { transform: (o) => ({ ...o, kind: `${o.kind}Seen` }) });
+    await advance(0);
+    api.current.send('ADDED', obj('b', '101'));
+    expect(inf.list().map((o) => [o.metadata!.name, o.kind, o.metadata!.managedFields])).toEqual([
+      ['a', 'LeaseSeen', [{ manager: 'm' }]],
+      ['b', 'LeaseSeen', undefined],
+    ]);
   });
 
   it('keeps delivering to the other handlers when one throws', async () => {

@@ -1,15 +1,23 @@
 {{/* Names and labels shared by every object of the chart. */}}
 
 {{- define "leasehold.name" -}}
-{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
-{{/* The release name, with the chart name appended unless it already contains it. */}}
+{{/*
+fullnameOverride, else the release name with the name (nameOverride or the
+chart's) appended unless it already contains it.
+*/}}
 {{- define "leasehold.fullname" -}}
-{{- if contains .Chart.Name .Release.Name -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
 {{- .Release.Name | trunc 63 | trimSuffix "-" -}}
 {{- else -}}
-{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 
@@ -27,8 +35,23 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
+{{/*
+The ServiceAccount the controller runs as. An existing one must be named: the
+chart binds its RBAC to it and exempts it in the admission policy, so falling
+back to the namespace's "default" ServiceAccount would hand those rights to
+every pod there.
+*/}}
 {{- define "leasehold.serviceAccountName" -}}
-{{- include "leasehold.fullname" . -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "leasehold.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- required "serviceAccount.name: name the existing ServiceAccount the controller runs as (serviceAccount.create is false)" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The controller's user name in requests (admission, audit). */}}
+{{- define "leasehold.controllerUser" -}}
+{{- printf "system:serviceaccount:%s:%s" .Release.Namespace (include "leasehold.serviceAccountName" .) -}}
 {{- end -}}
 
 {{/* Namespaces whose Secrets the controller may get: secretNamespaces, or the release namespace. */}}

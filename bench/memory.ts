@@ -1,0 +1,134 @@
+// The memory phase: the production build's RSS and heap with many Pending
+// Leases and Offers in cache, its first full reconcile against a bare client,
+// and a restart over the reconciled Leases (see bench/README.md).
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { parse as parseYaml } from 'yaml';
+import { CONTROLLER_ENTRY, startController, type ControllerProcess } from '../e2e/support/controller.js';
+import { G, api, bareClient, controllerKeySecret, createLeases, env, listLeases, log, mib, ms, namespace, offer, pool, results, sleep, waitUntil } from './support.js';
+
+const MEM_LEASES = env('BENCH_MEM_LEASES', 5000);
+const MEM_OFFERS = env('BENCH_MEM_OFFERS', 100);
+// The Node flags the chart gives the controller (values.yaml nodeOptions), unless told otherwise.
+const MEM_NODE_FLAGS = (process.env.BENCH_MEM_NODE_FLAGS ?? String(parseYaml(readFileSync(join(process.cwd(), 'charts/leasehold/values.yaml'), 'utf8')).nodeOptions ?? '')).split(' ').filter(Boolean);
+
+/**
+ * The memory phase runs the production build, as the image does: compile it
+ * once, without blocking the event loop (the bench's kept-alive connections
+ * must see the API server close them).
+ */
+async function buildController(): Promise<number> {
+  const t = Date.now();
+  await promisify(execFile)('npm', ['run', '--silent', 'build']);
+  return Date.now() - t;
+}
+
+/** What the controller's own process metrics say about its memory. */
+async function memoryOf(ctl: ControllerProcess) {
+  const [rss, heapUsed, heapTotal, external] = await Promise.all(
+    ['process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_heap_size_total_bytes', 'nodejs_external_memory_bytes'].map((m) => ctl.metric(`leasehold_${m}`)),
+  );
+  return { rss: rss!, heapUsed: heapUsed!, heapTotal: heapTotal!, external: external! };
+}
+
+/** Reconciles each controller has finished, and whether its queue is empty. */
+async function reconcileProgress(ctl: ControllerProcess, controller: string): Promise<{ done: number; queued: number }> {
+  const done = await ctl.metric('leasehold_reconcile_total', { controller });
+  const queued = await ctl.metric('leasehold_workqueue_depth', { controller });
+  return { done, queued };
+}
+
+export async function memoryPhase() {
+  const ns = await namespace('bench-mem');
+  await controllerKeySecret(ns);
+  const buildMs = await buildController();
+  log(`memory: production build (npm run build) in ${ms(buildMs)}`);
+  const t0 = Date.now();
+  await pool(Array.from({ length: MEM_OFFERS }, (_, i) => i), 8, (i) =>
+    offer(`bench-mem-${i}`, { command: { acquire: ['/bin/true'], release: ['/bin/true'], shape: { os: 'linux', arch: 'amd64', cpus: 1 + (i % 64), tools: ['docker', `tool-${i}`] } }, pricePerHour: i / 10 }),
+  );
+  // No Offer has a GPU: every Lease stays Pending, no machine is made.
+  const createMs = await createLeases(ns, MEM_LEASES, (i) => ({ where: `gpu=h100,cpus>=${1 + (i % 16)}` }), 16);
+  log(`memory: ${MEM_OFFERS} Offers and ${MEM_LEASES} Leases created in ${ms(Date.now() - t0)} (leases ${ms(createMs)})`);
+  const args = ['--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', '10', '--check-interval', '1m', '--log-level', 'info'];
+  const run = { compiled: true, nodeFlags: MEM_NODE_FLAGS };
+  const tStart = Date.now();
+  let ctl = await startController(api.cp.info.kubeconfig, args, {}, run);
+  try {
+    const healthyMs = Date.now() - tStart;
+    let peak = 0;
+    let polls = 0;
+    await waitUntil(`${MEM_LEASES} Leases Pending`, async () => {
+      if (polls++ % 8 === 0) peak = Math.max(peak, await ctl.metric('leasehold_process_resident_memory_bytes'));
+      return (await listLeases(ns)).filter((l) => l.status?.phase === 'Pending' && l.status?.observedGeneration === l.metadata.generation).length === MEM_LEASES;
+    }, 30 * 60_000, 250);
+    const coldMs = Date.now() - tStart;
+    // Its floor: the writes it had to make (a status write and an event per Lease), made by a bare client.
+    const coldWrites = await ctl.writes();
+    // The controller creates nothing but Events here (POST); status writes are PATCH.
+    const posts = await ctl.metric('leasehold_kube_requests_total', { client: 'controller', verb: 'POST' });
+    log(`memory: first full reconcile in ${ms(coldMs)} with ${coldWrites} controller writes`);
+    await sleep(15_000);
+    const settled = await memoryOf(ctl);
+    results.memory = {
+      leases: MEM_LEASES,
+      offers: MEM_OFFERS,
+      build: `compiled (dist/${CONTROLLER_ENTRY}.js)`,
+      nodeFlags: MEM_NODE_FLAGS.join(' '),
+      coldStartToHealthySeconds: healthyMs / 1000,
+      coldStartToFirstFullReconcileSeconds: coldMs / 1000,
+      controllerWritesInFirstReconcile: coldWrites,
+      eventCreatesInFirstReconcile: posts,
+      rssSettled: mib(settled.rss),
+      rssPeakDuringFirstReconcile: mib(Math.max(peak, settled.rss)),
+      heapUsed: mib(settled.heapUsed),
+      heapTotal: mib(settled.heapTotal),
+      external: mib(settled.external),
+    };
+    await ctl.stop();
+
+    // A second start over the same, already reconciled Leases: nothing has
+    // changed, so nothing should be written. Done when every Lease and Offer
+    // has been reconciled once and the queues are empty.
+    const tRestart = Date.now();
+    ctl = await startController(api.cp.info.kubeconfig, args, {}, run);
+    const restartHealthyMs = Date.now() - tRestart;
+    let restartPeak = 0;
+    polls = 0;
+    await waitUntil(`${MEM_LEASES} Leases reconciled after the restart`, async () => {
+      if (polls++ % 8 === 0) restartPeak = Math.max(restartPeak, await ctl.metric('leasehold_process_resident_memory_bytes'));
+      const [lease, offer] = await Promise.all([reconcileProgress(ctl, 'lease'), reconcileProgress(ctl, 'offer')]);
+      return lease.done >= MEM_LEASES && offer.done >= MEM_OFFERS && lease.queued === 0 && offer.queued === 0;
+    }, 30 * 60_000, 250);
+    const restartMs = Date.now() - tRestart;
+    const restartWrites = await ctl.writes();
+    await sleep(15_000);
+    const restartSettled = await memoryOf(ctl);
+    results.memory = {
+      ...(results.memory as object),
+      restartToHealthySeconds: restartHealthyMs / 1000,
+      restartToFirstFullReconcileSeconds: restartMs / 1000,
+      controllerWritesInRestartReconcile: restartWrites,
+      controllerWritesRestartPlus15s: await ctl.writes(),
+      restartRssPeak: mib(Math.max(restartPeak, restartSettled.rss)),
+      restartRssSettled: mib(restartSettled.rss),
+      restartHeapUsed: mib(restartSettled.heapUsed),
+    };
+    log(`memory: restart reconciled everything in ${ms(restartMs)} with ${restartWrites} controller writes`);
+    await ctl.stop();
+
+    const bareMs = await bareClient(coldWrites, Math.min(MEM_LEASES, 1000), 4);
+    Object.assign(results.memory as object, {
+      bareClientSecondsSameWrites4InFlight: bareMs / 1000,
+      firstReconcileOverBareRatio: Number((coldMs / bareMs).toFixed(2)),
+      afterHealthyOverBareRatio: Number(((coldMs - healthyMs) / bareMs).toFixed(2)),
+    });
+    log(`memory: ${JSON.stringify(results.memory)}`);
+  } finally {
+    await ctl.stop();
+    await api.custom.deleteCollectionNamespacedCustomObject({ ...G, plural: 'leases', namespace: ns }).catch(() => undefined);
+    await pool(Array.from({ length: MEM_OFFERS }, (_, i) => i), 8, (i) => api.custom.deleteClusterCustomObject({ ...G, plural: 'offers', name: `bench-mem-${i}` }).catch(() => undefined));
+  }
+}
