@@ -139,13 +139,16 @@ describe('the Helm chart', () => {
     expect(JSON.parse(dash.data['leasehold.json']).title).toBe('Leasehold');
 
     // Least privilege by default: Secrets only through Roles, only by name
-    // (get, plus create for the controller's own key), never cluster-wide.
+    // (get, plus create for the controller's own key), never cluster-wide;
+    // the Lease records in the release namespace are listed and written too.
     const clusterRules = byKind('ClusterRole').flatMap((r) => r.rules);
     expect(clusterRules.some((r: any) => r.resources.includes('secrets') || r.resources.includes('*') || r.verbs.includes('*'))).toBe(false);
     expect(clusterRules).toEqual(expect.arrayContaining([{ apiGroups: ['leasehold.dev'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'patch', 'delete'] }]));
     const secretRoles = byKind('Role').filter((r) => r.rules.some((x: any) => x.resources.includes('secrets')));
-    expect(secretRoles.map((r) => r.metadata.namespace)).toEqual(['leasehold-system', 'leasehold-system']);
-    for (const r of secretRoles) for (const rule of r.rules) expect(rule.verbs.every((v: string) => v === 'get' || v === 'create')).toBe(true);
+    expect(secretRoles.map((r) => r.metadata.namespace)).toEqual(['leasehold-system', 'leasehold-system', 'leasehold-system']);
+    const [records, ...byName] = [secretRoles.find((r) => r.metadata.name.endsWith('-lease-records')), ...secretRoles.filter((r) => !r.metadata.name.endsWith('-lease-records'))];
+    expect(records.rules).toEqual([{ apiGroups: [''], resources: ['secrets'], verbs: ['get', 'list', 'create', 'update', 'delete'] }]);
+    for (const r of byName) for (const rule of r.rules) expect(rule.verbs.every((v: string) => v === 'get' || v === 'create')).toBe(true);
 
     // Two replicas: a drain evicts one at a time.
     expect(byKind('PodDisruptionBudget').map((p) => p.spec)).toEqual([{ maxUnavailable: 1, unhealthyPodEvictionPolicy: 'AlwaysAllow', selector: dep.spec.selector }]);
@@ -271,7 +274,9 @@ describe('the Helm chart', () => {
     expect(await can('list', 'secrets', '-n', cloudNS)).toBe('no');
     expect(await can('watch', 'secrets', '-n', relNS)).toBe('no');
     expect(await can('list', 'secrets', '--all-namespaces')).toBe('no');
-    expect(await can('update', 'secrets/leasehold-controller-ssh', '-n', relNS)).toBe('no');
+    // The Lease records: written in the release namespace only.
+    expect(await can('update', 'secrets', '-n', relNS)).toBe('yes');
+    expect(await can('update', 'secrets', '-n', cloudNS)).toBe('no');
     expect(await getAsController(`/api/v1/namespaces/${cloudNS}/secrets/api-key`)).toBe(200);
     expect(await getAsController(`/api/v1/namespaces/${otherNS}/secrets/api-key`)).toBe(403);
     expect(await getAsController(`/api/v1/namespaces/${cloudNS}/secrets`)).toBe(403);

@@ -5,12 +5,16 @@ import type { Logger } from 'pino';
 import type { Lease, LeaseStatus } from '../../src/api/index.js';
 import { errorText } from '../../src/kube/errors.js';
 import type { EventRecorder } from '../../src/kube/events.js';
+import { rfc3339 } from '../../src/kube/conditions.js';
 import type { LeaseDriver } from './driver.js';
+import type { RecordStore } from './records.js';
+import { sealedLease } from './trust.js';
 import type { LeaseEffectResult } from './observation.js';
 import { PROGRESS_INTERVAL_MS, ProgressThrottle } from './progress.js';
 
 export interface EffectContext {
   driver: LeaseDriver;
+  records: RecordStore;
   events: EventRecorder;
   log: Logger;
   now: () => number;
@@ -56,10 +60,24 @@ export async function probeEffect(ctx: EffectContext, lease: Lease, kind: 'prepa
   return { kind, check, at: ctx.now() };
 }
 
+/**
+ * Releases the machine the way the controller's record says. A Lease with no
+ * record never had a machine launched by this controller (every launch
+ * writes one first): there is nothing to release, and nothing its status
+ * says is run. A confirmed release is marked in the record, which is deleted
+ * when the Lease ends.
+ */
 export async function releaseEffect(ctx: EffectContext, lease: Lease, signal: AbortSignal): Promise<LeaseEffectResult> {
   try {
-    await ctx.driver.release(lease, signal);
-    return { kind: 'release', at: ctx.now() };
+    const record = await ctx.records.get(lease.metadata!.uid!);
+    if (!record) {
+      ctx.log.warn({ lease: `${lease.metadata?.namespace}/${lease.metadata?.name}` }, 'no record of a machine for this Lease: nothing to release');
+      return { kind: 'release', at: ctx.now() };
+    }
+    await ctx.driver.release(sealedLease(lease, record), signal);
+    const at = ctx.now();
+    await ctx.records.put({ ...record, releasedAt: rfc3339(new Date(at)) });
+    return { kind: 'release', at };
   } catch (err) {
     return { kind: 'release', error: errorText(err), at: ctx.now() };
   }

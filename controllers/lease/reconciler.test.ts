@@ -7,6 +7,8 @@ import { EventRecorder } from '../../src/kube/events.js';
 import { StatusWriter } from '../../src/kube/status.js';
 import { connectionRefused, FakeAPIServer } from '../../src/kube/testing/fake-api.js';
 import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
+import type { LeaseRecord } from './records.js';
+import { MemoryRecordStore } from './testing/records.js';
 import { EffectRunner } from '../../src/kube/effects.js';
 import type { LeaseEffectResult } from './observation.js';
 import { LeaseReconciler } from './reconciler.js';
@@ -38,13 +40,23 @@ function world() {
     spec: { command: { acquire: ['/a'], release: ['/r'], shape: { os: 'linux', arch: 'amd64', cpus: 1 } }, idleTimeout: '20m', maxLifetime: '12h' },
   } as unknown as Offer;
   // refuseResult: how many writes carrying an acquire result to refuse.
-  const state = { refuseResult: 0, acquires: 0, releases: 0 };
+  const state = { refuseResult: 0, refuseRecord: 0, acquires: 0, releases: 0 };
   api.beforeStatusWrite = (_name, body) => {
     if (state.refuseResult > 0 && body.status?.providerState) {
       state.refuseResult--;
       throw connectionRefused();
     }
   };
+  // The API server being away fails the record's write of the result as well.
+  const records = new (class extends MemoryRecordStore {
+    override async put(record: LeaseRecord) {
+      if (state.refuseRecord > 0 && record.providerState) {
+        state.refuseRecord--;
+        throw connectionRefused();
+      }
+      return super.put(record);
+    }
+  })();
   const driver: LeaseDriver = {
     async acquire(): Promise<AcquireResult> {
       state.acquires++;
@@ -71,6 +83,7 @@ function world() {
     writer: api.writer,
     events: new EventRecorder(api.events, 'test', log),
     driver,
+    records,
     settings: { maxLeases: 2, acquireTimeoutMs: 60_000, checkIntervalMs: 1000 },
     log,
     });
@@ -83,7 +96,7 @@ function world() {
 describe('LeaseReconciler', () => {
   it('records an acquire result whose status write failed on the next pass, instead of releasing the machine as interrupted', async () => {
     const w = world();
-    w.state.refuseResult = 1;
+    w.state.refuseRecord = 1;
     await w.reconciler.reconcile('ns/l');
     await w.effects.idle();
     // The intent went through, the result did not.
@@ -102,7 +115,7 @@ describe('LeaseReconciler', () => {
 
   it('releases a Launching Lease with no recorded result that this process did not launch (after a restart)', async () => {
     const w = world();
-    w.state.refuseResult = 1;
+    w.state.refuseRecord = 1;
     await w.reconciler.reconcile('ns/l');
     await w.effects.idle();
     // A second reconciler over the same server stands for the restarted controller.

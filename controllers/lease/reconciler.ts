@@ -23,8 +23,12 @@ import { acquireEffect, probeEffect, releaseEffect } from './operations.js';
 import { observeReleasing } from './release.js';
 import { schedule, Slots } from './schedule.js';
 import { conditionsFor, contextOf, endReasonFor, phaseOf } from './status.js';
+import { LeaseGuard, RECORD_SWEEP_KEY } from './guard.js';
+import type { LeaseRecord, RecordStore } from './records.js';
+import { recordOf, sealedLease } from './trust.js';
 
 export const RELEASE_FINALIZER = 'leasehold.dev/release';
+export { RECORD_SWEEP_KEY };
 export type { LeaseSettings };
 
 /** The API writes the reconciler makes besides status. */
@@ -49,6 +53,10 @@ export interface LeaseReconcilerDeps {
   writer: LeaseWriter;
   events: EventRecorder;
   driver: LeaseDriver;
+  /** The controller's records of each Lease's machine (controllers/lease/records.ts). */
+  records: RecordStore;
+  /** Where the records live, and the one namespace watched, if any (the sweep leaves other installations' records alone). */
+  recordScope?: { namespace: string; watchNamespace?: string | undefined };
   effects: EffectRunner<LeaseEffectResult>;
   /** Puts a Lease's key back on the work queue (an effect ended). */
   enqueue: (key: string) => void;
@@ -70,11 +78,13 @@ export class LeaseReconciler {
    * Lease is looked at once.
    */
   private readonly plans = new Map<string, Plan>();
+  private readonly guard: LeaseGuard;
 
   constructor(private readonly deps: LeaseReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
     this.random = deps.random ?? Math.random;
     this.slots = new Slots(deps.leases);
+    this.guard = new LeaseGuard({ ...deps, now: () => this.now().getTime() });
   }
 
   /** A Lease gone from the cache: nothing of it is kept. */
@@ -82,27 +92,35 @@ export class LeaseReconciler {
     const uid = lease.metadata?.uid ?? '';
     this.deps.effects.forget(uid);
     this.plans.delete(uid);
+    this.guard.forget(uid);
   }
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
+    if (key === RECORD_SWEEP_KEY) return this.guard.sweep(() => this.deps.enqueue(RECORD_SWEEP_KEY));
     const { namespace, name } = splitKey(key);
     let lease = this.deps.leases.get(namespace, name);
     if (!lease) return;
+    await this.guard.adopted();
     const uid = lease.metadata?.uid ?? '';
     let requeueAfter: number | undefined;
     // A pass goes on while each step leads straight to another (a result
     // recorded, an end reached); it ends at an effect, a wait or nothing new.
     for (let i = 0; i < 8; i++) {
       const phase = phaseOf(lease);
-      if (phase === 'Released' || phase === 'Failed') return this.ended(lease);
-      const obs = await this.observe(lease, phase);
+      const record = await this.deps.records.get(uid);
+      const unaccounted = this.guard.unaccounted(lease, phase, record, () => this.deps.enqueue(key));
+      if (unaccounted) return unaccounted;
+      if (phase === 'Released' || phase === 'Failed') return this.ended(lease, record);
+      if (record) lease = await this.guard.check(lease, record);
+      // What the pass acts on is the record's, never what status says for it.
+      const obs = await this.observe(sealedLease(lease, record), phase, record);
       requeueAfter = obs.requeueAfter;
       if (obs.cancel) this.deps.effects.cancel(uid);
       if (obs.plan !== undefined) this.plan(uid, obs.plan);
       if (!obs.event) {
         if (obs.status) lease = await this.record(lease, obs.status);
         if (obs.consumed) this.deps.effects.take(uid);
-        if (obs.start) this.start(lease, obs.start);
+        if (obs.start) await this.start(lease, obs.start);
         if (obs.consumed && requeueAfter === 0) continue;
         return after(requeueAfter);
       }
@@ -115,7 +133,7 @@ export class LeaseReconciler {
       lease = await this.apply(lease, next, obs);
       if (obs.consumed) this.deps.effects.take(uid);
       this.report(lease, obs, next);
-      const started = this.runTransitionEffects(lease, next);
+      const started = await this.runTransitionEffects(lease, next);
       if (next.effects.includes('retryRelease')) {
         this.plan(uid, { at: this.now().getTime() + this.deps.settings.checkIntervalMs });
         return after(this.deps.settings.checkIntervalMs);
@@ -125,8 +143,15 @@ export class LeaseReconciler {
     return { requeueAfter: 1000 };
   }
 
-  private observe(lease: Lease, phase: Phase): Promise<Observation> | Observation {
+  private observe(lease: Lease, phase: Phase, record: LeaseRecord | undefined): Promise<Observation> | Observation {
     if (phase === 'Pending') return this.schedule(lease);
+    if (!record && phase !== 'Releasing') {
+      // Every launch writes its record before the provider is called: a
+      // machine-holding phase without one was written by someone else.
+      // Nothing is probed; the release finds no record and runs nothing.
+      const message = `status.phase says ${phase}, but the controller holds no record of a machine for this Lease: its status was not written by the controller; nothing was probed or released. Only the controller may write a Lease's status`;
+      return { event: { type: 'LAUNCH_FAILED', reason: 'StatusTampered', message } };
+    }
     const uid = lease.metadata?.uid ?? '';
     const input = { lease, now: this.now().getTime(), settings: this.deps.settings, effect: this.deps.effects.get(uid), plan: this.plans.get(uid) };
     switch (phase) {
@@ -163,11 +188,14 @@ export class LeaseReconciler {
     return run;
   }
 
-  /** Ended: the finalizer goes, and ended Leases past the history limits are deleted. */
-  private async ended(lease: Lease): Promise<ReconcileResult | void> {
+  /** Ended: the record goes, then the finalizer, and ended Leases past the history limits are deleted. */
+  private async ended(lease: Lease, record: LeaseRecord | undefined): Promise<ReconcileResult | void> {
     const uid = lease.metadata?.uid ?? '';
     this.slots.free(uid);
     this.forget(lease);
+    // The record outlives the release it describes until here: with it gone,
+    // nothing would release the machine if the Lease had not really ended.
+    if (record) await this.deps.records.delete(uid);
     if (lease.metadata?.finalizers?.includes(RELEASE_FINALIZER)) await this.deps.writer.removeFinalizer(lease);
     const { historyLimit = 32, historyMaxAgeMs = 7 * 24 * 3600_000 } = this.deps.settings;
     return pruneHistory(lease, this.deps.leases.list(), this.now().getTime(), historyLimit, historyMaxAgeMs, (ns, name) => this.deps.writer.delete(ns, name));
@@ -189,6 +217,11 @@ export class LeaseReconciler {
       // The finalizer goes on before anything is rented: without it, a
       // delete during acquire would lose the only record of the machine.
       lease = await this.deps.writer.addFinalizer(lease).catch(unclaim);
+      // Then the record: how to release what acquire makes, where only the
+      // controller can write it, before status says anything is launching.
+      await this.deps.records.put(recordOf(lease, obs.status ?? {})).catch(unclaim);
+    } else if (obs.status) {
+      await this.guard.sealResult(lease, obs.status);
     }
     const status: LeaseStatus = {
       ...lease.status,
@@ -206,7 +239,7 @@ export class LeaseReconciler {
       status.message = next.context.failure.message;
     }
     // Intent before effect: a conflict here throws, and no effect starts.
-    const written = await this.deps.status.write(LEASE_RESOURCE, lease, status).catch(unclaim);
+    const written = await this.guard.writeStatus(lease, status).catch(unclaim);
     if (written !== lease && next.effects.includes('announce')) {
       const warning = next.phase === 'Pending' || next.phase === 'Failed' || next.context.failure !== undefined || obs.event?.type === 'RELEASE_FAILED';
       await this.deps.events.record(written, warning ? 'Warning' : 'Normal', status.reason ?? next.phase, status.message ?? '');
@@ -225,7 +258,7 @@ export class LeaseReconciler {
   }
 
   /** Starts what the transition planned; true when an effect started. */
-  private runTransitionEffects(lease: Lease, next: Step): boolean {
+  private async runTransitionEffects(lease: Lease, next: Step): Promise<boolean> {
     const uid = lease.metadata?.uid ?? '';
     if (next.effects.includes('acquire')) {
       this.slots.claim(uid);
@@ -242,12 +275,14 @@ export class LeaseReconciler {
     return false;
   }
 
-  private start(lease: Lease, kind: LeaseEffectKind): boolean {
-    const uid = lease.metadata!.uid!;
+  private async start(raw: Lease, kind: LeaseEffectKind): Promise<boolean> {
+    const uid = raw.metadata!.uid!;
+    // Effects see the record's values, never what status says for them.
+    const lease = sealedLease(raw, await this.deps.records.get(uid));
     const st = lease.status ?? {};
     const attempt = kind === 'release' ? (st.releaseAttempts ?? 0) + 1 : st.launch?.attempt ?? 0;
     const key = `${lease.metadata!.namespace}/${lease.metadata!.name}`;
-    const ctx = { driver: this.deps.driver, events: this.deps.events, log: this.deps.log, now: () => this.now().getTime(), record: (l: Lease, f: Partial<LeaseStatus>) => this.record(l, f), progress: (l: Lease, m: string) => this.writeProgress(l, m) };
+    const ctx = { driver: this.deps.driver, records: this.deps.records, events: this.deps.events, log: this.deps.log, now: () => this.now().getTime(), record: (l: Lease, f: Partial<LeaseStatus>) => this.record(l, f), progress: (l: Lease, m: string) => this.writeProgress(l, m) };
     const run =
       kind === 'acquire' ? (signal: AbortSignal) => acquireEffect(ctx, lease, signal)
       : kind === 'release' ? (signal: AbortSignal) => releaseEffect(ctx, lease, signal)
@@ -263,7 +298,7 @@ export class LeaseReconciler {
   /** A progress message for a launch still running; a lost race reads the Lease again and skips this line. */
   private async writeProgress(lease: Lease, message: string): Promise<Lease> {
     try {
-      return await this.deps.status.write(LEASE_RESOURCE, lease, { ...lease.status, message } as LeaseStatus);
+      return await this.guard.writeStatus(lease, { ...lease.status, message } as LeaseStatus);
     } catch (err) {
       this.deps.log.debug({ err: String(err), lease: lease.metadata?.name }, 'acquire progress not recorded');
       if (!isConflict(err)) return lease;
@@ -278,9 +313,10 @@ export class LeaseReconciler {
    * label), so a conflict is retried on a fresh read of the same attempt.
    */
   private async record(lease: Lease, fields: Partial<LeaseStatus>): Promise<Lease> {
+    await this.guard.sealResult(lease, fields);
     for (let i = 0; ; i++) {
       try {
-        return await this.deps.status.write(LEASE_RESOURCE, lease, { ...lease.status, ...fields } as LeaseStatus);
+        return await this.guard.writeStatus(lease, { ...lease.status, ...fields } as LeaseStatus);
       } catch (err) {
         if (!isConflict(err) || i >= 4) throw err;
         const fresh = await this.deps.writer.get(lease.metadata!.namespace!, lease.metadata!.name!);

@@ -16,13 +16,14 @@ import { MachineDriver } from './machines.js';
 import { LeaseMetrics } from './metrics.js';
 import type { LeaseEffectResult } from './observation.js';
 import { claimOf } from './offers.js';
-import { LeaseReconciler, RELEASE_FINALIZER, type LeaseSettings, type LeaseWriter } from './reconciler.js';
+import { LeaseReconciler, RECORD_SWEEP_KEY, RELEASE_FINALIZER, type LeaseSettings, type LeaseWriter } from './reconciler.js';
+import { adoptedMarkerFor, KubeRecordStore } from './records.js';
 import { sshAgent } from './ssh-agent.js';
 
 export interface LeaseControllerOptions {
   concurrency: number;
   settings: LeaseSettings;
-  /** Where the controller's own SSH key Secret lives. */
+  /** Where the controller's own SSH key Secret and its Lease records live. */
   controllerNamespace: string;
   /** Lambda accounts, shared with the Offer controller so that each account has one launch pacer. */
   lambda?: { accounts: LambdaAccounts; pollMs: number };
@@ -48,11 +49,16 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
     writer: leaseWriter(mgr),
     events: mgr.events,
     driver: opts.driver ?? machineDriver(mgr, opts, offers, metrics),
+    records: new KubeRecordStore(mgr.core, opts.controllerNamespace, adoptedMarkerFor(mgr.watchNamespace)),
+    recordScope: { namespace: opts.controllerNamespace, watchNamespace: mgr.watchNamespace },
     settings: opts.settings,
     log: mgr.log.child({ controller: 'lease' }),
   });
   queue = mgr.add({ name: 'lease', concurrency: opts.concurrency, reconcile: (key) => reconciler.reconcile(key) });
   const enqueue = (l: Lease) => queue!.add(objectKey(l));
+  // The sweep for machines whose Lease vanished runs once the leader's cache
+  // has synced, then every check interval (it requeues itself).
+  queue.add(RECORD_SWEEP_KEY);
   leases.on('add', enqueue);
   leases.on('update', enqueue);
   const wakeWaiting = () => {
@@ -64,6 +70,8 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
   leases.on('delete', (l: Lease) => {
     reconciler.forget(l);
     wakeWaiting();
+    // A Lease deleted without its release (finalizer removed by hand) has its machine released from its record now, not at the next sweep.
+    queue!.add(RECORD_SWEEP_KEY);
   });
   leases.on('update', (l: Lease) => {
     if (ENDED_PHASES.includes(l.status?.phase ?? 'Pending')) wakeWaiting();

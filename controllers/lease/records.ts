@@ -1,0 +1,167 @@
+// The controller's own record of each Lease's machine: how to release it,
+// where to reach it, when it must end. A Lease's status is writable by
+// anyone allowed to patch leases/status, so what the controller executes,
+// connects to or counts down from is read from here, in a Secret in the
+// controller's namespace that tenants cannot write.
+import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
+import type { LeaseStatus } from '../../src/api/index.js';
+import { isConflict, isNotFound } from '../../src/kube/client.js';
+
+export interface LeaseRecord {
+  uid: string;
+  namespace: string;
+  name: string;
+  offer: string;
+  leaseID: string;
+  machineName: string;
+  release: NonNullable<LeaseStatus['release']>;
+  expiresAt?: string | undefined;
+  idleTimeout?: string | undefined;
+  /** status.launch.startedAt: acquireTimeout counts from it. */
+  launchStartedAt?: string | undefined;
+  /** Set once acquire returned. */
+  providerState?: string | undefined;
+  machine?: NonNullable<LeaseStatus['machine']> | undefined;
+  /** Set once the provider confirmed the machine gone; the record is deleted when the Lease ends. */
+  releasedAt?: string | undefined;
+}
+
+export interface RecordStore {
+  get(uid: string): Promise<LeaseRecord | undefined>;
+  /** Creates or replaces the record of record.uid. */
+  put(record: LeaseRecord): Promise<void>;
+  /** Deletes it; a record already gone is not an error. */
+  delete(uid: string): Promise<void>;
+  list(): Promise<LeaseRecord[]>;
+  /** Whether Leases made before records existed have been given theirs (see adoptLegacyLeases). */
+  adopted(): Promise<boolean>;
+  markAdopted(): Promise<void>;
+  /** Drops what memory holds of `uid` (its Lease left the cache); the next get asks the API server. */
+  evict(uid: string): void;
+}
+
+export const RECORD_PREFIX = 'leasehold-lease-';
+export const ADOPTED_MARKER = 'leasehold-lease-records';
+
+/** The adoption marker of an installation that watches `watchNamespace` (all namespaces when undefined). */
+export const adoptedMarkerFor = (watchNamespace: string | undefined) => (watchNamespace ? `${ADOPTED_MARKER}-${watchNamespace}` : ADOPTED_MARKER);
+const DATA_KEY = 'record.json';
+const LABEL_UID = 'leasehold.dev/lease-uid';
+const BASE_LABELS = { 'app.kubernetes.io/managed-by': 'leasehold', 'app.kubernetes.io/component': 'lease-record' };
+
+export const recordSecretName = (uid: string) => `${RECORD_PREFIX}${uid}`;
+
+/**
+ * Records as Secrets in the controller's namespace, kept in memory once read
+ * or written, and so is the absence of one: only the leader writes them, and
+ * a new leader is a new process.
+ */
+export class KubeRecordStore implements RecordStore {
+  private readonly known = new Map<string, { record?: LeaseRecord | undefined; resourceVersion?: string | undefined }>();
+
+  constructor(
+    private readonly core: Pick<CoreV1Api, 'readNamespacedSecret' | 'createNamespacedSecret' | 'replaceNamespacedSecret' | 'deleteNamespacedSecret' | 'listNamespacedSecret'>,
+    readonly namespace: string,
+    /** The marker's name: one per installation (watched namespace) sharing this namespace. */
+    private readonly adoptedMarker = ADOPTED_MARKER,
+  ) {}
+
+  async get(uid: string): Promise<LeaseRecord | undefined> {
+    const known = this.known.get(uid);
+    if (known) return known.record;
+    try {
+      return this.remember(await this.core.readNamespacedSecret({ namespace: this.namespace, name: recordSecretName(uid) }));
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      this.known.set(uid, {});
+      return undefined;
+    }
+  }
+
+  async put(record: LeaseRecord): Promise<void> {
+    const name = recordSecretName(record.uid);
+    const body = this.secretOf(record);
+    let resourceVersion = this.known.get(record.uid)?.resourceVersion;
+    for (let i = 0; ; i++) {
+      try {
+        const written = resourceVersion
+          ? await this.core.replaceNamespacedSecret({ namespace: this.namespace, name, body: { ...body, metadata: { ...body.metadata, resourceVersion } } })
+          : await this.core.createNamespacedSecret({ namespace: this.namespace, body });
+        this.known.set(record.uid, { record, resourceVersion: written.metadata?.resourceVersion });
+        return;
+      } catch (err) {
+        // Made by an earlier pass or process, or changed since it was read: replace what is there now.
+        if (!(isConflict(err) || (resourceVersion && isNotFound(err))) || i >= 3) throw err;
+        resourceVersion = await this.core.readNamespacedSecret({ namespace: this.namespace, name }).then(
+          (s) => s.metadata?.resourceVersion,
+          (e: unknown) => {
+            if (isNotFound(e)) return undefined;
+            throw e;
+          },
+        );
+      }
+    }
+  }
+
+  async delete(uid: string): Promise<void> {
+    try {
+      await this.core.deleteNamespacedSecret({ namespace: this.namespace, name: recordSecretName(uid) });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+    this.known.set(uid, {});
+  }
+
+  async list(): Promise<LeaseRecord[]> {
+    const list = await this.core.listNamespacedSecret({ namespace: this.namespace, labelSelector: `app.kubernetes.io/component=lease-record,${LABEL_UID}` });
+    return list.items.map((s) => this.remember(s)).filter((r): r is LeaseRecord => r !== undefined);
+  }
+
+  async adopted(): Promise<boolean> {
+    try {
+      await this.core.readNamespacedSecret({ namespace: this.namespace, name: this.adoptedMarker });
+      return true;
+    } catch (err) {
+      if (isNotFound(err)) return false;
+      throw err;
+    }
+  }
+
+  async markAdopted(): Promise<void> {
+    try {
+      await this.core.createNamespacedSecret({
+        namespace: this.namespace,
+        body: { metadata: { name: this.adoptedMarker, labels: { ...BASE_LABELS, 'app.kubernetes.io/component': 'lease-records-adopted' } }, type: 'Opaque', data: {} },
+      });
+    } catch (err) {
+      if (!isConflict(err)) throw err;
+    }
+  }
+
+  evict(uid: string): void {
+    this.known.delete(uid);
+  }
+
+  private remember(secret: V1Secret): LeaseRecord | undefined {
+    const data = secret.data?.[DATA_KEY];
+    if (!data) return undefined;
+    const record = JSON.parse(Buffer.from(data, 'base64').toString()) as LeaseRecord;
+    this.known.set(record.uid, { record, resourceVersion: secret.metadata?.resourceVersion });
+    return record;
+  }
+
+  private secretOf(record: LeaseRecord): V1Secret {
+    // Label values are at most 63 characters; a longer Lease name is in the record and the annotation only.
+    const nameLabel: Record<string, string> = record.name.length <= 63 ? { 'leasehold.dev/lease-name': record.name } : {};
+    return {
+      metadata: {
+        name: recordSecretName(record.uid),
+        namespace: this.namespace,
+        labels: { ...BASE_LABELS, [LABEL_UID]: record.uid, 'leasehold.dev/lease-namespace': record.namespace, ...nameLabel },
+        annotations: { 'leasehold.dev/lease': `${record.namespace}/${record.name}` },
+      },
+      type: 'Opaque',
+      data: { [DATA_KEY]: Buffer.from(JSON.stringify(record)).toString('base64') },
+    };
+  }
+}
