@@ -33,7 +33,8 @@ export interface LeaseWriter {
   removeFinalizer(lease: Lease): Promise<Lease>;
   /** A fresh read, for retrying a write that lost a race. */
   get(namespace: string, name: string): Promise<Lease | undefined>;
-  delete(namespace: string, name: string): Promise<void>;
+  /** Deletes the Lease only while it is still the object with this UID (a precondition), never one made since under its name. */
+  delete(namespace: string, name: string, uid: string): Promise<void>;
 }
 
 /** What the reconciler reports to metrics; labels are the provider kind only. */
@@ -77,9 +78,13 @@ export class LeaseReconciler {
     this.slots = new Slots(deps.leases);
   }
 
-  /** A Lease gone from the cache: nothing of it is kept. */
+  /**
+   * A Lease gone from the cache: nothing of it is kept, its maxLeases slot
+   * included (one whose finalizer was stripped never reaches an end here).
+   */
   forget(lease: Lease): void {
     const uid = lease.metadata?.uid ?? '';
+    this.slots.free(uid);
     this.deps.effects.forget(uid);
     this.plans.delete(uid);
   }
@@ -165,12 +170,10 @@ export class LeaseReconciler {
 
   /** Ended: the finalizer goes, and ended Leases past the history limits are deleted. */
   private async ended(lease: Lease): Promise<ReconcileResult | void> {
-    const uid = lease.metadata?.uid ?? '';
-    this.slots.free(uid);
     this.forget(lease);
     if (lease.metadata?.finalizers?.includes(RELEASE_FINALIZER)) await this.deps.writer.removeFinalizer(lease);
     const { historyLimit = 32, historyMaxAgeMs = 7 * 24 * 3600_000 } = this.deps.settings;
-    return pruneHistory(lease, this.deps.leases.list(), this.now().getTime(), historyLimit, historyMaxAgeMs, (ns, name) => this.deps.writer.delete(ns, name));
+    return pruneHistory(lease, this.deps.leases.list(), this.now().getTime(), historyLimit, historyMaxAgeMs, (ns, name, uid) => this.deps.writer.delete(ns, name, uid));
   }
 
   // ---- writing status, then starting effects ----

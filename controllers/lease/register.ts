@@ -4,7 +4,7 @@
 import type { Lease, Offer } from '../../src/api/index.js';
 import { ENDED_PHASES, LEASE_RESOURCE, OFFER_RESOURCE } from '../../src/api/index.js';
 import type { ObjectCache } from '../../src/kube/cache.js';
-import { isNotFound } from '../../src/kube/client.js';
+import { isConflict, isNotFound } from '../../src/kube/client.js';
 import type { Manager } from '../../src/kube/manager.js';
 import type { WorkQueue } from '../../src/kube/workqueue.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
@@ -88,11 +88,12 @@ function leaseWriter(mgr: Manager): LeaseWriter {
         throw err;
       }
     },
-    async delete(namespace, name) {
+    async delete(namespace, name, uid) {
       try {
-        await mgr.custom.deleteNamespacedCustomObject({ group, version, plural, namespace, name });
+        await mgr.custom.deleteNamespacedCustomObject({ group, version, plural, namespace, name, body: { preconditions: { uid } } });
       } catch (err) {
-        if (!isNotFound(err)) throw err;
+        // Gone, or a new Lease of the same name (409: the UID precondition failed): neither is ours to delete.
+        if (!isNotFound(err) && !isConflict(err)) throw err;
       }
     },
   };
