@@ -54,6 +54,9 @@ export interface DriverMetrics {
   commandCall(operation: 'acquire' | 'release', code: 'ok' | 'error' | 'timeout'): void;
 }
 
+export const MISSING_RELEASE_RECIPE =
+  'the Lease records no release command, so the controller cannot tell how its machine was made and runs nothing; the release is retried. Release the machine by hand, then remove the leasehold.dev/release finalizer';
+
 export function keysHash(keys: readonly string[]): string {
   return createHash('sha256').update(keys.join('\n')).digest('hex').slice(0, 16);
 }
@@ -89,10 +92,13 @@ export class MachineDriver implements LeaseDriver {
       });
     }
     const release = st.release?.command ?? [];
+    // Fails closed: without the recorded recipe nothing is run (a stand-in
+    // would report a machine gone that may still bill); the release fails and is retried.
+    if (verb === 'release' && !release.length) throw new ProviderError('InvalidRequest', MISSING_RELEASE_RECIPE);
     const acquire = verb === 'acquire' ? offer?.spec.command?.acquire ?? [] : ['/bin/false'];
     return new CommandProvider({
       acquire,
-      release: release.length ? release : ['/bin/true'],
+      release: release.length ? release : ['/bin/false'],
       acquireTimeoutMs: this.opts.acquireTimeoutMs,
       releaseTimeoutMs: this.opts.releaseTimeoutMs,
     });
