@@ -24,6 +24,8 @@ export interface Plan {
 export interface LeaseSettings {
   /** Active leases across all namespaces. */
   maxLeases: number;
+  /** Active leases of one namespace; 0 or absent: no limit. */
+  maxLeasesPerNamespace?: number;
   /** Acquire plus agent readiness must finish within this. */
   acquireTimeoutMs: number;
   /** How often Ready and Idle machines are probed and failed releases retried. */

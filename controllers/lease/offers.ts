@@ -1,6 +1,6 @@
 // What an Offer means to a Lease: the candidates it contributes to the
 // choice, and the facts its machine must then measure up to.
-import type { Lease, Offer } from '../../src/api/index.js';
+import { DEFAULT_MAX_PRICE_PER_HOUR, type Lease, type Offer } from '../../src/api/index.js';
 import type { Claim } from '../../src/machine/facts.js';
 import type { OfferCandidate } from './choose.js';
 
@@ -40,6 +40,7 @@ export function candidatesOf(offer: Offer): OfferCandidate[] {
     const why = ready?.status === 'False' ? `${ready.reason}: ${ready.message}` : 'not listed yet';
     return [{ name, offer: name, shape: { os: 'linux', arch: 'amd64', gpus: 0 }, unavailable: `Offer is not Ready (${why})` }];
   }
+  const cap = offer.spec.lambda.maxPricePerHour ?? DEFAULT_MAX_PRICE_PER_HOUR;
   return listed.map((c) => ({
     name: `${name}/${c.name}`,
     offer: name,
@@ -50,6 +51,8 @@ export function candidatesOf(offer: Offer): OfferCandidate[] {
     shape: { os: 'linux', arch: c.arch, cpus: c.cpus, gpu: c.gpuModel ?? (c.gpus > 0 ? c.gpuDescription : undefined), gpus: c.gpus, vramGiB: c.vramGiB },
     unavailable: c.available ? undefined : c.reason ?? 'unavailable',
     noCapacity: !c.available && !c.region,
+    // Capacity in a wanted region, and only the price cap in the way.
+    ...(!c.available && c.region && cap > 0 && c.pricePerHour > cap ? { blockedBy: 'OverPriceCap' as const } : {}),
   }));
 }
 

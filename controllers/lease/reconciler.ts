@@ -5,6 +5,7 @@
 // start the effects the transition planned on the effect runner. Long work
 // (acquire, probes, release) never runs on a reconcile worker; its result
 // re-enqueues the Lease and becomes the next pass's event.
+import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { LEASE_RESOURCE, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
@@ -22,7 +23,7 @@ import type { LeaseEffectKind, LeaseEffectResult, LeaseSettings, Observation, Pl
 import { acquireEffect, probeEffect, releaseEffect } from './operations.js';
 import { observeReleasing } from './release.js';
 import { schedule, Slots } from './schedule.js';
-import { conditionsFor, contextOf, endReasonFor, phaseOf } from './status.js';
+import { conditionsFor, contextOf, endReasonFor, fitLeaseStatus, phaseOf } from './status.js';
 
 export const RELEASE_FINALIZER = 'leasehold.dev/release';
 export type { LeaseSettings };
@@ -46,6 +47,8 @@ export interface LeaseReconcilerMetrics {
 export interface LeaseReconcilerDeps {
   leases: ObjectCache<Lease>;
   offers: ObjectCache<Offer>;
+  /** Namespaces, for the labels an Offer's spec.namespaceSelector is matched against. */
+  namespaces?: ObjectCache<KubernetesObject>;
   status: StatusWriter;
   writer: LeaseWriter;
   events: EventRecorder;
@@ -150,18 +153,25 @@ export class LeaseReconciler {
     // take the last slot under maxLeases.
     const run = this.scheduling.then(() => {
       const uid = lease.metadata!.uid!;
+      const namespace = lease.metadata?.namespace ?? '';
+      const holders = this.slots.holders(uid);
       const obs = schedule({
         lease,
         offers: this.deps.offers.list(),
-        active: this.slots.activeExcept(uid),
+        active: holders.length,
         maxLeases: this.deps.settings.maxLeases,
+        namespace: {
+          labels: (this.deps.namespaces?.get(undefined, namespace)?.metadata?.labels ?? {}) as Record<string, string>,
+          activeOffers: holders.filter((h) => h.namespace === namespace).map((h) => h.offer),
+        },
+        maxLeasesPerNamespace: this.deps.settings.maxLeasesPerNamespace,
         now: this.now().getTime(),
         random: this.random,
       });
       // The slot is taken now, inside the serialized decision: another Lease
       // scheduled while this one's intent is being written must count it.
       // apply() gives it back if the intent write fails.
-      if (obs.event?.type === 'OFFER_CHOSEN') this.slots.claim(uid);
+      if (obs.event?.type === 'OFFER_CHOSEN') this.slots.claim(uid, { namespace, offer: obs.event.offer });
       return obs;
     });
     this.scheduling = run.catch(() => undefined);
@@ -209,7 +219,7 @@ export class LeaseReconciler {
       status.message = next.context.failure.message;
     }
     // Intent before effect: a conflict here throws, and no effect starts.
-    const written = await this.deps.status.write(LEASE_RESOURCE, lease, status).catch(unclaim);
+    const written = await this.deps.status.write(LEASE_RESOURCE, lease, fitLeaseStatus(status)).catch(unclaim);
     if (written !== lease && next.effects.includes('announce')) {
       const warning = next.phase === 'Pending' || next.phase === 'Failed' || next.context.failure !== undefined || obs.event?.type === 'RELEASE_FAILED';
       await this.deps.events.record(written, warning ? 'Warning' : 'Normal', status.reason ?? next.phase, status.message ?? '');
@@ -231,7 +241,7 @@ export class LeaseReconciler {
   private runTransitionEffects(lease: Lease, next: Step): boolean {
     const uid = lease.metadata?.uid ?? '';
     if (next.effects.includes('acquire')) {
-      this.slots.claim(uid);
+      this.slots.claim(uid, { namespace: lease.metadata?.namespace ?? '', offer: lease.status?.offer ?? '' });
       return this.start(lease, 'acquire');
     }
     if (next.effects.includes('release')) {
@@ -266,7 +276,7 @@ export class LeaseReconciler {
   /** A progress message for a launch still running; a lost race reads the Lease again and skips this line. */
   private async writeProgress(lease: Lease, message: string): Promise<Lease> {
     try {
-      return await this.deps.status.write(LEASE_RESOURCE, lease, { ...lease.status, message } as LeaseStatus);
+      return await this.deps.status.write(LEASE_RESOURCE, lease, fitLeaseStatus({ ...lease.status, message }));
     } catch (err) {
       this.deps.log.debug({ err: String(err), lease: lease.metadata?.name }, 'acquire progress not recorded');
       if (!isConflict(err)) return lease;
@@ -283,7 +293,7 @@ export class LeaseReconciler {
   private async record(lease: Lease, fields: Partial<LeaseStatus>): Promise<Lease> {
     for (let i = 0; ; i++) {
       try {
-        return await this.deps.status.write(LEASE_RESOURCE, lease, { ...lease.status, ...fields } as LeaseStatus);
+        return await this.deps.status.write(LEASE_RESOURCE, lease, fitLeaseStatus({ ...lease.status, ...fields }));
       } catch (err) {
         if (!isConflict(err) || i >= 4) throw err;
         const fresh = await this.deps.writer.get(lease.metadata!.namespace!, lease.metadata!.name!);

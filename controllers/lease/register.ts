@@ -1,6 +1,7 @@
 // Wires the Lease controller into the manager: its informers, metrics, the
 // machine driver (providers + SSH agent), the reconciler, and which watches
 // enqueue which keys.
+import type { V1Namespace } from '@kubernetes/client-node';
 import type { Lease, Offer } from '../../src/api/index.js';
 import { ENDED_PHASES, LEASE_RESOURCE, OFFER_RESOURCE } from '../../src/api/index.js';
 import type { ObjectCache } from '../../src/kube/cache.js';
@@ -33,6 +34,9 @@ export interface LeaseControllerOptions {
 export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptions): LeaseReconciler {
   const leases = mgr.informer<Lease>(resourcePath(LEASE_RESOURCE, mgr.watchNamespace));
   const offers = mgr.informer<Offer>(resourcePath(OFFER_RESOURCE));
+  // Namespace labels decide which Offers a namespace may lease from; a
+  // namespaced install watches its one namespace only.
+  const namespaces = mgr.informer<V1Namespace>('/api/v1/namespaces', mgr.watchNamespace ? { fieldSelector: `metadata.name=${mgr.watchNamespace}` } : {});
   const metrics = new LeaseMetrics(mgr.metrics.registry, () => leases.list());
   let queue: WorkQueue | undefined;
   const reconciler = new LeaseReconciler({
@@ -44,6 +48,7 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
     },
     leases,
     offers,
+    namespaces,
     status: mgr.status,
     writer: leaseWriter(mgr),
     events: mgr.events,
@@ -68,6 +73,9 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
   leases.on('update', (l: Lease) => {
     if (ENDED_PHASES.includes(l.status?.phase ?? 'Pending')) wakeWaiting();
   });
+  // A namespace labelled anew may now be selected by an Offer.
+  namespaces.on('add', wakeWaiting);
+  namespaces.on('update', wakeWaiting);
   // A new or changed Offer may serve Leases that are waiting for one.
   offers.on('add', wakeWaiting);
   offers.on('update', wakeWaiting);

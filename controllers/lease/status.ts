@@ -1,6 +1,6 @@
 // Reading a Lease's status back into the machine's terms, and writing the
 // machine's step out as status: phase, reason, conditions, endReason.
-import type { Lease, LeaseStatus } from '../../src/api/index.js';
+import { fitText, LAST_RELEASE_ERROR_MAX_CHARS, type Lease, type LeaseStatus } from '../../src/api/index.js';
 import { setCondition } from '../../src/kube/conditions.js';
 import type { LeaseContext, LeaseEvent, Phase, Step } from './machine.js';
 import { ACTIVITY_ANNOTATION } from './timing.js';
@@ -63,6 +63,19 @@ export function conditionsFor(prev: LeaseStatus['conditions'], next: Step, gener
         : { type: 'Ready', status: 'False' as const, reason: next.phase, message: next.context.message };
   if (next.phase !== 'Pending' || prev?.some((c) => c.type === 'Ready')) conditions = setCondition(conditions, ready, generation, now);
   return conditions;
+}
+
+/**
+ * The status with every free-form text cut to its schema limit: one
+ * message over it (a provider's error, a NoMatchingOffer listing hundreds of
+ * candidates) would make the API server refuse the whole write.
+ */
+export function fitLeaseStatus(status: LeaseStatus): LeaseStatus {
+  const fitted: LeaseStatus = { ...status };
+  if (status.message !== undefined) fitted.message = fitText(status.message);
+  if (status.lastReleaseError !== undefined) fitted.lastReleaseError = fitText(status.lastReleaseError, LAST_RELEASE_ERROR_MAX_CHARS);
+  if (status.conditions) fitted.conditions = status.conditions.map((c) => ({ ...c, message: fitText(c.message) }));
+  return fitted;
 }
 
 export function endedAt(lease: Lease): number {
