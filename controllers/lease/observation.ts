@@ -56,6 +56,8 @@ export interface Observation {
   cancel?: boolean;
   /** The next plan; null clears it. */
   plan?: Plan | null;
+  /** A Warning event to record about what the Lease asked (e.g. an activity time in the future). */
+  notice?: { reason: string; message: string };
 }
 
 /** The finished effect's result when it is of `kind`. */

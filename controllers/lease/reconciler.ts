@@ -107,6 +107,7 @@ export class LeaseReconciler {
       requeueAfter = obs.requeueAfter;
       if (obs.cancel) this.deps.effects.cancel(uid);
       if (obs.plan !== undefined) this.plan(uid, obs.plan);
+      if (obs.notice) await this.deps.events.record(lease, 'Warning', obs.notice.reason, obs.notice.message);
       if (!obs.event) {
         if (obs.status) lease = await this.record(lease, obs.status);
         if (obs.consumed) this.deps.effects.take(uid);

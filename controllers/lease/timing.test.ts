@@ -1,5 +1,5 @@
 import { describe, it, expect } from '@jest/globals';
-import { lastActivity, nextCheckIn, verdict } from './timing.js';
+import { annotatedActivity, lastActivity, nextCheckIn, verdict } from './timing.js';
 import type { Lease } from '../../src/api/index.js';
 import { leasesToPrune, pruneHistory } from './history.js';
 
@@ -23,9 +23,23 @@ describe('verdict', () => {
 });
 
 describe('lastActivity', () => {
-  it('takes the latest of ready, probe activity and the annotation, ignoring garbage', () => {
-    expect(lastActivity({ readyAt: '2026-12-01T09:00:00Z', lastActivityAt: '2026-12-01T09:30:00Z', annotation: 'soon' })).toBe(T - 30 * min);
-    expect(lastActivity({ readyAt: '2026-12-01T09:00:00Z', annotation: '2026-12-01T09:59:00Z' })).toBe(T - min);
+  it('takes the latest of ready and recorded activity', () => {
+    expect(lastActivity({ readyAt: '2026-12-01T09:00:00Z', lastActivityAt: '2026-12-01T09:30:00Z' })).toBe(T - 30 * min);
+    expect(lastActivity({ readyAt: '2026-12-01T09:00:00Z' })).toBe(T - 60 * min);
+    expect(lastActivity({})).toBe(0);
+  });
+});
+
+describe('annotatedActivity', () => {
+  it.each<[string, string | undefined, boolean, ReturnType<typeof annotatedActivity>]>([
+    ['unset', undefined, false, undefined],
+    ['garbage', 'soon', false, undefined],
+    ['a past time, in whole seconds', '2026-12-01T09:59:00.750Z', false, { at: T - min, future: false }],
+    ['a past time seen before still counts', '2026-12-01T09:59:00Z', true, { at: T - min, future: false }],
+    ['a future time counts as now', '2099-01-01T00:00:00Z', false, { at: T, future: true }],
+    ['a future time seen before counts no more', '2099-01-01T00:00:00Z', true, undefined],
+  ])('%s', (_name, annotation, seen, want) => {
+    expect(annotatedActivity(annotation, T + 400, seen)).toEqual(want);
   });
 });
 
