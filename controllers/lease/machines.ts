@@ -81,6 +81,7 @@ export class MachineDriver implements LeaseDriver {
           ? {
               launch: {
                 instanceType: st.instanceType ?? '',
+                instanceTypes: spec.instanceTypes,
                 regions: st.region ? [st.region, ...(spec.regions ?? []).filter((r) => r !== st.region)] : spec.regions,
                 fileSystems: spec.fileSystems,
                 maxPricePerHour: spec.maxPricePerHour ?? 10,
@@ -99,6 +100,8 @@ export class MachineDriver implements LeaseDriver {
     return new CommandProvider({
       acquire,
       release: release.length ? release : ['/bin/false'],
+      // Lines not marked for users may hold anything (set -x, a CLI's debug output): the controller's log only.
+      log: (command, line) => this.opts.log.info({ lease: lease.metadata?.name, namespace: lease.metadata?.namespace, command, line }, 'provider stderr'),
       acquireTimeoutMs: this.opts.acquireTimeoutMs,
       releaseTimeoutMs: this.opts.releaseTimeoutMs,
     });
@@ -149,7 +152,8 @@ export class MachineDriver implements LeaseDriver {
       // the same AcquireTimeout the reconciler reports for an agent that is not ready in time.
       const reason = timedOut() ? 'AcquireTimeout' : deadline.aborted ? 'AcquireWithdrawn' : failureReason(err);
       const state = isProviderError(err) ? err.state : undefined;
-      return { kind: 'failed', reason, message: err instanceof Error ? err.message : String(err), ...(state ? { state } : {}) };
+      const nothingRented = isProviderError(err) && err.nothingMade && !deadline.aborted;
+      return { kind: 'failed', reason, message: err instanceof Error ? err.message : String(err), ...(state ? { state } : {}), ...(nothingRented ? { nothingRented } : {}) };
     }
   }
 

@@ -2,6 +2,7 @@
 // choice, and the facts its machine must then measure up to.
 import { DEFAULT_MAX_PRICE_PER_HOUR, type Lease, type Offer } from '../../src/api/index.js';
 import type { Claim } from '../../src/machine/facts.js';
+import { candidateShape } from '../../src/providers/lambda/catalog.js';
 import type { OfferCandidate } from './choose.js';
 
 type Listed = NonNullable<NonNullable<Offer['status']>['candidates']>[number];
@@ -47,8 +48,7 @@ export function candidatesOf(offer: Offer): OfferCandidate[] {
     instanceType: c.instanceType,
     region: c.region,
     pricePerHour: offer.spec.pricePerHour ?? c.pricePerHour,
-    // Matching `gpu=MODEL` may fall back to the provider's description when no model was parsed from it.
-    shape: { os: 'linux', arch: c.arch, cpus: c.cpus, gpu: c.gpuModel ?? (c.gpus > 0 ? c.gpuDescription : undefined), gpus: c.gpus, vramGiB: c.vramGiB },
+    shape: candidateShape(c),
     unavailable: c.available ? undefined : c.reason ?? 'unavailable',
     noCapacity: !c.available && !c.region,
     // Capacity in a wanted region, and only the price cap in the way.

@@ -252,7 +252,7 @@ export class LeaseReconciler {
       this.deps.effects.cancel(uid);
       return this.start(lease, 'release');
     }
-    if (next.effects.includes('finish')) this.slots.free(uid);
+    if (next.effects.includes('finish') || next.effects.includes('unclaim')) this.slots.free(uid);
     return false;
   }
 
