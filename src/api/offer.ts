@@ -97,7 +97,7 @@ export type MachineShapeSpec = z.infer<typeof MachineShapeSpecSchema>;
 export const CommandProviderSchema = z
   .object({
     acquire: argv(
-      'Command (program and arguments, no shell) that creates a machine and exits 0 once it exists. Its last line of stdout must be a JSON object saying how to reach the machine; other fields in it are kept for release. It sees LEASEHOLD_LEASE_ID, LEASEHOLD_OFFER, LEASEHOLD_LEASE_WHERE and LEASEHOLD_LEASE_SSH_KEY (the public key of the controller) in its environment, and should name the machine after the lease so release can always find it.',
+      'Command (program and arguments, no shell) that creates a machine and exits 0 once it exists. Its last line of stdout must be a JSON object saying how to reach the machine; other fields in it are kept for release. It sees LEASEHOLD_LEASE_ID, LEASEHOLD_OFFER, LEASEHOLD_LEASE_WHERE and LEASEHOLD_LEASE_SSH_KEY (the public key of the controller) in its environment, and should name the machine after the lease so release can always find it. Only stderr lines starting "leasehold: " are shown to users (events, status); the others go to the controller log only.',
       'acquire',
     ),
     release: argv(
