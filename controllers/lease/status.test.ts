@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { restore, step } from './machine.js';
-import { conditionsFor, contextOf } from './status.js';
+import { LeaseStatusSchema } from '../../src/api/index.js';
+import { conditionsFor, contextOf, fitLeaseStatus } from './status.js';
 import { leaseWith, NOW } from './testing/phase-input.js';
 
 const now = new Date(NOW);
@@ -25,5 +26,27 @@ describe('the failure a releasing Lease carries', () => {
 
   it('is read back only while Releasing', () => {
     expect(contextOf(leaseWith({ phase: 'Failed', conditions: conditionsFor(undefined, failed, 1, now) })).failure).toBeUndefined();
+  });
+});
+
+describe('fitLeaseStatus', () => {
+  it('cuts every free-form text to its schema limit, so the API server accepts the write', () => {
+    const long = 'no Offer matches gpu: '.padEnd(100_000, 'x');
+    const fitted = fitLeaseStatus({
+      phase: 'Pending',
+      message: long,
+      lastReleaseError: long,
+      conditions: [{ type: 'Scheduled', status: 'False', reason: 'NoMatchingOffer', message: long, lastTransitionTime: '2026-12-03T10:00:00Z' }],
+    });
+    expect(fitted.message).toHaveLength(32768);
+    expect(fitted.message!.endsWith('…')).toBe(true);
+    expect(fitted.lastReleaseError).toHaveLength(4096);
+    expect(fitted.conditions![0]!.message).toHaveLength(32768);
+    expect(LeaseStatusSchema.safeParse(fitted).success).toBe(true);
+    expect(LeaseStatusSchema.safeParse({ phase: 'Pending', message: long }).success).toBe(false);
+  });
+
+  it('leaves short texts as they are', () => {
+    expect(fitLeaseStatus({ phase: 'Ready', message: 'ready' })).toEqual({ phase: 'Ready', message: 'ready' });
   });
 });
