@@ -47,6 +47,7 @@ registerLeaseController(mgr, {
   lambda: { accounts: lambda, pollMs: flags.lambdaPollMs },
   settings: {
     maxLeases: flags.maxLeases,
+    maxLeasesPerNamespace: flags.maxLeasesPerNamespace,
     acquireTimeoutMs: flags.acquireTimeoutMs,
     checkIntervalMs: flags.checkIntervalMs,
     historyLimit: flags.historyLimit,

@@ -9,6 +9,7 @@ describe('parseControllerFlags', () => {
       leaderElection: { namespace: 'leasehold-system', name: 'leasehold-controller' },
       concurrency: 4,
       maxLeases: 5,
+      maxLeasesPerNamespace: 0,
       acquireTimeoutMs: 15 * 60_000,
       checkIntervalMs: 60_000,
       namespace: 'leasehold-system',
@@ -20,6 +21,10 @@ describe('parseControllerFlags', () => {
     });
   });
 
+  it('--max-leases-per-namespace caps the active Leases of each namespace', () => {
+    expect(parseControllerFlags(['--max-leases-per-namespace', '3'], {}).maxLeasesPerNamespace).toBe(3);
+  });
+
   it('--no-leader-elect turns leader election off', () => {
     expect(parseControllerFlags(['--no-leader-elect'], {}).leaderElection).toBeUndefined();
   });
@@ -27,6 +32,7 @@ describe('parseControllerFlags', () => {
   it.each([
     [['--concurrency', '0'], /--concurrency 0 must be a whole number of at least 1/],
     [['--max-leases=-1'], /--max-leases -1 must be a whole number/],
+    [['--max-leases-per-namespace', 'two'], /--max-leases-per-namespace two must be a whole number \(0: no limit per namespace\)/],
     [['--history-limit', '2.5'], /--history-limit 2.5 must be a whole number/],
     [['--acquire-timeout', 'soon'], /^--acquire-timeout: /],
     [['--orphans', 'delete'], /--orphans delete must be terminate or report/],

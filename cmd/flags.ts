@@ -12,6 +12,8 @@ export interface ControllerFlags {
   logLevel: string;
   concurrency: number;
   maxLeases: number;
+  /** Active Leases of one namespace; 0: no limit. */
+  maxLeasesPerNamespace: number;
   acquireTimeoutMs: number;
   checkIntervalMs: number;
   resyncMs: number;
@@ -45,6 +47,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'log-level': { type: 'string', default: env.LEASEHOLD_LOG_LEVEL ?? 'info' },
       concurrency: { type: 'string', default: '4' },
       'max-leases': { type: 'string', default: env.LEASEHOLD_MAX_LEASES ?? '2' },
+      'max-leases-per-namespace': { type: 'string', default: env.LEASEHOLD_MAX_LEASES_PER_NAMESPACE ?? '0' },
       'acquire-timeout': { type: 'string', default: env.LEASEHOLD_ACQUIRE_TIMEOUT ?? '15m' },
       'check-interval': { type: 'string', default: env.LEASEHOLD_CHECK_INTERVAL ?? '1m' },
       'resync-period': { type: 'string', default: '10m' },
@@ -83,6 +86,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     logLevel: text('log-level'),
     concurrency: whole('concurrency', 1, 'of at least 1'),
     maxLeases: whole('max-leases', 0, '(0 stops all new leases)'),
+    maxLeasesPerNamespace: whole('max-leases-per-namespace', 0, '(0: no limit per namespace)'),
     acquireTimeoutMs: duration('acquire-timeout'),
     checkIntervalMs: duration('check-interval'),
     resyncMs: duration('resync-period'),

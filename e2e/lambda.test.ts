@@ -163,7 +163,7 @@ describe('Lambda offers against the API emulator', () => {
     await lease('eight-gpus', 'gpus>=8', offer);
     const st = await waitFor('eight-gpus waiting', async () => {
       const s = await status('eight-gpus');
-      return s?.reason === 'NoMatchingOffer' ? s : undefined;
+      return s?.reason === 'OverPriceCap' ? s : undefined;
     });
     expect(st.phase).toBe('Pending');
     expect(st.message).toContain('$23.92/h');
@@ -173,7 +173,7 @@ describe('Lambda offers against the API emulator', () => {
     await gone('eight-gpus');
   });
 
-  it('does not launch a dear type over the cap when the cheap one sells out between listing and launch', async () => {
+  it('waits OverPriceCap, launching nothing, when the cheap type sells out between listing and launch and only a dear one has capacity', async () => {
     emu.setCatalog([small('cpu_1x_cheap', 30, ['us-east-1']), small('cpu_1x_pricey', 1500, ['us-east-1'])]);
     // The capacity goes away right after a listing, so the Lease chooses
     // from a listing that still shows it (the next one is 3 s away).
@@ -182,12 +182,20 @@ describe('Lambda offers against the API emulator', () => {
     await waitFor('a fresh listing', async () => (await offerStatus(offer))?.lastListTime !== first, 10_000, 50);
     emu.setCapacity('cpu_1x_cheap', []);
     await lease('sold-out', 'cpus>=1', offer);
-    const st = await waitPhase('sold-out', 'Failed');
-    expect(st.reason).toBe('NoCapacity');
-    expect(st.message).toContain('cpu_1x_cheap');
+    const st = await waitFor('sold-out back to Pending', async () => {
+      const s = await status('sold-out');
+      if (s?.phase === 'Failed') throw new Error(`sold-out failed: ${s.reason}: ${s.message}`);
+      return s?.phase === 'Pending' && s.reason === 'OverPriceCap' && s.launch ? s : undefined;
+    }, 30_000);
+    expect(st.message).toMatch(/cpu[-_]1x[-_]pricey/);
+    expect(st.message).toContain('$15.00/h');
+    expect(st.message).toContain('spec.lambda.maxPricePerHour');
+    expect(st.providerState).toBeUndefined();
     const account = emu.accounts.find((a) => a.apiKey === apiKey)!.id;
-    expect(emu.launches.filter((l) => l.account === account && l.type === 'cpu_1x_pricey')).toEqual([]);
+    expect(emu.launches.filter((l) => l.account === account)).toEqual([]);
     expect(live(apiKey)).toEqual([]);
+    await kubectl(['delete', 'leases.leasehold.dev', 'sold-out', '-n', ns, '--wait=false']);
+    await gone('sold-out');
   });
 
   it('fails at once, launching nothing, when no wanted region has capacity', async () => {

@@ -8,12 +8,14 @@ import { leaseSuite } from './support/suite.js';
 
 const slow = join(process.cwd(), 'e2e/providers/slow-machine.sh');
 const MARKER = 'e2e-progress-7f3a: waiting for capacity in zone test-1a';
+// A line the script does not mark for users, as set -x would print one.
+const WHISPER = '+ curl -H "Authorization: Bearer e2e-secret-41c9"';
 const fx = leaseSuite('progress');
 
 describe('acquire progress', () => {
-  it("shows acquire's latest stderr line in status.message while Launching", async () => {
+  it("shows acquire's latest stderr line marked for users in status.message while Launching, and no unmarked line", async () => {
     // The line is printed first, then acquire waits 6 s: the status shows it within the ~2 s write window.
-    const o = await fx.offer('slow', sshdCommands([`SLOW_MACHINE_SAY=${MARKER}`, 'SLOW_MACHINE_BEFORE=6'], slow));
+    const o = await fx.offer('slow', sshdCommands([`SLOW_MACHINE_WHISPER=${WHISPER}`, `SLOW_MACHINE_SAY=${MARKER}`, 'SLOW_MACHINE_BEFORE=6'], slow));
     const writesBefore = await fx.controller.writes();
     const t0 = Date.now();
     await fx.lease('slow', { where: 'cpus>=1', offer: o });
@@ -28,6 +30,8 @@ describe('acquire progress', () => {
     expect(st.message).toMatch(/^ready \(/);
     const events = await getJSON(fx.kubectl, ['-n', fx.ns, 'events', '--field-selector', 'involvedObject.name=slow']);
     expect(events.items.filter((e: any) => e.reason === 'Provider').map((e: any) => e.message)).toContain(MARKER);
+    expect(JSON.stringify(events.items)).not.toContain('e2e-secret-41c9');
+    expect(seen.message).not.toContain('e2e-secret-41c9');
     const del = await fx.kubectl(['-n', fx.ns, 'delete', 'leases.leasehold.dev', 'slow', '--timeout=60s']);
     expect(del.code).toBe(0);
     expect(fx.sshdFor(st.leaseID)).toBe('');

@@ -17,7 +17,7 @@ function expectAcquireTimeout(st: any) {
   expect(st.reason).toBe('AcquireTimeout');
   const ready = st.conditions.find((c: any) => c.type === 'Ready');
   expect(ready.status).toBe('False');
-  expect(ready.reason).toBe('Failed:AcquireTimeout');
+  expect(ready.reason).toBe('AcquireTimeout');
   expect(ready.message).toBe(st.message);
   // release ran (the provider recorded it) and confirmed
   expect(released()).toContain(st.leaseID);

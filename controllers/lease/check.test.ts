@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { observeMachine } from './check.js';
+import type { Plan } from './observation.js';
 import { at, done, FACTS, input, leaseWith, MACHINE, NOW, running } from './testing/phase-input.js';
 
 const ready = { phase: 'Ready' as const, readyAt: at(-120_000), lastActivityAt: at(-120_000), idleTimeout: '20m', expiresAt: at(3600_000), machine: MACHINE };
@@ -22,6 +23,34 @@ describe('observeMachine', () => {
     ['facts changed: fail', leaseWith(ready), done({ kind: 'check', check: { kind: 'mismatch', reason: 'FactsMismatch', message: 'fewer cpus' }, at: NOW }), undefined, { event: { type: 'LAUNCH_FAILED', reason: 'FactsMismatch' }, consumed: true }],
   ])('%s', (_name, lease, effect, plan, want) => {
     expect(observeMachine(input(lease, effect, plan), 'Ready')).toMatchObject(want);
+  });
+
+  const annotated = (time: string, status: object = ready) => leaseWith(status, { annotations: { 'leasehold.dev/activity': time } });
+  const idle = { ...ready, phase: 'Idle', idleSince: at(-60_000) };
+  const future = '2099-01-01T00:00:00Z';
+  it.each<[string, ReturnType<typeof leaseWith>, 'Ready' | 'Idle', Plan | undefined, Record<string, unknown>]>([
+    ['activity annotated on an Idle Lease: Ready again', annotated(at(-30_000), idle), 'Idle', undefined, { event: { type: 'BUSY', message: expect.stringContaining('leasehold.dev/activity') }, status: { lastActivityAt: at(-30_000) } }],
+    ['activity annotated on a Ready Lease: stays Ready', annotated(at(-30_000)), 'Ready', undefined, { event: { type: 'BUSY' }, status: { lastActivityAt: at(-30_000) } }],
+    ['activity already recorded: Idle as the probe says', annotated(at(-120_000)), 'Ready', undefined, { event: { type: 'IDLE' } }],
+    ['an annotation older than the recorded activity: Idle', annotated(at(-600_000), idle), 'Idle', undefined, { event: { type: 'IDLE' } }],
+    [
+      'a future time, first seen: counts as now, once, with a Warning',
+      annotated(future, idle),
+      'Idle',
+      { at: NOW - 1, inputs },
+      { event: { type: 'BUSY' }, status: { lastActivityAt: at(0) }, notice: { reason: 'ActivityInFuture', message: expect.stringContaining(`${future} is in the future; counted as activity now`) } },
+    ],
+    ['a future time seen at the last check: counts no more', annotated(future, { ...ready, lastActivityAt: at(-60_000) }), 'Ready', { at: NOW - 1, inputs: `1|${future}` }, { event: { type: 'IDLE' } }],
+  ])('%s', (_name, lease, phase, plan, want) => {
+    const obs = observeMachine(input(lease, ok(0), plan), phase);
+    expect(obs).toMatchObject(want);
+    if (!('notice' in want)) expect(obs.notice).toBeUndefined();
+  });
+
+  it('a future activity time does not keep a machine: the idle window runs from when it was first counted', () => {
+    const lease = annotated(future, { ...ready, readyAt: at(-1_300_000), lastActivityAt: at(-1_300_000) });
+    const obs = observeMachine(input(lease, ok(0), { at: NOW - 1, inputs: `1|${future}` }), 'Ready');
+    expect(obs.event).toMatchObject({ type: 'EXPIRED', reason: 'IdleTimeout' });
   });
 
   it('an Idle Lease keeps the time it went idle', () => {

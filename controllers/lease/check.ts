@@ -7,7 +7,7 @@ import type { MachineCheck } from './driver.js';
 import type { Phase } from './machine.js';
 import { doneOf, waiting, type Observation, type PhaseInput } from './observation.js';
 import { checkInputsOf } from './status.js';
-import { ACTIVITY_ANNOTATION, lastActivity, nextCheckIn, verdict } from './timing.js';
+import { ACTIVITY_ANNOTATION, annotatedActivity, lastActivity, nextCheckIn, verdict } from './timing.js';
 
 export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>): Observation {
   const { lease, now, settings } = input;
@@ -39,15 +39,33 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
   // What the probe installed: the next check rewrites keys only when spec.sshKeys differs from it.
   const keysStatus: Partial<LeaseStatus> = check.kind === 'ok' ? { installedKeysHash: check.keysHash } : {};
   const idleTimeoutMs = durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
-  const annotation = (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION];
-  const last = Math.max(lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt, annotation }), busy ? at : 0);
+  const raw = (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION];
+  // The annotation as it stood at the last check (plans are kept in memory:
+  // after a restart a future time counts once more, never more often).
+  const annotated = annotatedActivity(raw, at, input.plan?.inputs === inputs);
+  const recorded = lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt });
+  const last = Math.max(recorded, annotated?.at ?? 0, busy ? at : 0);
   const v = verdict({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
   if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: v.message }, plan: null };
   const expires = Date.parse(st.expiresAt ?? '') || Infinity;
   const requeueAfter = nextCheckIn(at, settings.checkIntervalMs, [expires, last + idleTimeoutMs]);
   const plan = { at: at + requeueAfter, inputs };
+  const notice = annotated?.future
+    ? { reason: 'ActivityInFuture', message: `${ACTIVITY_ANNOTATION} ${raw} is in the future; counted as activity now (${new Date(at).toISOString()}), once. Set it to the time work was seen` }
+    : undefined;
   if (v.kind === 'busy') {
-    return { event: { type: 'BUSY', message: `${busy} job(s) running` }, status: { ...keysStatus, lastActivityAt: rfc3339(new Date(at)) }, plan, requeueAfter };
+    return { event: { type: 'BUSY', message: `${busy} job(s) running` }, status: { ...keysStatus, lastActivityAt: rfc3339(new Date(at)) }, plan, requeueAfter, ...(notice ? { notice } : {}) };
+  }
+  // Activity annotated since the controller last recorded any: the Lease is
+  // active within its idle window, so Ready (again, if it was Idle).
+  if (annotated && annotated.at > recorded) {
+    return {
+      event: { type: 'BUSY', message: `activity at ${new Date(annotated.at).toISOString()} (${ACTIVITY_ANNOTATION}); released at ${new Date(annotated.at + idleTimeoutMs).toISOString()} unless more work is seen` },
+      status: { ...keysStatus, lastActivityAt: rfc3339(new Date(annotated.at)) },
+      plan,
+      requeueAfter,
+      ...(notice ? { notice } : {}),
+    };
   }
   const unreachable = check.kind === 'unreachable' ? ` (unreachable: ${check.message})` : '';
   return {

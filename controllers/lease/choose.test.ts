@@ -68,4 +68,23 @@ describe('chooseOffer', () => {
     const r = chooseOffer(where('gpu'), 'gpu', [gpuBox('l/a10', 0.75, { unavailable: 'no capacity in us-east-1', noCapacity: true })], undefined);
     expect(!r.ok && r.noCapacity).toBe(true);
   });
+
+  it.each<[string, Partial<OfferCandidate>[], string | undefined]>([
+    ['one type sold out, the other over the price cap', [{ unavailable: 'no capacity', noCapacity: true }, { unavailable: 'above the cap', blockedBy: 'OverPriceCap' }], 'OverPriceCap'],
+    ['the namespace not selected', [{ unavailable: 'not selected', blockedBy: 'NamespaceNotAllowed' }], 'NamespaceNotAllowed'],
+    ['the namespace at its cap', [{ unavailable: 'at the cap', blockedBy: 'MaxLeasesPerNamespace' }, { unavailable: 'at the cap', blockedBy: 'MaxLeasesPerNamespace' }], 'MaxLeasesPerNamespace'],
+    ['two different policies', [{ unavailable: 'x', blockedBy: 'NamespaceNotAllowed' }, { unavailable: 'y', blockedBy: 'MaxLeasesPerNamespace' }], undefined],
+    ['a policy and a plain unavailability', [{ unavailable: 'x', blockedBy: 'NamespaceNotAllowed' }, { unavailable: 'not Ready' }], undefined],
+  ])('names the one policy that blocks every match: %s', (_name, extras, reason) => {
+    const r = chooseOffer(where('gpu'), 'gpu', extras.map((e, i) => gpuBox(`o${i}`, 1, e)), undefined);
+    expect(r.ok).toBe(false);
+    expect(!r.ok && r.reason).toBe(reason ?? undefined);
+  });
+
+  it('names at most MAX_REASONS candidates in a refusal, however many Offers there are', () => {
+    const many = Array.from({ length: 500 }, (_, i) => gpuBox(`offer-with-a-rather-long-name-${i}`, 1, { shape: { os: 'linux', arch: 'amd64', cpus: 1, gpus: 0 } }));
+    const r = chooseOffer(where('gpu'), 'gpu', many, undefined);
+    expect(!r.ok && r.message).toMatch(/; and 495 more \(kubectl get offers.leasehold.dev\)$/);
+    expect(!r.ok && r.message.length).toBeLessThan(2000);
+  });
 });

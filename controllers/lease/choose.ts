@@ -17,11 +17,15 @@ export interface OfferCandidate {
   unavailable?: string | undefined;
   /** True when capacity is all it lacks: a Lease only it could serve fails at once instead of waiting. */
   noCapacity?: boolean | undefined;
+  /** A policy that keeps it from this Lease now, as the Pending reason it gives. */
+  blockedBy?: BlockReason | undefined;
 }
+
+export type BlockReason = 'OverPriceCap' | 'NamespaceNotAllowed' | 'MaxLeasesPerNamespace';
 
 export type Choice =
   | { ok: true; candidate: OfferCandidate }
-  | { ok: false; message: string; noCapacity?: boolean };
+  | { ok: false; message: string; noCapacity?: boolean; reason?: BlockReason };
 
 /**
  * At most this many candidates are named in a refusal, those that match but
@@ -66,7 +70,11 @@ export function chooseOffer(
     // What could serve it exists but has no capacity anywhere wanted: say so now rather than wait.
     const noCapacity = blocked.length > 0 && blocked.every((c) => c.noCapacity);
     const reasons = [...blocked.map((c) => `${c.name}: ${c.unavailable}`), ...lacking];
-    return { ok: false, message: `no Offer matches ${rawWhere}: ${listReasons(reasons)}`, ...(noCapacity ? { noCapacity } : {}) };
+    // One policy is all that keeps the rest from serving it: that is the reason to wait for (or the setting to change).
+    const policies = new Set(blocked.filter((c) => !c.noCapacity).map((c) => c.blockedBy));
+    const [policy] = policies;
+    const reason = !noCapacity && policies.size === 1 && policy ? { reason: policy } : {};
+    return { ok: false, message: `no Offer matches ${rawWhere}: ${listReasons(reasons)}`, ...(noCapacity ? { noCapacity } : {}), ...reason };
   }
   // Shuffle first so that the stable sort leaves equal offers in random order.
   const shuffled = matching.map((c) => ({ c, k: random() })).sort((a, b) => a.k - b.k).map((x) => x.c);

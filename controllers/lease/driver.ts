@@ -9,7 +9,7 @@ export type Endpoint = NonNullable<LeaseStatus['machine']>;
 
 export type AcquireResult =
   | { kind: 'launched'; state: string; machine: Endpoint }
-  | { kind: 'failed'; reason: string; message: string; state?: string };
+  | { kind: 'failed'; reason: string; message: string; state?: string; /** The provider refused before asking for a machine: none exists. */ nothingRented?: boolean };
 
 export type MachineCheck =
   | { kind: 'ok'; facts: Facts; busy: number; keysHash: string; machine: Endpoint }

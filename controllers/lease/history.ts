@@ -6,6 +6,7 @@ import { endedAt } from './status.js';
 
 export interface Ended {
   name: string;
+  uid: string;
   namespace: string;
   endedAt: number;
 }
@@ -34,14 +35,14 @@ export async function pruneHistory(
   now: number,
   keep: number,
   maxAgeMs: number,
-  remove: (namespace: string, name: string) => Promise<void>,
+  remove: (namespace: string, name: string, uid: string) => Promise<void>,
 ): Promise<{ requeueAfter: number } | undefined> {
   const ns = lease.metadata!.namespace!;
   const ended = all
     .filter((l) => l.metadata?.namespace === ns && ENDED_PHASES.includes(l.status?.phase ?? 'Pending'))
-    .map((l) => ({ name: l.metadata!.name!, namespace: ns, endedAt: endedAt(l) }));
+    .map((l) => ({ name: l.metadata!.name!, uid: l.metadata!.uid ?? '', namespace: ns, endedAt: endedAt(l) }));
   const prune = leasesToPrune(ended, now, keep, maxAgeMs);
-  for (const p of prune) await remove(ns, p.name);
+  for (const p of prune) await remove(ns, p.name, p.uid);
   if (prune.some((p) => p.name === lease.metadata!.name)) return undefined;
   // Capped: a timer past 2^31 ms would fire at once.
   return { requeueAfter: Math.min(3600_000, Math.max(1000, endedAt(lease) + maxAgeMs - now)) };

@@ -10,6 +10,13 @@ describe('observeLaunching', () => {
   it.each([
     ['deleted: withdraw and release', leaseWith(launching, { deletionTimestamp: at(0) as never }), running('acquire/1'), { event: { type: 'DELETE_REQUESTED' } }],
     ['acquire failed: release what it may have made', leaseWith(launching), done({ kind: 'acquire', result: { kind: 'failed', reason: 'NoCapacity', message: 'sold out', state: '{"id":"i-1"}' }, recorded: false }), { event: { type: 'LAUNCH_FAILED', reason: 'NoCapacity' }, status: { providerState: '{"id":"i-1"}' }, consumed: true }],
+    [
+      'the price cap refused before anything was rented: back to Pending, nothing to release',
+      leaseWith(launching),
+      done({ kind: 'acquire', result: { kind: 'failed', reason: 'OverPriceCap', message: 'gpu_8x_h100 has capacity but is listed at $23.92/h', state: '{"name":"x"}', nothingRented: true }, recorded: false }),
+      { event: { type: 'LAUNCH_REFUSED', reason: 'OverPriceCap', message: expect.stringContaining('$23.92/h') }, consumed: true },
+    ],
+    ['the price cap refused after a launch answer was lost: release as any failure', leaseWith(launching), done({ kind: 'acquire', result: { kind: 'failed', reason: 'OverPriceCap', message: 'above the cap' }, recorded: false }), { event: { type: 'LAUNCH_FAILED', reason: 'OverPriceCap' }, consumed: true }],
     ['agent not ready by acquireTimeout', leaseWith({ ...acquired, launch: { attempt: 1, startedAt: at(-601_000) } }), undefined, { event: { type: 'LAUNCH_FAILED', reason: 'AcquireTimeout' } }],
     ['acquire past acquireTimeout: the driver cuts it off and says why', leaseWith({ ...launching, launch: { attempt: 1, startedAt: at(-601_000) } }), running('acquire/1'), { requeueAfter: 29_000 }],
     ['acquire ignoring its cut-off: given up on', leaseWith({ ...launching, launch: { attempt: 1, startedAt: at(-631_000) } }), running('acquire/1'), { event: { type: 'LAUNCH_FAILED', reason: 'AcquireTimeout' } }],

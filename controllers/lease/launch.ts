@@ -17,7 +17,12 @@ export function observeLaunching(input: PhaseInput): Observation {
   if (lease.metadata?.deletionTimestamp) return { event: { type: 'DELETE_REQUESTED', message: 'deleted while launching; withdrawing the acquire and releasing the machine' } };
   const acquired = doneOf(input, 'acquire');
   if (acquired?.result.kind === 'failed') {
-    const { reason, message, state } = acquired.result;
+    const { reason, message, state, nothingRented } = acquired.result;
+    // The price cap refused the launch before any machine was asked for: the
+    // Lease waits for a price it may pay, as it would with a fresh listing.
+    if (reason === 'OverPriceCap' && nothingRented) {
+      return { event: { type: 'LAUNCH_REFUSED', reason, message: `${message}; waiting for the Offer's next listing` }, consumed: true };
+    }
     return { event: { type: 'LAUNCH_FAILED', reason, message }, status: state ? { providerState: state } : {}, consumed: true };
   }
   const started = Date.parse(st.launch?.startedAt ?? '') || now;

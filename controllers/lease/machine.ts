@@ -19,12 +19,14 @@ export interface LeaseContext {
 }
 
 export type LeaseEvent =
-  | { type: 'UNSCHEDULABLE'; reason: 'NoMatchingOffer' | 'MaxLeases' | 'InvalidSpec'; message: string }
+  | { type: 'UNSCHEDULABLE'; reason: 'NoMatchingOffer' | 'MaxLeases' | 'InvalidSpec' | 'NamespaceNotAllowed' | 'MaxLeasesPerNamespace' | 'OverPriceCap'; message: string }
   | { type: 'OFFER_CHOSEN'; offer: string; message: string }
   /** Refused outright, nothing rented (e.g. no capacity anywhere wanted): the Lease ends Failed without waiting. */
   | { type: 'REFUSED'; reason: string; message: string }
   | { type: 'MACHINE_READY'; message: string }
   | { type: 'LAUNCH_FAILED'; reason: string; message: string }
+  /** The provider refused the launch before asking for a machine (e.g. the price cap): back to Pending, nothing to release. */
+  | { type: 'LAUNCH_REFUSED'; reason: 'OverPriceCap'; message: string }
   | { type: 'BUSY'; message: string }
   | { type: 'IDLE'; message: string }
   | { type: 'EXPIRED'; reason: 'IdleTimeout' | 'MaxLifetime' | 'Unreachable'; message: string }
@@ -33,7 +35,7 @@ export type LeaseEvent =
   | { type: 'RELEASE_CONFIRMED'; message: string };
 
 /** Effects the reconciler runs after it has written the status the transition produced. */
-export const EFFECTS = ['announce', 'acquire', 'release', 'retryRelease', 'finish'] as const;
+export const EFFECTS = ['announce', 'acquire', 'release', 'retryRelease', 'unclaim', 'finish'] as const;
 export type Effect = (typeof EFFECTS)[number];
 
 function reasonFor(type: LeaseEvent['type']): string {
@@ -79,6 +81,7 @@ export const leaseMachine = setup({
     acquire: () => {},
     release: () => {},
     retryRelease: () => {},
+    unclaim: () => {},
     finish: () => {},
   },
   guards: {
@@ -100,6 +103,7 @@ export const leaseMachine = setup({
     Launching: {
       on: {
         MACHINE_READY: { target: 'Ready', actions: ['note', 'announce'] },
+        LAUNCH_REFUSED: { target: 'Pending', actions: ['note', 'announce', 'unclaim'] },
         // A failed launch may still have created a machine: release it before Failed.
         LAUNCH_FAILED: { target: 'Releasing', actions: ['note', 'recordFailure', 'announce', 'release'] },
         DELETE_REQUESTED: { target: 'Releasing', actions: ['note', 'announce', 'release'] },

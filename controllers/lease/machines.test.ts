@@ -4,7 +4,7 @@ import type { Lease, Offer } from '../../src/api/index.js';
 import { ProviderError, type ProviderErrorKind } from '../../src/providers/errors.js';
 import { FakeProvider, FAKE_HOST_KEY } from '../../src/providers/fake/provider.js';
 import { CredentialError } from '../../src/providers/lambda/accounts.js';
-import { failureReason, MachineDriver, type MachineDriverOptions } from './machines.js';
+import { failureReason, MachineDriver, MISSING_RELEASE_RECIPE, type MachineDriverOptions } from './machines.js';
 
 const CONTROLLER_KEY = { privateKey: 'private', publicKey: 'ssh-ed25519 AAAA controller' };
 const commandOffer = { metadata: { name: 'box' }, spec: { command: { acquire: ['/acquire'], release: ['/release'], shape: {} } } } as unknown as Offer;
@@ -180,6 +180,14 @@ describe('MachineDriver.release', () => {
     await expect(driver().release(lease(), live)).rejects.toThrow('release exited with code 1');
     expect(provider.machines.size).toBe(1);
     expect(commandCalls).toEqual([['release', code]]);
+  });
+
+  it('fails closed when a command Lease records no release command: nothing runs, the release fails', async () => {
+    const { providerFor: _, ...real } = options();
+    const d = new MachineDriver(real);
+    await expect(d.release(lease('box', { release: { provider: 'command' } }), live)).rejects.toThrow(MISSING_RELEASE_RECIPE);
+    await expect(d.release(lease('box', { release: { provider: 'command', command: [] } }), live)).rejects.toThrow(MISSING_RELEASE_RECIPE);
+    expect(commandCalls).toEqual([]);
   });
 
   it('counts no command call when releasing a Lambda machine', async () => {

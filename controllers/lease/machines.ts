@@ -54,6 +54,9 @@ export interface DriverMetrics {
   commandCall(operation: 'acquire' | 'release', code: 'ok' | 'error' | 'timeout'): void;
 }
 
+export const MISSING_RELEASE_RECIPE =
+  'the Lease records no release command, so the controller cannot tell how its machine was made and runs nothing; the release is retried. Release the machine by hand, then remove the leasehold.dev/release finalizer';
+
 export function keysHash(keys: readonly string[]): string {
   return createHash('sha256').update(keys.join('\n')).digest('hex').slice(0, 16);
 }
@@ -78,6 +81,7 @@ export class MachineDriver implements LeaseDriver {
           ? {
               launch: {
                 instanceType: st.instanceType ?? '',
+                instanceTypes: spec.instanceTypes,
                 regions: st.region ? [st.region, ...(spec.regions ?? []).filter((r) => r !== st.region)] : spec.regions,
                 fileSystems: spec.fileSystems,
                 maxPricePerHour: spec.maxPricePerHour ?? 10,
@@ -89,10 +93,15 @@ export class MachineDriver implements LeaseDriver {
       });
     }
     const release = st.release?.command ?? [];
+    // Fails closed: without the recorded recipe nothing is run (a stand-in
+    // would report a machine gone that may still bill); the release fails and is retried.
+    if (verb === 'release' && !release.length) throw new ProviderError('InvalidRequest', MISSING_RELEASE_RECIPE);
     const acquire = verb === 'acquire' ? offer?.spec.command?.acquire ?? [] : ['/bin/false'];
     return new CommandProvider({
       acquire,
-      release: release.length ? release : ['/bin/true'],
+      release: release.length ? release : ['/bin/false'],
+      // Lines not marked for users may hold anything (set -x, a CLI's debug output): the controller's log only.
+      log: (command, line) => this.opts.log.info({ lease: lease.metadata?.name, namespace: lease.metadata?.namespace, command, line }, 'provider stderr'),
       acquireTimeoutMs: this.opts.acquireTimeoutMs,
       releaseTimeoutMs: this.opts.releaseTimeoutMs,
     });
@@ -143,7 +152,8 @@ export class MachineDriver implements LeaseDriver {
       // the same AcquireTimeout the reconciler reports for an agent that is not ready in time.
       const reason = timedOut() ? 'AcquireTimeout' : deadline.aborted ? 'AcquireWithdrawn' : failureReason(err);
       const state = isProviderError(err) ? err.state : undefined;
-      return { kind: 'failed', reason, message: err instanceof Error ? err.message : String(err), ...(state ? { state } : {}) };
+      const nothingRented = isProviderError(err) && err.nothingMade && !deadline.aborted;
+      return { kind: 'failed', reason, message: err instanceof Error ? err.message : String(err), ...(state ? { state } : {}), ...(nothingRented ? { nothingRented } : {}) };
     }
   }
 

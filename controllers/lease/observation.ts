@@ -24,6 +24,8 @@ export interface Plan {
 export interface LeaseSettings {
   /** Active leases across all namespaces. */
   maxLeases: number;
+  /** Active leases of one namespace; 0 or absent: no limit. */
+  maxLeasesPerNamespace?: number;
   /** Acquire plus agent readiness must finish within this. */
   acquireTimeoutMs: number;
   /** How often Ready and Idle machines are probed and failed releases retried. */
@@ -54,6 +56,8 @@ export interface Observation {
   cancel?: boolean;
   /** The next plan; null clears it. */
   plan?: Plan | null;
+  /** A Warning event to record about what the Lease asked (e.g. an activity time in the future). */
+  notice?: { reason: string; message: string };
 }
 
 /** The finished effect's result when it is of `kind`. */

@@ -1,7 +1,8 @@
 // What an Offer means to a Lease: the candidates it contributes to the
 // choice, and the facts its machine must then measure up to.
-import type { Lease, Offer } from '../../src/api/index.js';
+import { DEFAULT_MAX_PRICE_PER_HOUR, type Lease, type Offer } from '../../src/api/index.js';
 import type { Claim } from '../../src/machine/facts.js';
+import { candidateShape } from '../../src/providers/lambda/catalog.js';
 import type { OfferCandidate } from './choose.js';
 
 type Listed = NonNullable<NonNullable<Offer['status']>['candidates']>[number];
@@ -40,16 +41,18 @@ export function candidatesOf(offer: Offer): OfferCandidate[] {
     const why = ready?.status === 'False' ? `${ready.reason}: ${ready.message}` : 'not listed yet';
     return [{ name, offer: name, shape: { os: 'linux', arch: 'amd64', gpus: 0 }, unavailable: `Offer is not Ready (${why})` }];
   }
+  const cap = offer.spec.lambda.maxPricePerHour ?? DEFAULT_MAX_PRICE_PER_HOUR;
   return listed.map((c) => ({
     name: `${name}/${c.name}`,
     offer: name,
     instanceType: c.instanceType,
     region: c.region,
     pricePerHour: offer.spec.pricePerHour ?? c.pricePerHour,
-    // Matching `gpu=MODEL` may fall back to the provider's description when no model was parsed from it.
-    shape: { os: 'linux', arch: c.arch, cpus: c.cpus, gpu: c.gpuModel ?? (c.gpus > 0 ? c.gpuDescription : undefined), gpus: c.gpus, vramGiB: c.vramGiB },
+    shape: candidateShape(c),
     unavailable: c.available ? undefined : c.reason ?? 'unavailable',
     noCapacity: !c.available && !c.region,
+    // Capacity in a wanted region, and only the price cap in the way.
+    ...(!c.available && c.region && cap > 0 && c.pricePerHour > cap ? { blockedBy: 'OverPriceCap' as const } : {}),
   }));
 }
 

@@ -90,7 +90,14 @@ function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: numbe
     await effects.idle();
     return reconciler.reconcile(`ns/${name}`);
   };
-  return { reconciler, effects, pass, state, lease: (name: string) => api.stored('ns', name)!, set };
+  /** Strips the finalizer and deletes the Lease, as an admin could: it leaves the cache without ever ending here. */
+  const vanish = async (name: string) => {
+    const gone = api.cache.get('ns', name)!;
+    await api.writer.removeFinalizer(gone);
+    await api.writer.delete('ns', name);
+    reconciler.forget(gone);
+  };
+  return { reconciler, effects, pass, state, lease: (name: string) => api.stored('ns', name)!, set, vanish };
 }
 
 describe('maxLeases slots', () => {
@@ -114,6 +121,20 @@ describe('maxLeases slots', () => {
     await w.effects.idle();
     expect(w.lease('b').status?.phase).toBe('Launching');
     expect(w.state.acquires).toBe(1);
+  });
+
+  it('Leases that vanish from the cache without ending give their slots back', async () => {
+    const w = world({ names: ['a', 'b', 'c', 'd'], maxLeases: 2 });
+    await w.pass('a');
+    await w.pass('b');
+    expect(['a', 'b'].map((n) => w.lease(n).status?.phase)).toEqual(['Launching', 'Launching']);
+    await w.reconciler.reconcile('ns/c');
+    expect(w.lease('c').status?.reason).toBe('MaxLeases');
+    await w.vanish('a');
+    await w.vanish('b');
+    await w.pass('c');
+    await w.pass('d');
+    expect(['c', 'd'].map((n) => w.lease(n).status?.phase)).toEqual(['Launching', 'Launching']);
   });
 
   it('a Lease scheduled again after its own failed write is not kept out by its own slot', async () => {

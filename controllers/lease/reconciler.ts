@@ -5,6 +5,7 @@
 // start the effects the transition planned on the effect runner. Long work
 // (acquire, probes, release) never runs on a reconcile worker; its result
 // re-enqueues the Lease and becomes the next pass's event.
+import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { LEASE_RESOURCE, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
@@ -22,7 +23,7 @@ import type { LeaseEffectKind, LeaseEffectResult, LeaseSettings, Observation, Pl
 import { acquireEffect, probeEffect, releaseEffect } from './operations.js';
 import { observeReleasing } from './release.js';
 import { schedule, Slots } from './schedule.js';
-import { conditionsFor, contextOf, endReasonFor, phaseOf } from './status.js';
+import { conditionsFor, contextOf, endReasonFor, fitLeaseStatus, phaseOf } from './status.js';
 import { LeaseGuard, RECORD_SWEEP_KEY } from './guard.js';
 import type { LeaseRecord, RecordStore } from './records.js';
 import { recordOf, sealedLease } from './trust.js';
@@ -37,7 +38,8 @@ export interface LeaseWriter {
   removeFinalizer(lease: Lease): Promise<Lease>;
   /** A fresh read, for retrying a write that lost a race. */
   get(namespace: string, name: string): Promise<Lease | undefined>;
-  delete(namespace: string, name: string): Promise<void>;
+  /** Deletes the Lease only while it is still the object with this UID (a precondition), never one made since under its name. */
+  delete(namespace: string, name: string, uid: string): Promise<void>;
 }
 
 /** What the reconciler reports to metrics; labels are the provider kind only. */
@@ -49,6 +51,8 @@ export interface LeaseReconcilerMetrics {
 export interface LeaseReconcilerDeps {
   leases: ObjectCache<Lease>;
   offers: ObjectCache<Offer>;
+  /** Namespaces, for the labels an Offer's spec.namespaceSelector is matched against. */
+  namespaces?: ObjectCache<KubernetesObject>;
   status: StatusWriter;
   writer: LeaseWriter;
   events: EventRecorder;
@@ -87,9 +91,13 @@ export class LeaseReconciler {
     this.guard = new LeaseGuard({ ...deps, now: () => this.now().getTime() });
   }
 
-  /** A Lease gone from the cache: nothing of it is kept. */
+  /**
+   * A Lease gone from the cache: nothing of it is kept, its maxLeases slot
+   * included (one whose finalizer was stripped never reaches an end here).
+   */
   forget(lease: Lease): void {
     const uid = lease.metadata?.uid ?? '';
+    this.slots.free(uid);
     this.deps.effects.forget(uid);
     this.plans.delete(uid);
     this.guard.forget(uid);
@@ -117,6 +125,7 @@ export class LeaseReconciler {
       requeueAfter = obs.requeueAfter;
       if (obs.cancel) this.deps.effects.cancel(uid);
       if (obs.plan !== undefined) this.plan(uid, obs.plan);
+      if (obs.notice) await this.deps.events.record(lease, 'Warning', obs.notice.reason, obs.notice.message);
       if (!obs.event) {
         if (obs.status) lease = await this.record(lease, obs.status);
         if (obs.consumed) this.deps.effects.take(uid);
@@ -170,18 +179,25 @@ export class LeaseReconciler {
     // take the last slot under maxLeases.
     const run = this.scheduling.then(() => {
       const uid = lease.metadata!.uid!;
+      const namespace = lease.metadata?.namespace ?? '';
+      const holders = this.slots.holders(uid);
       const obs = schedule({
         lease,
         offers: this.deps.offers.list(),
-        active: this.slots.activeExcept(uid),
+        active: holders.length,
         maxLeases: this.deps.settings.maxLeases,
+        namespace: {
+          labels: (this.deps.namespaces?.get(undefined, namespace)?.metadata?.labels ?? {}) as Record<string, string>,
+          activeOffers: holders.filter((h) => h.namespace === namespace).map((h) => h.offer),
+        },
+        maxLeasesPerNamespace: this.deps.settings.maxLeasesPerNamespace,
         now: this.now().getTime(),
         random: this.random,
       });
       // The slot is taken now, inside the serialized decision: another Lease
       // scheduled while this one's intent is being written must count it.
       // apply() gives it back if the intent write fails.
-      if (obs.event?.type === 'OFFER_CHOSEN') this.slots.claim(uid);
+      if (obs.event?.type === 'OFFER_CHOSEN') this.slots.claim(uid, { namespace, offer: obs.event.offer });
       return obs;
     });
     this.scheduling = run.catch(() => undefined);
@@ -198,7 +214,7 @@ export class LeaseReconciler {
     if (record) await this.deps.records.delete(uid);
     if (lease.metadata?.finalizers?.includes(RELEASE_FINALIZER)) await this.deps.writer.removeFinalizer(lease);
     const { historyLimit = 32, historyMaxAgeMs = 7 * 24 * 3600_000 } = this.deps.settings;
-    return pruneHistory(lease, this.deps.leases.list(), this.now().getTime(), historyLimit, historyMaxAgeMs, (ns, name) => this.deps.writer.delete(ns, name));
+    return pruneHistory(lease, this.deps.leases.list(), this.now().getTime(), historyLimit, historyMaxAgeMs, (ns, name, uid) => this.deps.writer.delete(ns, name, uid));
   }
 
   // ---- writing status, then starting effects ----
@@ -239,7 +255,7 @@ export class LeaseReconciler {
       status.message = next.context.failure.message;
     }
     // Intent before effect: a conflict here throws, and no effect starts.
-    const written = await this.guard.writeStatus(lease, status).catch(unclaim);
+    const written = await this.guard.writeStatus(lease, fitLeaseStatus(status)).catch(unclaim);
     if (written !== lease && next.effects.includes('announce')) {
       const warning = next.phase === 'Pending' || next.phase === 'Failed' || next.context.failure !== undefined || obs.event?.type === 'RELEASE_FAILED';
       await this.deps.events.record(written, warning ? 'Warning' : 'Normal', status.reason ?? next.phase, status.message ?? '');
@@ -261,7 +277,7 @@ export class LeaseReconciler {
   private async runTransitionEffects(lease: Lease, next: Step): Promise<boolean> {
     const uid = lease.metadata?.uid ?? '';
     if (next.effects.includes('acquire')) {
-      this.slots.claim(uid);
+      this.slots.claim(uid, { namespace: lease.metadata?.namespace ?? '', offer: lease.status?.offer ?? '' });
       return this.start(lease, 'acquire');
     }
     if (next.effects.includes('release')) {
@@ -271,7 +287,7 @@ export class LeaseReconciler {
       this.deps.effects.cancel(uid);
       return this.start(lease, 'release');
     }
-    if (next.effects.includes('finish')) this.slots.free(uid);
+    if (next.effects.includes('finish') || next.effects.includes('unclaim')) this.slots.free(uid);
     return false;
   }
 
@@ -298,7 +314,7 @@ export class LeaseReconciler {
   /** A progress message for a launch still running; a lost race reads the Lease again and skips this line. */
   private async writeProgress(lease: Lease, message: string): Promise<Lease> {
     try {
-      return await this.guard.writeStatus(lease, { ...lease.status, message } as LeaseStatus);
+      return await this.guard.writeStatus(lease, fitLeaseStatus({ ...lease.status, message }));
     } catch (err) {
       this.deps.log.debug({ err: String(err), lease: lease.metadata?.name }, 'acquire progress not recorded');
       if (!isConflict(err)) return lease;
@@ -316,7 +332,7 @@ export class LeaseReconciler {
     await this.guard.sealResult(lease, fields);
     for (let i = 0; ; i++) {
       try {
-        return await this.guard.writeStatus(lease, { ...lease.status, ...fields } as LeaseStatus);
+        return await this.guard.writeStatus(lease, fitLeaseStatus({ ...lease.status, ...fields }));
       } catch (err) {
         if (!isConflict(err) || i >= 4) throw err;
         const fresh = await this.deps.writer.get(lease.metadata!.namespace!, lease.metadata!.name!);

@@ -1,10 +1,11 @@
 // Wires the Lease controller into the manager: its informers, metrics, the
 // machine driver (providers + SSH agent), the reconciler, and which watches
 // enqueue which keys.
+import type { V1Namespace } from '@kubernetes/client-node';
 import type { Lease, Offer } from '../../src/api/index.js';
 import { ENDED_PHASES, LEASE_RESOURCE, OFFER_RESOURCE } from '../../src/api/index.js';
 import type { ObjectCache } from '../../src/kube/cache.js';
-import { isNotFound } from '../../src/kube/client.js';
+import { isConflict, isNotFound } from '../../src/kube/client.js';
 import type { Manager } from '../../src/kube/manager.js';
 import type { WorkQueue } from '../../src/kube/workqueue.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
@@ -34,6 +35,9 @@ export interface LeaseControllerOptions {
 export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptions): LeaseReconciler {
   const leases = mgr.informer<Lease>(resourcePath(LEASE_RESOURCE, mgr.watchNamespace));
   const offers = mgr.informer<Offer>(resourcePath(OFFER_RESOURCE));
+  // Namespace labels decide which Offers a namespace may lease from; a
+  // namespaced install watches its one namespace only.
+  const namespaces = mgr.informer<V1Namespace>('/api/v1/namespaces', mgr.watchNamespace ? { fieldSelector: `metadata.name=${mgr.watchNamespace}` } : {});
   const metrics = new LeaseMetrics(mgr.metrics.registry, () => leases.list());
   let queue: WorkQueue | undefined;
   const reconciler = new LeaseReconciler({
@@ -45,6 +49,7 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
     },
     leases,
     offers,
+    namespaces,
     status: mgr.status,
     writer: leaseWriter(mgr),
     events: mgr.events,
@@ -76,6 +81,9 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
   leases.on('update', (l: Lease) => {
     if (ENDED_PHASES.includes(l.status?.phase ?? 'Pending')) wakeWaiting();
   });
+  // A namespace labelled anew may now be selected by an Offer.
+  namespaces.on('add', wakeWaiting);
+  namespaces.on('update', wakeWaiting);
   // A new or changed Offer may serve Leases that are waiting for one.
   offers.on('add', wakeWaiting);
   offers.on('update', wakeWaiting);
@@ -96,11 +104,12 @@ function leaseWriter(mgr: Manager): LeaseWriter {
         throw err;
       }
     },
-    async delete(namespace, name) {
+    async delete(namespace, name, uid) {
       try {
-        await mgr.custom.deleteNamespacedCustomObject({ group, version, plural, namespace, name });
+        await mgr.custom.deleteNamespacedCustomObject({ group, version, plural, namespace, name, body: { preconditions: { uid } } });
       } catch (err) {
-        if (!isNotFound(err)) throw err;
+        // Gone, or a new Lease of the same name (409: the UID precondition failed): neither is ours to delete.
+        if (!isNotFound(err) && !isConflict(err)) throw err;
       }
     },
   };

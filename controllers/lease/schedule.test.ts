@@ -37,19 +37,71 @@ describe('schedule', () => {
   });
 });
 
+describe('schedule: namespaces', () => {
+  const offer = (name: string, price: number, extra: Partial<Offer['spec']> = {}) => ({ ...box, metadata: { name, generation: 1 }, spec: { ...box.spec, pricePerHour: price, ...extra } }) as Offer;
+  type Here = { labels: Record<string, string>; activeOffers: string[] };
+  const ml: Here = { labels: { team: 'ml' }, activeOffers: [] };
+  const run = (offers: Offer[], namespace = ml, extra: { maxLeasesPerNamespace?: number; lease?: Lease } = {}) =>
+    schedule({ lease: extra.lease ?? pending(), offers, active: 0, maxLeases: 10, namespace, maxLeasesPerNamespace: extra.maxLeasesPerNamespace, now: NOW, random: () => 0 });
+
+  it.each<[string, Offer[], Here, number | undefined, Record<string, unknown>]>([
+    ['an empty selector selects every namespace', [offer('any', 1, { namespaceSelector: {} })], ml, undefined, { event: { type: 'OFFER_CHOSEN', offer: 'any' } }],
+    ['a selector that selects the namespace', [offer('mine', 1, { namespaceSelector: { matchLabels: { team: 'ml' } } })], ml, undefined, { event: { type: 'OFFER_CHOSEN', offer: 'mine' } }],
+    [
+      'a selector that does not',
+      [offer('theirs', 1, { namespaceSelector: { matchLabels: { team: 'web' } } })],
+      ml,
+      undefined,
+      { event: { type: 'UNSCHEDULABLE', reason: 'NamespaceNotAllowed', message: expect.stringContaining('spec.namespaceSelector of Offer theirs does not select namespace ns') } },
+    ],
+    ['a cheaper Offer the namespace may not use is passed over', [offer('theirs', 0.1, { namespaceSelector: { matchLabels: { team: 'web' } } }), offer('mine', 1)], ml, undefined, { event: { type: 'OFFER_CHOSEN', offer: 'mine' } }],
+    [
+      "the Offer's cap for the namespace reached",
+      [offer('box', 1, { maxLeasesPerNamespace: 1 })],
+      { labels: {}, activeOffers: ['box'] },
+      undefined,
+      { event: { type: 'UNSCHEDULABLE', reason: 'MaxLeasesPerNamespace', message: expect.stringContaining('spec.maxLeasesPerNamespace is 1') } },
+    ],
+    ["the Offer's cap counts only its own Leases", [offer('box', 1, { maxLeasesPerNamespace: 1 })], { labels: {}, activeOffers: ['other'] }, undefined, { event: { type: 'OFFER_CHOSEN' } }],
+    [
+      "the controller's cap for the namespace reached",
+      [offer('box', 1)],
+      { labels: {}, activeOffers: ['a', 'b'] },
+      2,
+      { event: { type: 'UNSCHEDULABLE', reason: 'MaxLeasesPerNamespace', message: expect.stringContaining("the controller's maxLeasesPerNamespace is 2") } },
+    ],
+    ["the controller's cap not reached", [offer('box', 1)], { labels: {}, activeOffers: ['a'] }, 2, { event: { type: 'OFFER_CHOSEN' } }],
+    ["0 is no cap", [offer('box', 1)], { labels: {}, activeOffers: ['a', 'b'] }, 0, { event: { type: 'OFFER_CHOSEN' } }],
+  ])('%s', (_name, offers, namespace, perNamespace, want) => {
+    expect(run(offers, namespace, { maxLeasesPerNamespace: perNamespace })).toMatchObject(want);
+  });
+
+  it('a Lease naming an Offer its namespace may not use waits, naming the field', () => {
+    const obs = run([offer('theirs', 1, { namespaceSelector: { matchExpressions: [{ key: 'team', operator: 'In', values: ['web'] }] } }), offer('mine', 1)], ml, { lease: pending('cpus>=2', { offer: 'theirs' }) });
+    expect(obs.event).toMatchObject({ type: 'UNSCHEDULABLE', reason: 'NamespaceNotAllowed' });
+  });
+});
+
 describe('Slots', () => {
   const lease = (uid: string, phase?: string) => ({ metadata: { uid }, status: phase ? { phase } : undefined }) as unknown as Lease;
   it('counts active Leases and claims the cache does not show yet, never the one asking', () => {
     const cache = [lease('a', 'Ready'), lease('b', 'Pending'), lease('c', 'Released'), lease('d', 'Launching')];
     const slots = new Slots({ get: () => undefined, list: () => cache });
     expect(slots.activeExcept('x')).toBe(2);
-    slots.claim('b');
+    slots.claim('b', { namespace: 'ns', offer: 'box' });
     expect(slots.activeExcept('x')).toBe(3);
     expect(slots.activeExcept('b')).toBe(2);
     // A claim on a Lease the cache shows ended is no slot.
-    slots.claim('c');
+    slots.claim('c', { namespace: 'ns', offer: 'box' });
     expect(slots.activeExcept('x')).toBe(3);
     slots.free('b');
     expect(slots.activeExcept('x')).toBe(2);
+  });
+
+  it('says where each slot is held: namespace and Offer', () => {
+    const cache = [{ metadata: { uid: 'a', namespace: 'x' }, status: { phase: 'Ready', offer: 'box' } }] as unknown as Lease[];
+    const slots = new Slots({ get: () => undefined, list: () => cache });
+    slots.claim('b', { namespace: 'y', offer: 'cloud' });
+    expect(slots.holders('z')).toEqual([{ namespace: 'y', offer: 'cloud' }, { namespace: 'x', offer: 'box' }]);
   });
 });

@@ -6,7 +6,8 @@ import { rfc3339 } from '../../src/kube/conditions.js';
 import type { ObjectCache } from '../../src/kube/cache.js';
 import { parsePublicKey } from '../../src/machine/keys.js';
 import { MACHINE_NAME_PREFIX } from '../../src/providers/types.js';
-import { chooseOffer } from './choose.js';
+import { selects } from '../../src/kube/selector.js';
+import { chooseOffer, type OfferCandidate } from './choose.js';
 import type { Observation } from './observation.js';
 import { candidatesOf } from './offers.js';
 import { phaseOf } from './status.js';
@@ -17,9 +18,16 @@ export interface ScheduleInput {
   /** Active Leases other than this one. */
   active: number;
   maxLeases: number;
+  /** The Lease's namespace: its labels, and the Offer of each other active Lease in it. */
+  namespace?: { labels: Readonly<Record<string, string>>; activeOffers: readonly string[] };
+  /** Active Leases one namespace may have (the controller's flag); 0 or absent: no limit. */
+  maxLeasesPerNamespace?: number;
   now: number;
   random: () => number;
 }
+
+/** How long a Lease whose launch the price cap refused waits for its Offer to list again before it looks anyway. */
+export const OVER_PRICE_CAP_RETRY_MS = 5 * 60_000;
 
 export function schedule(input: ScheduleInput): Observation {
   const { lease, now } = input;
@@ -31,11 +39,27 @@ export function schedule(input: ScheduleInput): Observation {
   // machine could never be given is refused before anything is rented.
   const badKey = invalidSshKey(lease.spec.sshKeys ?? []);
   if (badKey) return { event: { type: 'UNSCHEDULABLE', reason: 'InvalidSpec', message: `${badKey}; fix or remove it and the Lease is scheduled` }, status: where };
-  const choice = chooseOffer(parsed.value, lease.spec.where, input.offers.flatMap(candidatesOf), lease.spec.offer, input.random);
+  const refusedAt = overPriceCapRefusal(lease, input.offers);
+  if (refusedAt !== undefined && now < refusedAt + OVER_PRICE_CAP_RETRY_MS) return { requeueAfter: refusedAt + OVER_PRICE_CAP_RETRY_MS - now };
+  const ns = lease.metadata?.namespace ?? '';
+  const here = input.namespace ?? { labels: {}, activeOffers: [] };
+  const candidates = input.offers.flatMap((o) => candidatesOf(o).map((c) => ({ ...c, ...namespacePolicy(o, ns, here) })));
+  const choice = chooseOffer(parsed.value, lease.spec.where, candidates, lease.spec.offer, input.random);
   if (!choice.ok && choice.noCapacity) {
     return { event: { type: 'REFUSED', reason: 'NoCapacity', message: `${choice.message}; Leasehold does not wait for capacity` }, status: where };
   }
-  if (!choice.ok) return { event: { type: 'UNSCHEDULABLE', reason: 'NoMatchingOffer', message: choice.message }, status: where };
+  if (!choice.ok) return { event: { type: 'UNSCHEDULABLE', reason: choice.reason ?? 'NoMatchingOffer', message: choice.message }, status: where };
+  const perNamespace = input.maxLeasesPerNamespace ?? 0;
+  if (perNamespace > 0 && here.activeOffers.length >= perNamespace) {
+    return {
+      event: {
+        type: 'UNSCHEDULABLE',
+        reason: 'MaxLeasesPerNamespace',
+        message: `namespace ${ns} has ${here.activeOffers.length} active leases, the controller's maxLeasesPerNamespace is ${perNamespace}; waiting for one of them to end (a platform admin raises maxLeasesPerNamespace in the Helm values to allow more)`,
+      },
+      status: where,
+    };
+  }
   if (input.active >= input.maxLeases) {
     return {
       event: {
@@ -75,6 +99,46 @@ export function schedule(input: ScheduleInput): Observation {
   };
 }
 
+/**
+ * What an Offer's namespace fields say of a Lease in namespace `ns`: nothing
+ * when it may lease there, or why not, as an unavailable candidate.
+ */
+function namespacePolicy(offer: Offer, ns: string, here: NonNullable<ScheduleInput['namespace']>): Partial<OfferCandidate> {
+  const name = offer.metadata?.name ?? '';
+  if (!selects(offer.spec.namespaceSelector, here.labels)) {
+    return {
+      unavailable: `spec.namespaceSelector of Offer ${name} does not select namespace ${ns}; a platform admin labels the namespace to match it, or widens spec.namespaceSelector`,
+      blockedBy: 'NamespaceNotAllowed',
+      noCapacity: false,
+    };
+  }
+  const cap = offer.spec.maxLeasesPerNamespace;
+  const used = here.activeOffers.filter((o) => o === name).length;
+  if (cap !== undefined && used >= cap) {
+    return {
+      unavailable: `namespace ${ns} has ${used} active leases from Offer ${name}, its spec.maxLeasesPerNamespace is ${cap}; waiting for one to end (a platform admin raises spec.maxLeasesPerNamespace)`,
+      blockedBy: 'MaxLeasesPerNamespace',
+      noCapacity: false,
+    };
+  }
+  return {};
+}
+
+/**
+ * When the Lease's last launch was refused by the price cap (nothing was
+ * rented), and its Offer has not listed again since: the listing that chose
+ * the sold-out type would choose it again. Undefined otherwise.
+ */
+function overPriceCapRefusal(lease: Lease, offers: readonly Offer[]): number | undefined {
+  const st = lease.status;
+  if (st?.reason !== 'OverPriceCap') return undefined;
+  const refused = Date.parse(st.conditions?.find((c) => c.type === 'Scheduled')?.lastTransitionTime ?? '');
+  const offer = offers.find((o) => o.metadata?.name === st.offer);
+  const listed = Date.parse(offer?.status?.lastListTime ?? '');
+  if (!Number.isFinite(refused) || !st.launch || listed > refused) return undefined;
+  return refused;
+}
+
 /** Why one of spec.sshKeys cannot go into authorized_keys, naming it, or undefined when all can. */
 export function invalidSshKey(keys: readonly string[]): string | undefined {
   for (const [i, key] of keys.entries()) {
@@ -90,12 +154,12 @@ export function invalidSshKey(keys: readonly string[]): string | undefined {
  * show as active yet.
  */
 export class Slots {
-  private readonly claimed = new Set<string>();
+  private readonly claimed = new Map<string, Slot>();
 
   constructor(private readonly leases: ObjectCache<Lease>) {}
 
-  claim(uid: string): void {
-    this.claimed.add(uid);
+  claim(uid: string, slot: Slot): void {
+    this.claimed.set(uid, slot);
   }
 
   free(uid: string): void {
@@ -104,14 +168,25 @@ export class Slots {
 
   /** Active Leases other than `except` (the one being scheduled). */
   activeExcept(except: string): number {
-    const uids = new Set(this.claimed);
+    return this.holders(except).length;
+  }
+
+  /** Where each active Lease other than `except` holds its slot. */
+  holders(except: string): Slot[] {
+    const slots = new Map(this.claimed);
     for (const l of this.leases.list()) {
       const uid = l.metadata?.uid ?? '';
       const phase = phaseOf(l);
-      if (ACTIVE_PHASES.includes(phase)) uids.add(uid);
-      else if (phase !== 'Pending') uids.delete(uid);
+      if (ACTIVE_PHASES.includes(phase)) slots.set(uid, { namespace: l.metadata?.namespace ?? '', offer: l.status?.offer ?? '' });
+      else if (phase !== 'Pending') slots.delete(uid);
     }
-    uids.delete(except);
-    return uids.size;
+    slots.delete(except);
+    return [...slots.values()];
   }
+}
+
+/** The namespace and Offer of a Lease holding a slot. */
+export interface Slot {
+  namespace: string;
+  offer: string;
 }

@@ -1,6 +1,6 @@
 // Reading a Lease's status back into the machine's terms, and writing the
 // machine's step out as status: phase, reason, conditions, endReason.
-import type { Lease, LeaseStatus } from '../../src/api/index.js';
+import { fitText, LAST_RELEASE_ERROR_MAX_CHARS, type Lease, type LeaseStatus } from '../../src/api/index.js';
 import { setCondition } from '../../src/kube/conditions.js';
 import type { LeaseContext, LeaseEvent, Phase, Step } from './machine.js';
 import { ACTIVITY_ANNOTATION } from './timing.js';
@@ -19,10 +19,15 @@ export function contextOf(lease: Lease): Partial<LeaseContext> {
   };
 }
 
-/** A Lease releasing because its launch failed keeps that failure in its Ready condition. */
+/**
+ * A Lease releasing because its launch failed keeps that failure in its
+ * Ready condition, as the condition's reason; any other Releasing Lease's
+ * says Releasing. (Older controllers wrote the reason as Failed:<reason>.)
+ */
 function failureOf(lease: Lease): { reason: string; message: string } | undefined {
   const ready = lease.status?.conditions?.find((c) => c.type === 'Ready');
-  return ready?.reason && ready.reason.startsWith('Failed:') ? { reason: ready.reason.slice(7), message: ready.message ?? '' } : undefined;
+  if (!ready?.reason || ready.status !== 'False' || ready.reason === 'Releasing') return undefined;
+  return { reason: ready.reason.replace(/^Failed:/, ''), message: ready.message ?? '' };
 }
 
 /** What a check depends on besides the machine: a change of spec (sshKeys) or of the activity annotation is looked at without waiting. */
@@ -54,10 +59,23 @@ export function conditionsFor(prev: LeaseStatus['conditions'], next: Step, gener
     next.phase === 'Ready' || next.phase === 'Idle'
       ? { type: 'Ready', status: 'True' as const, reason: next.phase === 'Ready' ? 'MachineReady' : 'MachineIdle', message: next.context.message }
       : f
-        ? { type: 'Ready', status: 'False' as const, reason: `Failed:${f.reason}`, message: f.message }
+        ? { type: 'Ready', status: 'False' as const, reason: f.reason, message: f.message }
         : { type: 'Ready', status: 'False' as const, reason: next.phase, message: next.context.message };
   if (next.phase !== 'Pending' || prev?.some((c) => c.type === 'Ready')) conditions = setCondition(conditions, ready, generation, now);
   return conditions;
+}
+
+/**
+ * The status with every free-form text cut to its schema limit: one
+ * message over it (a provider's error, a NoMatchingOffer listing hundreds of
+ * candidates) would make the API server refuse the whole write.
+ */
+export function fitLeaseStatus(status: LeaseStatus): LeaseStatus {
+  const fitted: LeaseStatus = { ...status };
+  if (status.message !== undefined) fitted.message = fitText(status.message);
+  if (status.lastReleaseError !== undefined) fitted.lastReleaseError = fitText(status.lastReleaseError, LAST_RELEASE_ERROR_MAX_CHARS);
+  if (status.conditions) fitted.conditions = status.conditions.map((c) => ({ ...c, message: fitText(c.message) }));
+  return fitted;
 }
 
 export function endedAt(lease: Lease): number {

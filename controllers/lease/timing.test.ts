@@ -1,6 +1,7 @@
 import { describe, it, expect } from '@jest/globals';
-import { lastActivity, nextCheckIn, verdict } from './timing.js';
-import { leasesToPrune } from './history.js';
+import { annotatedActivity, lastActivity, nextCheckIn, verdict } from './timing.js';
+import type { Lease } from '../../src/api/index.js';
+import { leasesToPrune, pruneHistory } from './history.js';
 
 const T = Date.parse('2026-12-01T10:00:00Z');
 const min = 60_000;
@@ -22,9 +23,23 @@ describe('verdict', () => {
 });
 
 describe('lastActivity', () => {
-  it('takes the latest of ready, probe activity and the annotation, ignoring garbage', () => {
-    expect(lastActivity({ readyAt: '2026-12-01T09:00:00Z', lastActivityAt: '2026-12-01T09:30:00Z', annotation: 'soon' })).toBe(T - 30 * min);
-    expect(lastActivity({ readyAt: '2026-12-01T09:00:00Z', annotation: '2026-12-01T09:59:00Z' })).toBe(T - min);
+  it('takes the latest of ready and recorded activity', () => {
+    expect(lastActivity({ readyAt: '2026-12-01T09:00:00Z', lastActivityAt: '2026-12-01T09:30:00Z' })).toBe(T - 30 * min);
+    expect(lastActivity({ readyAt: '2026-12-01T09:00:00Z' })).toBe(T - 60 * min);
+    expect(lastActivity({})).toBe(0);
+  });
+});
+
+describe('annotatedActivity', () => {
+  it.each<[string, string | undefined, boolean, ReturnType<typeof annotatedActivity>]>([
+    ['unset', undefined, false, undefined],
+    ['garbage', 'soon', false, undefined],
+    ['a past time, in whole seconds', '2026-12-01T09:59:00.750Z', false, { at: T - min, future: false }],
+    ['a past time seen before still counts', '2026-12-01T09:59:00Z', true, { at: T - min, future: false }],
+    ['a future time counts as now', '2099-01-01T00:00:00Z', false, { at: T, future: true }],
+    ['a future time seen before counts no more', '2099-01-01T00:00:00Z', true, undefined],
+  ])('%s', (_name, annotation, seen, want) => {
+    expect(annotatedActivity(annotation, T + 400, seen)).toEqual(want);
   });
 });
 
@@ -38,9 +53,19 @@ describe('nextCheckIn', () => {
 
 describe('leasesToPrune', () => {
   it('keeps the 32 most recent per namespace and nothing older than 7 days', () => {
-    const ended = Array.from({ length: 40 }, (_, i) => ({ name: `l${i}`, namespace: 'a', endedAt: T - i * min }));
-    ended.push({ name: 'old', namespace: 'b', endedAt: T - 8 * 24 * 60 * min }, { name: 'new', namespace: 'b', endedAt: T });
+    const ended = Array.from({ length: 40 }, (_, i) => ({ name: `l${i}`, uid: `u${i}`, namespace: 'a', endedAt: T - i * min }));
+    ended.push({ name: 'old', uid: 'u-old', namespace: 'b', endedAt: T - 8 * 24 * 60 * min }, { name: 'new', uid: 'u-new', namespace: 'b', endedAt: T });
     const pruned = leasesToPrune(ended, T).map((e) => e.name).sort();
     expect(pruned).toEqual(['l32', 'l33', 'l34', 'l35', 'l36', 'l37', 'l38', 'l39', 'old'].sort());
+  });
+
+  it('deletes each pruned Lease by name and UID, so a new Lease of the same name is never the one deleted', async () => {
+    const ended = (name: string, uid: string, at: number) =>
+      ({ metadata: { name, namespace: 'a', uid }, status: { phase: 'Released', releasedAt: new Date(at).toISOString() } }) as unknown as Lease;
+    const removed: string[][] = [];
+    await pruneHistory(ended('new', 'u2', T), [ended('old', 'u1', T - 2 * min), ended('new', 'u2', T)], T, 1, 3600_000, async (ns, name, uid) => {
+      removed.push([ns, name, uid]);
+    });
+    expect(removed).toEqual([['a', 'old', 'u1']]);
   });
 });

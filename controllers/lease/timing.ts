@@ -7,17 +7,30 @@
 export const ACTIVITY_ANNOTATION = 'leasehold.dev/activity';
 
 export interface ActivityInputs {
-  readyAt?: string;
-  lastActivityAt?: string;
-  /** The leasehold.dev/activity annotation, if set and valid. */
-  annotation?: string;
+  readyAt?: string | undefined;
+  lastActivityAt?: string | undefined;
 }
 
+/** The last activity the controller has recorded: becoming Ready, or work a probe or an annotation showed. */
 export function lastActivity(a: ActivityInputs): number {
-  const times = [a.readyAt, a.lastActivityAt, a.annotation]
+  const times = [a.readyAt, a.lastActivityAt]
     .map((t) => (t ? Date.parse(t) : NaN))
     .filter((t) => Number.isFinite(t));
   return times.length ? Math.max(...times) : 0;
+}
+
+/**
+ * What the leasehold.dev/activity annotation says, at `now`. A time in the
+ * future counts as now, and only when first seen (`seen` false): counted
+ * again at every check, it would keep the machine until maxLifetime.
+ * Undefined when unset, not a time, or a future time seen before.
+ */
+export function annotatedActivity(annotation: string | undefined, now: number, seen: boolean): { at: number; future: boolean } | undefined {
+  // Whole seconds, as status records times: compared with lastActivityAt, the same time must read the same.
+  const t = annotation ? Math.floor(Date.parse(annotation) / 1000) * 1000 : NaN;
+  if (!Number.isFinite(t)) return undefined;
+  if (t <= now) return { at: t, future: false };
+  return seen ? undefined : { at: Math.floor(now / 1000) * 1000, future: true };
 }
 
 export type Verdict =

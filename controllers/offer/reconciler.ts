@@ -1,6 +1,6 @@
 // The Offer reconciler: a Ready condition and the count of active Leases,
 // and for a Lambda Offer the candidates of its last listing.
-import { ACTIVE_PHASES, type Lease, type Offer, type OfferStatus } from '../../src/api/index.js';
+import { ACTIVE_PHASES, fitText, LAST_LIST_ERROR_MAX_CHARS, type Lease, type Offer, type OfferStatus } from '../../src/api/index.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
 import type { LambdaOffers, Listing } from './lambda.js';
 import { OFFER_RESOURCE } from '../../src/api/resources.js';
@@ -40,8 +40,8 @@ export function offerStatus(offer: Offer, leases: readonly Lease[], now: Date, l
     extra.lastListTime = rfc3339(new Date(listing.at));
     extra.lastListError = undefined;
   } else {
-    ready = { type: 'Ready', status: 'False' as const, reason: listing.reason, message: listing.message };
-    extra.lastListError = listing.message;
+    ready = { type: 'Ready', status: 'False' as const, reason: listing.reason, message: fitText(listing.message) };
+    extra.lastListError = fitText(listing.message, LAST_LIST_ERROR_MAX_CHARS);
   }
   const status: OfferStatus = {
     ...offer.status,

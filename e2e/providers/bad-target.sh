@@ -7,7 +7,7 @@ root="${LEASEHOLD_MACHINES_DIR:-/tmp/leasehold-machines}"
 mkdir -p "$root"
 case "${1:-}" in
   acquire)
-    echo "acquiring in mode ${2:-}" >&2
+    echo "leasehold: acquiring in mode ${2:-}" >&2
     case "${2:-}" in
       nojson) echo "machine is up at 10.1.2.3" ;;
       huge) head -c 20000 /dev/zero | tr '\0' 'x'; echo; echo '{"ssh":{"host":"10.1.2.3"}}' ;;

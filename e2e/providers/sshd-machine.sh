@@ -10,7 +10,8 @@
 # with its sshd_config, host key, authorized_keys, sshd.log and a home for the
 # agent (sshd sets LEASEHOLD_HOME and LEASEHOLD_AUTHORIZED_KEYS there, so
 # machines sharing one Unix user stay apart). acquire prints progress on
-# stderr and, last on stdout:
+# stderr, each line for the Lease's user marked "leasehold: " (unmarked lines
+# reach the controller's log only), and, last on stdout:
 #   {"ssh":{"host":"127.0.0.1","port":N,"user":"U","host_key":"ssh-ed25519 ..."},"dir":"...","pid":N}
 #
 # Knobs for tests:
@@ -24,7 +25,7 @@ set -euo pipefail
 SSHD=/usr/sbin/sshd
 MARKER=.sshd-machine
 
-log() { printf '%s\n' "$*" >&2; }
+log() { printf 'leasehold: %s\n' "$*" >&2; }
 die() { log "$*"; exit 1; }
 
 id="${LEASEHOLD_LEASE_ID:-}"

@@ -108,9 +108,23 @@ export function namespaceName(description: string) {
   return z.string().min(1).max(63).regex(re(DNS_LABEL_PATTERN)).describe(description);
 }
 
+/** The longest a status message may be (as Kubernetes' own condition messages). */
+export const MESSAGE_MAX_CHARS = 32768;
+
 /** A free-form human message. */
-export function message(description: string, max = 32768) {
+export function message(description: string, max = MESSAGE_MAX_CHARS) {
   return z.string().max(max).describe(description);
+}
+
+/**
+ * `text` cut to at most `max` characters (Unicode code points, as the API
+ * server counts maxLength), ending in … when cut: a status write with a
+ * longer message would be refused whole (422) and show nothing.
+ */
+export function fitText(text: string, max = MESSAGE_MAX_CHARS): string {
+  if (text.length <= max) return text;
+  const points = Array.from(text);
+  return points.length <= max ? text : `${points.slice(0, max - 1).join('')}…`;
 }
 
 /** A count or generation: a whole number, zero or more. */

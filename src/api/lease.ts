@@ -19,6 +19,9 @@ import { ARCHES, OSES, WHERE_MAX_LENGTH, WHERE_PATTERN, parseWhere } from './whe
 
 export const LEASE_NAMES = { kind: 'Lease', plural: 'leases', singular: 'lease', shortNames: ['lhl'] } as const;
 
+/** The schema limit of status.lastReleaseError. */
+export const LAST_RELEASE_ERROR_MAX_CHARS = 4096;
+
 /** At most this many device keys per Lease. */
 export const MAX_SSH_KEYS = 16;
 
@@ -241,7 +244,7 @@ export const LeaseStatusSchema = z
       .describe('The JSON object the provider returned when it acquired the machine, passed back to release.'),
     release: ReleaseSchema.optional(),
     releaseAttempts: count('Number of release attempts made so far; a failed release is retried until it succeeds.').optional(),
-    lastReleaseError: message('Error of the last failed release attempt.', 4096).optional(),
+    lastReleaseError: message('Error of the last failed release attempt.', LAST_RELEASE_ERROR_MAX_CHARS).optional(),
     machine: MachineEndpointSchema.optional(),
     facts: FactsSchema.optional(),
     installedKeysHash: z

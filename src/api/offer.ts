@@ -7,6 +7,7 @@ import {
   count,
   duration,
   kube,
+  LabelSelectorSchema,
   message,
   re,
   secretKeyRef,
@@ -16,6 +17,9 @@ import {
 import { ARCHES, OSES } from './where.js';
 
 export const OFFER_NAMES = { kind: 'Offer', plural: 'offers', singular: 'offer', shortNames: ['lho'] } as const;
+
+/** The schema limit of status.lastListError. */
+export const LAST_LIST_ERROR_MAX_CHARS = 4096;
 
 export const DEFAULT_IDLE_TIMEOUT = '20m';
 export const DEFAULT_MAX_LIFETIME = '12h';
@@ -93,7 +97,7 @@ export type MachineShapeSpec = z.infer<typeof MachineShapeSpecSchema>;
 export const CommandProviderSchema = z
   .object({
     acquire: argv(
-      'Command (program and arguments, no shell) that creates a machine and exits 0 once it exists. Its last line of stdout must be a JSON object saying how to reach the machine; other fields in it are kept for release. It sees LEASEHOLD_LEASE_ID, LEASEHOLD_OFFER, LEASEHOLD_LEASE_WHERE and LEASEHOLD_LEASE_SSH_KEY (the public key of the controller) in its environment, and should name the machine after the lease so release can always find it.',
+      'Command (program and arguments, no shell) that creates a machine and exits 0 once it exists. Its last line of stdout must be a JSON object saying how to reach the machine; other fields in it are kept for release. It sees LEASEHOLD_LEASE_ID, LEASEHOLD_OFFER, LEASEHOLD_LEASE_WHERE and LEASEHOLD_LEASE_SSH_KEY (the public key of the controller) in its environment, and should name the machine after the lease so release can always find it. Only stderr lines starting "leasehold: " are shown to users (events, status); the others go to the controller log only.',
       'acquire',
     ),
     release: argv(
@@ -173,6 +177,17 @@ export const OfferSpecSchema = kube(
       maxLifetime: duration(
         'How long after its machine was requested a lease is released, even if work is still running, e.g. 12h. Defaults to 12h. It counts from the launch, not from Ready, so a slow boot cannot stretch it.',
       ).default(DEFAULT_MAX_LIFETIME),
+      namespaceSelector: LabelSelectorSchema.optional().describe(
+        'Which namespaces may lease from this Offer, by their labels (e.g. matchLabels: {team: ml}). Absent or empty: every namespace. A Lease in a namespace it does not select waits Pending with reason NamespaceNotAllowed.',
+      ),
+      maxLeasesPerNamespace: z
+        .int()
+        .min(1)
+        .max(100000)
+        .optional()
+        .describe(
+          'At most this many active Leases (Launching to Releasing) of one namespace use this Offer at a time; more wait Pending with reason MaxLeasesPerNamespace. Absent: no limit per namespace.',
+        ),
     })
     .strict()
     .refine((s) => (s.command === undefined) !== (s.lambda === undefined), {
@@ -218,7 +233,7 @@ export const OfferStatusSchema = z
       .optional()
       .describe('For Lambda Offers: every instance type from the last listing, available or not.'),
     lastListTime: timestamp('When the provider last listed its instance types successfully.').optional(),
-    lastListError: message('Error of the last failed listing, cleared once one succeeds.', 4096).optional(),
+    lastListError: message('Error of the last failed listing, cleared once one succeeds.', LAST_LIST_ERROR_MAX_CHARS).optional(),
   })
   .describe('The observed state of the Offer.');
 export type OfferStatus = z.infer<typeof OfferStatusSchema>;

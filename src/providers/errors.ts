@@ -34,6 +34,8 @@ export interface ProviderErrorOptions {
   state?: string;
   /** No answer came back: the provider may have carried the request out. */
   answerLost?: boolean;
+  /** For a failed launch: refused before any request that could make a machine went out, so none exists. */
+  nothingMade?: boolean;
   cause?: unknown;
 }
 
@@ -45,6 +47,8 @@ export class ProviderError extends Error {
   readonly state: string | undefined;
   /** True when no answer came back, so the request may have been carried out all the same. */
   readonly answerLost: boolean;
+  /** True when a failed launch certainly made no machine. */
+  readonly nothingMade: boolean;
 
   constructor(kind: ProviderErrorKind, message: string, opts: ProviderErrorOptions = {}) {
     super(message, opts.cause === undefined ? undefined : { cause: opts.cause });
@@ -52,6 +56,7 @@ export class ProviderError extends Error {
     this.retryable = opts.retryable ?? RETRYABLE_BY_DEFAULT[kind];
     this.state = opts.state;
     this.answerLost = opts.answerLost ?? false;
+    this.nothingMade = opts.nothingMade ?? false;
   }
 }
 

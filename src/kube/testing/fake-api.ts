@@ -86,9 +86,11 @@ export class FakeAPIServer<T extends KubeObject> {
     addFinalizer: async (obj: T): Promise<T> => this.write(obj, (cur) => ({ ...cur, metadata: { ...cur.metadata, finalizers: [...(cur.metadata?.finalizers ?? []).filter((f) => f !== this.opts.finalizer), this.opts.finalizer] } })),
     removeFinalizer: async (obj: T): Promise<T> => this.write(obj, (cur) => ({ ...cur, metadata: { ...cur.metadata, finalizers: (cur.metadata?.finalizers ?? []).filter((f) => f !== this.opts.finalizer) } })),
     get: async (namespace: string, name: string): Promise<T | undefined> => this.copy(this.stored(namespace, name)),
-    delete: async (namespace: string, name: string): Promise<void> => {
+    delete: async (namespace: string, name: string, uid?: string): Promise<void> => {
       const cur = this.stored(namespace, name);
       if (!cur) return;
+      // The UID precondition: another object of the same name is not deleted.
+      if (uid !== undefined && cur.metadata?.uid !== uid) return;
       // Like the real server: an object with finalizers is only marked; without, it is gone.
       if (cur.metadata?.finalizers?.length) this.objects.set(this.key(namespace, name), this.bump({ ...cur, metadata: { ...cur.metadata, deletionTimestamp: new Date() } }));
       else this.objects.delete(this.key(namespace, name));

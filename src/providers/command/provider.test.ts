@@ -136,7 +136,7 @@ describe('CommandProvider.launch', () => {
     const req = { ...launchRequest(progress), where: `gpu=h100,$(touch ${pwned})` };
 
     const launched = await withControllerEnv({ [CONTRACT_ENV.state]: 'inherited, not for acquire', LEASEHOLD_UNRELATED: 'kept' }, () =>
-      provider({ acquire: [NODE, fixture, envFile, `instance i-0abc booting\n${line}\n`, '0', 'creating instance i-0abc', 'waiting for ssh'] }).launch(req),
+      provider({ acquire: [NODE, fixture, envFile, `instance i-0abc booting\n${line}\n`, '0', 'leasehold: creating instance i-0abc', '+ curl -H "Authorization: Bearer s3cret"', 'leasehold: waiting for ssh'] }).launch(req),
     );
 
     expect(launched).toEqual({ target: { ssh: { host: '10.0.0.5', port: 2222, user: 'ubuntu', hostKey: HOST_KEY } }, state: line });
@@ -149,6 +149,17 @@ describe('CommandProvider.launch', () => {
     });
     expect(existsSync(pwned)).toBe(false);
     expect(progress).toEqual(['creating instance i-0abc', 'waiting for ssh']);
+  });
+
+  it('shows users only the stderr lines marked for them; the rest go to the log, also when acquire fails', async () => {
+    const progress: string[] = [];
+    const logged: string[] = [];
+    const acquire = bash(`echo '+ export API_KEY=s3cret' >&2; echo 'leasehold: asking the cloud' >&2; echo 'DEBUG token=s3cret' >&2; exit 3`);
+    const err = await launchError(provider({ acquire: [acquire], log: (verb, line) => void logged.push(`${verb}: ${line}`) }), launchRequest(progress));
+    expect(progress).toEqual(['asking the cloud']);
+    expect(err.message).toBe('acquire for offer box exited with code 3; its last stderr line: asking the cloud');
+    expect(err.message).not.toContain('s3cret');
+    expect(logged).toEqual(['acquire: + export API_KEY=s3cret', 'acquire: leasehold: asking the cloud', 'acquire: DEBUG token=s3cret']);
   });
 
   it('accepts a url target', async () => {
@@ -191,7 +202,7 @@ describe('CommandProvider.launch', () => {
 
   it('turns a non-zero exit into Unknown, quoting the last stderr lines', async () => {
     const err = await launchError(
-      provider({ acquire: [NODE, fixture, tempPath('env'), '{"id":"i-4"}\n', '7', 'starting', 'quota check', 'no capacity in us-east-1', 'giving up'] }),
+      provider({ acquire: [NODE, fixture, tempPath('env'), '{"id":"i-4"}\n', '7', 'leasehold: starting', 'leasehold: quota check', 'leasehold: no capacity in us-east-1', 'a debug line', 'leasehold: giving up'] }),
     );
     expect(err).toMatchObject({ kind: 'Unknown', retryable: true, state: '{"id":"i-4"}' });
     expect(err.message).toBe('acquire for offer box exited with code 7; its last stderr lines: quota check | no capacity in us-east-1 | giving up');
@@ -199,7 +210,7 @@ describe('CommandProvider.launch', () => {
 
   it('says so when acquire failed without a word', async () => {
     const err = await launchError(provider({ acquire: ['false'] }));
-    expect(err.message).toBe('acquire for offer box exited with code 1; it printed nothing on stderr');
+    expect(err.message).toBe('acquire for offer box exited with code 1; it printed no stderr line for users (lines starting "leasehold: "; the others are in the controller\'s log)');
   });
 
   it('stops an acquire that runs past its timeout, with its whole process group', async () => {
@@ -253,7 +264,7 @@ describe('CommandProvider.release', () => {
   });
 
   it('throws on a non-zero exit with the code and the last stderr line', async () => {
-    const release = bash(`echo 'deleting i-0abc' >&2; echo 'instance i-0abc is still terminating' >&2; exit 4`);
+    const release = bash(`echo 'leasehold: deleting i-0abc' >&2; echo 'leasehold: instance i-0abc is still terminating' >&2; echo 'curl: (22) 409' >&2; exit 4`);
     const err = await releaseError(provider({ acquire: ['true'], release: [release] }), releaseRequest(state));
     expect(err).toMatchObject({ kind: 'Unknown', retryable: true });
     expect(err.message).toBe(

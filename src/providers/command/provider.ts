@@ -6,7 +6,7 @@
 import { formatDuration } from '../../api/duration.js';
 import { ProviderError, type ProviderErrorKind } from '../errors.js';
 import type { LaunchRequest, Launched, MachineProvider, ReleaseRequest } from '../types.js';
-import { KILL_GRACE_MS, runProviderCommand } from './run.js';
+import { KILL_GRACE_MS, runProviderCommand, USER_LINE_PREFIX } from './run.js';
 import type { RunOptions, RunResult } from './run.js';
 import { parseTarget, salvageState } from './target.js';
 
@@ -31,6 +31,8 @@ export interface CommandProviderConfig {
   releaseTimeoutMs: number;
   /** Between SIGTERM and SIGKILL when a command has to be stopped. */
   killGraceMs?: number;
+  /** Receives the stderr lines not marked for users, for the controller's log. */
+  log?: (verb: 'acquire' | 'release', line: string) => void;
 }
 
 type Verb = 'acquire' | 'release';
@@ -62,7 +64,7 @@ export class CommandProvider implements MachineProvider {
     const result = await this.run('acquire', req.offer, env, {
       signal: req.signal,
       timeoutMs: this.config.acquireTimeoutMs,
-      onStderrLine: (line) => req.onProgress(line),
+      onUserLine: (line) => req.onProgress(line),
     });
     const what = `acquire for offer ${req.offer}`;
 
@@ -80,7 +82,7 @@ export class CommandProvider implements MachineProvider {
       throw new ProviderError(stopped.kind, stopped.message, { state: salvageState(result.stdout, false) });
     }
     if (result.code !== 0) {
-      throw new ProviderError('Unknown', `${what} ${exitOf(result)}; ${quoteStderr(result.stderrTail.slice(-ACQUIRE_STDERR_QUOTED))}`, {
+      throw new ProviderError('Unknown', `${what} ${exitOf(result)}; ${quoteStderr(result.userTail.slice(-ACQUIRE_STDERR_QUOTED))}`, {
         state: salvageState(result.stdout, false),
       });
     }
@@ -112,7 +114,7 @@ export class CommandProvider implements MachineProvider {
     if (result.code !== 0) {
       throw new ProviderError(
         'Unknown',
-        `${what} ${exitOf(result)}; ${quoteStderr(result.stderrTail.slice(-1))}; the machine may still exist, so release runs again later`,
+        `${what} ${exitOf(result)}; ${quoteStderr(result.userTail.slice(-1))}; the machine may still exist, so release runs again later`,
       );
     }
   }
@@ -125,7 +127,12 @@ export class CommandProvider implements MachineProvider {
   ): Promise<RunResult> {
     const argv = this.config[verb];
     try {
-      return await runProviderCommand(argv, env, { ...opts, killGraceMs: this.config.killGraceMs ?? KILL_GRACE_MS });
+      const log = this.config.log;
+      return await runProviderCommand(argv, env, {
+        ...opts,
+        killGraceMs: this.config.killGraceMs ?? KILL_GRACE_MS,
+        ...(log ? { onStderrLine: (line: string) => log(verb, line) } : {}),
+      });
     } catch (err) {
       throw new ProviderError(
         'Unknown',
@@ -154,6 +161,6 @@ function exitOf(result: RunResult): string {
 }
 
 function quoteStderr(lines: readonly string[]): string {
-  if (lines.length === 0) return 'it printed nothing on stderr';
+  if (lines.length === 0) return `it printed no stderr line for users (lines starting "${USER_LINE_PREFIX}"; the others are in the controller's log)`;
   return `${lines.length === 1 ? 'its last stderr line' : 'its last stderr lines'}: ${lines.join(' | ')}`;
 }

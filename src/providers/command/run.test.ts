@@ -219,6 +219,15 @@ describe('runProviderCommand', () => {
     await pidFrom(pidFile);
   });
 
+  it('stops what the command left running in its process group after a normal exit', async () => {
+    const pidFile = join(dir, 'left.pid');
+    const stubborn = join(dir, 'stubborn.pid');
+    const result = await runProviderCommand([bash(`sleep 300 </dev/null >/dev/null 2>&1 & echo $! > ${pidFile}; (trap '' TERM; exec sleep 300) </dev/null >/dev/null 2>&1 & echo $! > ${stubborn}; exit 0`)], {}, { timeoutMs: 60_000, killGraceMs: 300 });
+    expect(result).toMatchObject({ code: 0, timedOut: false, aborted: false });
+    expect(await waitGone(await pidFrom(pidFile))).toBe(true);
+    expect(await waitGone(await pidFrom(stubborn))).toBe(true);
+  });
+
   it('rejects when the program cannot be started', async () => {
     await expect(runProviderCommand([join(dir, 'no-such-program')], {}, { timeoutMs: 10_000 })).rejects.toThrow(/ENOENT/);
     await expect(runProviderCommand([], {}, { timeoutMs: 10_000 })).rejects.toThrow(/program/);

@@ -1,6 +1,7 @@
 // Runs one provider command the way an operator can afford to run a program
 // it did not write: no shell, stdin closed, stdout bounded, stderr cleaned
-// up line by line, and the whole process group stopped on timeout or abort.
+// up line by line, and the whole process group stopped on timeout, on abort
+// and after the command exits.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { StringDecoder } from 'node:string_decoder';
 
@@ -9,6 +10,12 @@ export const STDERR_LINE_MAX_CHARS = 512;
 export const STDERR_LINES_FORWARDED = 200;
 export const STDERR_DROPPED_NOTE = '… more lines dropped';
 export const KILL_GRACE_MS = 5000;
+/**
+ * A stderr line that starts with this is meant for the Lease's user (events,
+ * status); every other line may hold anything a script or a cloud CLI
+ * prints (set -x, debug output, credentials) and goes to the controller's log only.
+ */
+export const USER_LINE_PREFIX = 'leasehold: ';
 /** How many of the last stderr lines a result keeps for error messages. */
 const STDERR_TAIL_LINES = 5;
 /** Longest partial stderr line held in memory while waiting for its newline. */
@@ -28,8 +35,10 @@ export interface RunOptions {
   stdoutCapBytes?: number;
   /** false sends stdout to /dev/null, for commands whose stdout means nothing. */
   collectStdout?: boolean;
-  /** Receives each non-blank stderr line, sanitized and cut to 512 characters. */
+  /** Receives each non-blank stderr line, sanitized and cut to 512 characters (the first 200). */
   onStderrLine?(line: string): void;
+  /** Receives each line marked for users (USER_LINE_PREFIX, cut off), sanitized (the first 200 such lines). */
+  onUserLine?(line: string): void;
   /** Between SIGTERM and SIGKILL when the command has to be stopped. */
   killGraceMs?: number;
 }
@@ -45,6 +54,8 @@ export interface RunResult {
   aborted: boolean;
   /** The last few sanitized stderr lines, including any that were not forwarded. */
   stderrTail: string[];
+  /** The last few lines marked for users, prefix cut off: all a user-facing error may quote. */
+  userTail: string[];
 }
 
 /**
@@ -64,9 +75,10 @@ export async function runProviderCommand(
   const cap = opts.stdoutCapBytes ?? STDOUT_CAP_BYTES;
   const grace = opts.killGraceMs ?? KILL_GRACE_MS;
   const stderr = new StderrLines(opts.onStderrLine);
+  const users = new StderrLines(opts.onUserLine);
   const signal = opts.signal;
   if (signal?.aborted) {
-    return { code: null, signal: null, stdout: '', stdoutTruncated: false, timedOut: false, aborted: true, stderrTail: [] };
+    return { code: null, signal: null, stdout: '', stdoutTruncated: false, timedOut: false, aborted: true, stderrTail: [], userTail: [] };
   }
 
   // detached: the command leads a new process group, so stopping it also
@@ -114,6 +126,9 @@ export async function runProviderCommand(
     stop();
   });
   child.stderr?.on('data', (chunk: Buffer) => stderr.push(chunk));
+  stderr.onLine = (line) => {
+    if (line.startsWith(USER_LINE_PREFIX)) users.line(line.slice(USER_LINE_PREFIX.length));
+  };
 
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve, reject) => {
     child.on('exit', (code, sig) => resolve({ code, signal: sig }));
@@ -136,6 +151,10 @@ export async function runProviderCommand(
     clearTimeout(timer);
     signal?.removeEventListener('abort', onAbort);
     await settleWithin(closed, DRAIN_MS);
+    // A normal exit too: what the command started in its group and left
+    // running is stopped (SIGTERM, then SIGKILL), never left to run on unsupervised.
+    // A daemon meant to outlive it (sshd) starts a session of its own.
+    if (!stopping && groupAlive(pid)) stop();
     // Once we have asked the group to stop, the result means "stopped": wait
     // until nothing in it is left, or until SIGKILL has gone out.
     while (stopping && !killSent && groupAlive(pid)) await sleep(GROUP_POLL_MS);
@@ -150,6 +169,7 @@ export async function runProviderCommand(
       timedOut,
       aborted,
       stderrTail: stderr.tail,
+      userTail: users.tail,
     };
   } finally {
     guard?.kill('SIGKILL');
@@ -247,6 +267,8 @@ export function sanitizeLine(raw: string): string {
 class StderrLines {
   private readonly decoder = new StringDecoder('utf8');
   private readonly sink: ((line: string) => void) | undefined;
+  /** Sees every sanitized line, forwarded or not. */
+  onLine: ((line: string) => void) | undefined;
   private pending = '';
   private forwarded = 0;
   private dropping = false;
@@ -287,7 +309,13 @@ class StderrLines {
   private emit(): void {
     const line = sanitizeLine(this.pending);
     this.pending = '';
-    if (line === '') return;
+    this.line(line);
+    if (line !== '') this.onLine?.(line);
+  }
+
+  /** Takes one sanitized line: kept in the tail, forwarded while under the limit. */
+  line(line: string): void {
+    if (line.trim() === '') return;
     this.tail.push(line);
     if (this.tail.length > STDERR_TAIL_LINES) this.tail.shift();
     if (this.forwarded < STDERR_LINES_FORWARDED) {

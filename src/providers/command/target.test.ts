@@ -86,6 +86,8 @@ describe('parseTarget refuses, saying what to print instead', () => {
     ['a user with shell characters', '{"ssh":{"host":"h","user":"root;id"}}', /ssh\.user is the string "root;id"; it must be a login name/],
     ['a user that looks like an option', '{"ssh":{"host":"h","user":"-x"}}', /ssh\.user/],
     ['a host key of an unknown type', '{"ssh":{"host":"h","host_key":"ssh-foo AAAA"}}', /host_key "ssh-foo AAAA" is not an OpenSSH public key line: its key type "ssh-foo"/],
+    ['a security-key host key, which the SSH client refuses', '{"ssh":{"host":"h","host_key":"sk-ssh-ed25519@openssh.com AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29t"}}', /key type "sk-ssh-ed25519@openssh.com" is a security-key type, which cannot be a host key/],
+    ['a security-key ECDSA host key', '{"ssh":{"host":"h","host_key":"sk-ecdsa-sha2-nistp256@openssh.com AAAA"}}', /is a security-key type, which cannot be a host key/],
     ['a host key without key data', '{"ssh":{"host":"h","host_key":"ssh-ed25519"}}', /not base64 key data/],
     ['a host key whose data is another type', `{"ssh":{"host":"h","host_key":"ssh-rsa ${ED25519.split(' ')[1]}"}}`, /does not hold a ssh-rsa key/],
     ['a host key that is a fingerprint', '{"ssh":{"host":"h","host_key":"SHA256:abc"}}', /is not an OpenSSH public key line.*ssh_host_ed25519_key\.pub/],

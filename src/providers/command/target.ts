@@ -17,8 +17,6 @@ const HOST_KEY_TYPES = [
   'ecdsa-sha2-nistp384',
   'ecdsa-sha2-nistp521',
   'ssh-rsa',
-  'sk-ssh-ed25519@openssh.com',
-  'sk-ecdsa-sha2-nistp256@openssh.com',
 ];
 const DNS_LABEL = /^[A-Za-z0-9_](?:[A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?$/;
 const LOGIN_NAME = /^[A-Za-z0-9._][A-Za-z0-9._-]{0,31}$/;
@@ -219,6 +217,8 @@ function decodeURIComponentSafe(s: string): string {
 function parseHostKey(line: string): { key: string; problem?: undefined } | { key?: undefined; problem: string } {
   // "type base64" with an optional trailing comment, as in a .pub file.
   const [type = '', data = ''] = line.trim().split(/\s+/);
+  // A security key (sk-) signs for a user holding a token, never for a server: the SSH client refuses it as a host key.
+  if (type.startsWith('sk-')) return { problem: `its key type ${excerpt(type)} is a security-key type, which cannot be a host key; use one of ${HOST_KEY_TYPES.join(', ')}` };
   if (!HOST_KEY_TYPES.includes(type)) {
     return { problem: `its key type ${excerpt(type)} is not one of ${HOST_KEY_TYPES.join(', ')}` };
   }

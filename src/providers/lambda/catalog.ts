@@ -1,7 +1,7 @@
 // From Lambda's instance-type listing to the candidates a Lambda Offer shows
 // and Leases choose from. Pure: no I/O, no clock.
 import type { OfferCandidate } from '../../api/offer.js';
-import type { Arch } from '../../api/where.js';
+import { ARCHES, matchShape, parseWhere, type Arch, type MachineShape } from '../../api/where.js';
 import type { LambdaInstanceType } from './client.js';
 
 export interface CatalogSettings {
@@ -94,4 +94,22 @@ export function buildCandidates(types: readonly LambdaInstanceType[], s: Catalog
   }
   // Cheapest first, as users read the list.
   return out.sort((a, b) => a.pricePerHour - b.pricePerHour || a.name.localeCompare(b.name));
+}
+
+/** The shape a Lease's where is matched against: the listing's facts (a GPU's description when no model was parsed from it). */
+export function candidateShape(c: OfferCandidate): MachineShape {
+  return { os: 'linux', arch: c.arch, cpus: c.cpus, gpu: c.gpuModel ?? (c.gpus > 0 ? c.gpuDescription : undefined), gpus: c.gpus, vramGiB: c.vramGiB };
+}
+
+/**
+ * A listed type that would serve `where` and has capacity in a wanted
+ * region, with only the price cap in the way (the cheapest such), or
+ * undefined: what a launch refused for capacity names so the cap can be raised.
+ */
+export function dearerWithCapacity(types: readonly LambdaInstanceType[], s: Omit<CatalogSettings, 'arches'>, where: string): OfferCandidate | undefined {
+  const parsed = parseWhere(where);
+  if (!parsed.ok || s.maxPricePerHour === 0) return undefined;
+  return buildCandidates(types, { ...s, arches: ARCHES }).find(
+    (c) => c.region !== undefined && c.pricePerHour > s.maxPricePerHour && matchShape(parsed.value, candidateShape(c)).ok,
+  );
 }

@@ -88,9 +88,28 @@ describe('LambdaProvider.launch', () => {
     expect(emu.launches).toEqual([]);
   });
 
+  it('refuses with the dearer type, its price and the cap when only a type above the cap has capacity, having asked for nothing', async () => {
+    emu.setCapacity('gpu_1x_a10', []);
+    const err = await failure(provider({ maxPricePerHour: 2 }).launch(req()));
+    expect(isProviderError(err, 'OverPriceCap')).toBe(true);
+    expect(isProviderError(err) && err.nothingMade).toBe(true);
+    expect(String(err)).toContain('no capacity for gpu_1x_a10');
+    expect(String(err)).toContain('gpu_8x_h100 has capacity but is listed at $23.92/h, above the cap of $2.00/h; raise spec.lambda.maxPricePerHour');
+    expect(emu.launches).toEqual([]);
+  });
+
+  it('names no dearer type outside spec.lambda.instanceTypes or what the Lease needs', async () => {
+    emu.setCapacity('gpu_1x_a10', []);
+    const outside = await failure(provider({ maxPricePerHour: 2, instanceTypes: ['gpu_1x_a10'] }).launch(req()));
+    expect(isProviderError(outside, 'InsufficientCapacity')).toBe(true);
+    const unfit = await failure(provider({ maxPricePerHour: 2 }).launch({ ...req(), where: 'gpus>=16' }));
+    expect(isProviderError(unfit, 'InsufficientCapacity')).toBe(true);
+  });
+
   it('fails without retry when no wanted region has capacity, and never launches another type', async () => {
     emu.setCapacity('gpu_1x_a10', ['us-west-1']);
-    const err = await failure(provider().launch(req()));
+    // gpu_8x_h100 has capacity within the cap: still never launched in its place.
+    const err = await failure(provider({ maxPricePerHour: 30 }).launch(req()));
     expect(isProviderError(err, 'InsufficientCapacity')).toBe(true);
     expect(isProviderError(err) && err.retryable).toBe(false);
     expect(emu.launches).toEqual([]);

@@ -16,12 +16,14 @@ import { stringify } from 'yaml';
 import { ignoreNotFound, isProviderError, ProviderError } from '../errors.js';
 import { MACHINE_NAME_PREFIX, type Launched, type LaunchRequest, type Machine, type MachineInventory, type MachineProvider, type MachineState, type ReleaseRequest } from '../types.js';
 import type { LambdaAccount } from './accounts.js';
-import { overCap, pickRegion, priceOf } from './catalog.js';
+import { dearerWithCapacity, overCap, pickRegion, priceOf } from './catalog.js';
 import { retryAfterMs, type LambdaClient, type LambdaInstance } from './client.js';
 import { abortableSleep, type LaunchPacer } from './pacer.js';
 
 export interface LambdaLaunchSettings {
   instanceType: string;
+  /** spec.lambda.instanceTypes: what else the Offer may rent (named when the cap is all that keeps one out). */
+  instanceTypes?: readonly string[] | undefined;
   regions?: readonly string[] | undefined;
   fileSystems?: readonly string[] | undefined;
   maxPricePerHour: number;
@@ -126,7 +128,7 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
     const { client } = this.opts;
     const state: LambdaState = { name: req.machineName, instanceType: s.instanceType };
     const fail = (err: unknown): never => {
-      if (isProviderError(err)) throw new ProviderError(err.kind, err.message, { retryable: err.retryable, state: JSON.stringify(state), cause: err });
+      if (isProviderError(err)) throw new ProviderError(err.kind, err.message, { retryable: err.retryable, nothingMade: err.nothingMade, state: JSON.stringify(state), cause: err });
       throw new ProviderError('Unknown', err instanceof Error ? err.message : String(err), { state: JSON.stringify(state), cause: err });
     };
     try {
@@ -159,10 +161,15 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
           if (!t) throw new ProviderError('InvalidRequest', `Lambda no longer lists instance type ${s.instanceType}`);
           const price = priceOf(t);
           const capped = overCap(price, s.maxPricePerHour);
-          if (capped) throw new ProviderError('OverPriceCap', `${s.instanceType} is ${capped}`);
+          // Every launch sent so far was answered "no": nothing exists unless an answer was lost.
+          if (capped) throw new ProviderError('OverPriceCap', `${s.instanceType} is ${capped}`, { nothingMade: !lostBefore });
           const region = pickRegion(t.regions.filter((r) => !tried.has(r)), s.regions, onlyRegion);
           if (!region) {
             const where = onlyRegion ? onlyRegion : s.regions?.length ? s.regions.join(', ') : 'any region';
+            const dearer = dearerWithCapacity(types, { instanceTypes: s.instanceTypes, regions: s.regions, onlyRegion, maxPricePerHour: s.maxPricePerHour }, req.where);
+            if (dearer) {
+              throw new ProviderError('OverPriceCap', `Lambda has no capacity for ${s.instanceType} in ${where} now; ${dearer.instanceType} has capacity but is ${dearer.reason}`, { nothingMade: !lostBefore });
+            }
             throw new ProviderError('InsufficientCapacity', `Lambda has no capacity for ${s.instanceType} in ${where} now; Leasehold does not wait for capacity, create the Lease again later or widen spec.lambda.regions`, { retryable: false });
           }
           state.region = region;
