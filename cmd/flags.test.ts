@@ -13,7 +13,7 @@ describe('parseControllerFlags', () => {
       checkIntervalMs: 60_000,
       namespace: 'leasehold-system',
       watchNamespace: undefined,
-      orphans: undefined,
+      orphans: 'report',
       historyLimit: 32,
       historyMaxAgeMs: 168 * 3600_000,
       shutdownGraceMs: 25_000,

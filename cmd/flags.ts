@@ -21,7 +21,7 @@ export interface ControllerFlags {
   lambdaListMs: number;
   lambdaLaunchMs: number;
   lambdaPollMs: number;
-  orphans: 'terminate' | 'report' | undefined;
+  orphans: 'terminate' | 'report';
   orphanGraceMs: number;
   historyLimit: number;
   historyMaxAgeMs: number;
@@ -53,7 +53,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'lambda-list-interval': { type: 'string', default: '2m' },
       'lambda-launch-interval': { type: 'string', default: '12s' },
       'lambda-poll-interval': { type: 'string', default: '2s' },
-      orphans: { type: 'string' },
+      orphans: { type: 'string', default: 'report' },
       'orphan-grace': { type: 'string', default: '10m' },
       'history-limit': { type: 'string', default: '32' },
       'history-max-age': { type: 'string', default: '168h' },
@@ -74,8 +74,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     if (!Number.isInteger(n) || n < min) throw new FlagError(`--${name} ${text(name)} must be a whole number ${meaning}`);
     return n;
   };
-  const orphans = values.orphans;
-  if (orphans !== undefined && orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
+  const orphans = text('orphans');
+  if (orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
   return {
     kubeconfig: values.kubeconfig,
     metricsAddr: text('metrics-addr'),

@@ -265,7 +265,7 @@ describe('Lambda offers against the API emulator', () => {
     expect(terminates.map((r) => r.status)).toEqual([500, 500, 200]);
   });
 
-  it('terminates an orphan instance named leasehold-* that no Lease owns, with a warning event', async () => {
+  it('terminates an orphan instance named under this installation that no Lease owns, with a warning event', async () => {
     emu.setCatalog([small('cpu_1x_mid', 40, ['us-east-1'])]);
     const { offer, apiKey } = await lambdaOffer('orphans');
     await listed(offer);
@@ -273,11 +273,13 @@ describe('Lambda offers against the API emulator', () => {
     const post = (path: string, body: unknown) =>
       fetch(`${emu.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     expect((await post('/ssh-keys', { name: 'someone', public_key: deviceKey })).ok).toBe(true);
-    const res = await post('/instance-operations/launch', { region_name: 'us-east-1', instance_type_name: 'cpu_1x_mid', ssh_key_names: ['someone'], name: 'leasehold-deadbeef' });
+    const installation = Buffer.from((await getJSON(kubectl, ['-n', ns, 'secret', 'leasehold-installation'])).data.id, 'base64').toString();
+    const orphan = `leasehold-${installation}-deadbeef`;
+    const res = await post('/instance-operations/launch', { region_name: 'us-east-1', instance_type_name: 'cpu_1x_mid', ssh_key_names: ['someone'], name: orphan });
     expect(res.status).toBe(200);
     await waitFor('orphan terminated', async () => emu.instances(apiKey).every((i) => i.status === 'terminated' || i.status === 'terminating'), 40_000);
     const shown = await events(`involvedObject.name=${offer}`);
-    expect(shown.some((e) => e.startsWith('OrphanInstance:') && e.includes('leasehold-deadbeef'))).toBe(true);
+    expect(shown.some((e) => e.startsWith('OrphanInstance:') && e.includes(orphan))).toBe(true);
   });
 
   it('says which Secret is missing in the Offer Ready condition, and never shows an API key anywhere', async () => {

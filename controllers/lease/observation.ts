@@ -22,6 +22,8 @@ export interface Plan {
 }
 
 export interface LeaseSettings {
+  /** This installation's ID (src/kube/installation.ts): machine names carry it. */
+  installationID: string;
   /** Active leases across all namespaces. */
   maxLeases: number;
   /** Acquire plus agent readiness must finish within this. */

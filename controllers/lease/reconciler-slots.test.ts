@@ -72,7 +72,7 @@ function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: numbe
     writer: api.writer,
     events: new EventRecorder(api.events, 'test', log),
     driver,
-    settings: { maxLeases: opts.maxLeases ?? 2, acquireTimeoutMs: 60_000, checkIntervalMs: opts.checkIntervalMs ?? 60_000 },
+    settings: { installationID: 'inst0001', maxLeases: opts.maxLeases ?? 2, acquireTimeoutMs: 60_000, checkIntervalMs: opts.checkIntervalMs ?? 60_000 },
     log,
   });
   const set = (name: string, f: (l: Lease) => Lease) => api.set('ns', name, f);

@@ -71,7 +71,7 @@ function world() {
     writer: api.writer,
     events: new EventRecorder(api.events, 'test', log),
     driver,
-    settings: { maxLeases: 2, acquireTimeoutMs: 60_000, checkIntervalMs: 1000 },
+    settings: { installationID: 'inst0001', maxLeases: 2, acquireTimeoutMs: 60_000, checkIntervalMs: 1000 },
     log,
     });
     return { reconciler, effects };

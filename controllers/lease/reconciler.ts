@@ -150,6 +150,7 @@ export class LeaseReconciler {
         offers: this.deps.offers.list(),
         active: this.slots.activeExcept(uid),
         maxLeases: this.deps.settings.maxLeases,
+        installationID: this.deps.settings.installationID,
         now: this.now().getTime(),
         random: this.random,
       });
