@@ -110,7 +110,14 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
     const ex: Exchange<Op> = { record, fault };
     const trace = this.opts.trace ? this.opts.trace(ex) : (undefined as Trace);
     const settle = () => this.opts.settle?.(ex, trace);
-    if (fault?.mode === 'delay') await new Promise<void>((r) => setTimeout(r, fault.ms ?? 1000));
+    // A delayed request is read first: a server that has the request does the
+    // work even when the client stops waiting (a launch that lands late).
+    let body: Promise<string> | undefined;
+    if (fault?.mode === 'delay') {
+      body = readBody(req, this.opts.maxBodyBytes ?? DEFAULT_MAX_BODY);
+      body.catch(() => undefined);
+      await new Promise<void>((r) => setTimeout(r, fault.ms ?? 1000));
+    }
     if (fault?.mode === 'hang') {
       ex.refusal = 'fault';
       settle();
@@ -123,7 +130,7 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
       const status = fault.status ?? 500;
       ex.reply = this.errorReply(new HttpError(status, fault.code, fault.message ?? 'Injected failure.', 'Try again later.', status === 429 ? { 'retry-after': '1' } : undefined));
     } else {
-      ex.reply = await this.answer(req, ex, match, { method, path, params: {}, query: url.searchParams, caller, trace });
+      ex.reply = await this.answer(req, ex, match, { method, path, params: {}, query: url.searchParams, caller, trace }, body);
     }
     if (fault?.mode === 'drop') {
       settle();
@@ -141,10 +148,11 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
     ex: Exchange<Op>,
     match: RouteMatch<ApiRoute<Op, Caller, Trace>>,
     call: Omit<ApiCall<Caller | undefined, Trace>, 'body'>,
+    preRead?: Promise<string>,
   ): Promise<Reply> {
     const { caller, method, path } = call;
     try {
-      const text = await readBody(req, this.opts.maxBodyBytes ?? DEFAULT_MAX_BODY);
+      const text = await (preRead ?? readBody(req, this.opts.maxBodyBytes ?? DEFAULT_MAX_BODY));
       if (!caller) {
         ex.refusal = 'unauthorized';
         const { message, suggestion } = this.opts.errors.unauthorized;
