@@ -184,6 +184,7 @@ export class MachineDriver implements LeaseDriver {
         machineName: st.machineName ?? '',
         offer: st.offer ?? '',
         state: st.providerState ?? '',
+        acquireStarted: Boolean(st.launch?.startedAt),
         signal,
       });
       if (command) this.opts.metrics?.commandCall('release', 'ok');

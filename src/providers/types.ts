@@ -47,6 +47,8 @@ export interface ReleaseRequest {
   offer: string;
   /** What launch returned, or "" when launch never returned anything. */
   state: string;
+  /** Whether an acquire began for this machine: with no state, a launch request may have gone out unrecorded. */
+  acquireStarted?: boolean;
   signal: AbortSignal;
 }
 

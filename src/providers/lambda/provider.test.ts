@@ -8,9 +8,10 @@ import { isProviderError } from '../errors.js';
 import type { LaunchRequest } from '../types.js';
 import { LambdaClient } from './client.js';
 import { LaunchPacer } from './pacer.js';
-import { accountKeyName, LambdaProvider, parseLambdaState, type LambdaLaunchSettings } from './provider.js';
+import { accountKeyName, LambdaProvider, parseLambdaState, type LambdaLaunchSettings, type LambdaProviderOptions } from './provider.js';
 
 const INTERVAL = 300;
+const SETTLE = 1500;
 const type = (name: string, cents: number, regions: string[] | Record<string, number>): CatalogEntry => ({
   name,
   description: name,
@@ -24,14 +25,15 @@ let emu: LambdaEmulator;
 let key: { privateKey: string; publicKey: string };
 
 beforeEach(async () => {
-  emu = await startLambdaEmulator({ sshd: false, bootMs: 50, terminateMs: 50, launchIntervalMs: INTERVAL, catalog: [type('gpu_1x_a10', 75, ['us-east-1', 'us-west-1']), type('gpu_8x_h100', 2392, ['us-east-1'])] });
+  // The general request limit is off here: these tests are about the conversation, not its pace.
+  emu = await startLambdaEmulator({ sshd: false, bootMs: 50, terminateMs: 50, launchIntervalMs: INTERVAL, requestsPerSecond: 0, catalog: [type('gpu_1x_a10', 75, ['us-east-1', 'us-west-1']), type('gpu_8x_h100', 2392, ['us-east-1'])] });
   key = generateControllerKey();
 });
 afterEach(async () => {
   await emu.stop();
 });
 
-function provider(launch?: Partial<LambdaLaunchSettings>, apiKey = emu.apiKey, pacer = new LaunchPacer({ intervalMs: INTERVAL + 50 })) {
+function provider(launch?: Partial<LambdaLaunchSettings>, apiKey = emu.apiKey, pacer = new LaunchPacer({ intervalMs: INTERVAL + 50 }), extra: Partial<LambdaProviderOptions> = {}) {
   const client = new LambdaClient({ endpoint: emu.url, apiKey, timeoutMs: 2000 });
   return new LambdaProvider({
     client,
@@ -40,6 +42,8 @@ function provider(launch?: Partial<LambdaLaunchSettings>, apiKey = emu.apiKey, p
     pollMs: 30,
     lookupWithinMs: 500,
     confirmWithinMs: 2000,
+    launchSettleMs: SETTLE,
+    ...extra,
     launch: { instanceType: 'gpu_1x_a10', regions: ['us-east-1'], maxPricePerHour: 10, login: 'ubuntu', sshPort: 2222, ...launch },
   });
 }
@@ -50,6 +54,13 @@ function req(name = 'leasehold-abcd1234'): LaunchRequest {
   return { leaseID: name.slice(10), machineName: name, offer: 'lambda', where: 'gpu', controllerPublicKey: key.publicKey, signal: new AbortController().signal, onProgress: (l) => progress.push(l) };
 }
 const live = () => emu.instances().filter((i) => i.status !== 'terminated');
+async function waitUntil(cond: () => boolean, ms = 5000) {
+  const until = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 async function failure(p: Promise<unknown>) {
   try {
     await p;
@@ -197,6 +208,90 @@ describe('LambdaProvider.release', () => {
     expect(String(hidden)).toContain('keep the Secret');
     expect(live()).toHaveLength(1);
   });
+});
+
+describe('LambdaProvider.release after a launch whose answer was lost', () => {
+  const release = (p: LambdaProvider, state: string, extra: { acquireStarted?: boolean } = {}) =>
+    p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state, signal: new AbortController().signal, ...extra });
+
+  it('records the unanswered request, waits out the settle period past it, and terminates the instance that lands late', async () => {
+    // The launch is answered only after 600 ms, and the acquire is withdrawn before that.
+    emu.fault({ op: 'launch', mode: 'delay', ms: 600, times: 1 });
+    const p = provider();
+    const withdraw = new AbortController();
+    const launching = p.launch({ ...req(), signal: withdraw.signal });
+    await waitUntil(() => emu.requests.some((r) => r.op === 'launch'));
+    withdraw.abort();
+    const err = await failure(launching);
+    const state = isProviderError(err) ? err.state ?? '' : '';
+    const sentAt = parseLambdaState(state).unansweredLaunchAt!;
+    expect(sentAt).toBeGreaterThan(0);
+    expect(live()).toEqual([]);
+    await release(p, state);
+    // Released only after the settle period, and not before the late one was ended.
+    expect(Date.now() - sentAt).toBeGreaterThanOrEqual(SETTLE);
+    expect(emu.launches.map((l) => l.instanceIds.length)).toEqual([1]);
+    expect(emu.instances().map((i) => i.status)).toEqual([expect.stringMatching(/^terminat/)]);
+  });
+
+  it('watches the name for the settle period when an acquire began but recorded nothing (the controller stopped mid-launch)', async () => {
+    const p = provider();
+    const t0 = Date.now();
+    const releasing = release(p, '', { acquireStarted: true });
+    // Someone's launch under the name lands while the release watches.
+    const other = new LambdaClient({ endpoint: emu.url, apiKey: emu.apiKey });
+    await other.addSshKey('someone', key.publicKey);
+    await new Promise((r) => setTimeout(r, SETTLE / 3));
+    await other.launch({ region: 'us-east-1', instanceType: 'gpu_1x_a10', sshKeyNames: ['someone'], name: 'leasehold-abcd1234' });
+    await releasing;
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(SETTLE);
+    expect(live().filter((i) => i.status !== 'terminating')).toEqual([]);
+  });
+
+  it('does not wait when every launch request was answered, or no acquire began', async () => {
+    const p = provider();
+    const out = await p.launch(req());
+    expect(parseLambdaState(out.state).unansweredLaunchAt).toBeUndefined();
+    const t0 = Date.now();
+    await release(p, out.state, { acquireStarted: true });
+    await release(p, '', {});
+    expect(Date.now() - t0).toBeLessThan(SETTLE);
+  });
+
+  it('keeps the time of a lost launch after the second one was answered', async () => {
+    emu.fault({ op: 'launch', mode: 'status', status: 502, times: 1 });
+    const out = await provider().launch(req());
+    expect(emu.launches).toHaveLength(2);
+    expect(parseLambdaState(out.state).unansweredLaunchAt).toBeLessThanOrEqual(emu.launches[1]!.time);
+  });
+});
+
+describe('LambdaProvider.release of an instance Lambda no longer lists', () => {
+  it('counts one it asked to terminate as gone once GET /instances/{id} answers 404', async () => {
+    emu.forgetTerminatedMs = 0;
+    const p = provider();
+    const out = await p.launch(req());
+    const { account: _mine, ...unrecorded } = parseLambdaState(out.state);
+    await p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state: JSON.stringify(unrecorded), signal: new AbortController().signal });
+    expect(emu.instances()[0]!.status).toBe('terminated');
+    expect(emu.requests.some((r) => r.op === 'get-instance' && r.status === 404)).toBe(true);
+  });
+
+  it('counts one its own account launched as gone after a restart of the controller, but not one another key launched', async () => {
+    const p = provider({}, emu.apiKey, undefined, { accountID: 'acct-one' });
+    const out = await p.launch(req());
+    expect(parseLambdaState(out.state).account).toBe('acct-one');
+    await release(provider({}, emu.apiKey, undefined, { accountID: 'acct-one' }), out.state);
+    emu.forgetTerminatedMs = 0;
+    // A fresh provider (a restarted controller) has asked nothing itself.
+    await release(provider({}, emu.apiKey, undefined, { accountID: 'acct-one' }), out.state);
+    const other = provider({}, emu.addAccount('other'), undefined, { accountID: 'acct-two' });
+    expect(String(await failure(release(other, out.state)))).toContain('keep the Secret');
+  });
+
+  function release(p: LambdaProvider, state: string) {
+    return p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state, signal: new AbortController().signal });
+  }
 });
 
 describe('LambdaProvider.list and get', () => {
