@@ -50,7 +50,7 @@ registerOfferController(mgr, {
 registerLeaseController(mgr, {
   concurrency: flags.concurrency,
   controllerNamespace: flags.namespace,
-  lambda: { accounts: lambda, pollMs: flags.lambdaPollMs },
+  lambda: { accounts: lambda, pollMs: flags.lambdaPollMs, launchSettleMs: flags.lambdaLaunchSettleMs },
   settings: {
     installationID,
     maxLeases: flags.maxLeases,

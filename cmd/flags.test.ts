@@ -14,6 +14,7 @@ describe('parseControllerFlags', () => {
       namespace: 'leasehold-system',
       watchNamespace: undefined,
       orphans: 'report',
+      lambdaLaunchSettleMs: 120_000,
       historyLimit: 32,
       historyMaxAgeMs: 168 * 3600_000,
       shutdownGraceMs: 25_000,

@@ -21,6 +21,8 @@ export interface ControllerFlags {
   lambdaListMs: number;
   lambdaLaunchMs: number;
   lambdaPollMs: number;
+  /** How long a Lambda release watches a name after a launch request whose answer never came. */
+  lambdaLaunchSettleMs: number;
   orphans: 'terminate' | 'report';
   orphanGraceMs: number;
   historyLimit: number;
@@ -53,6 +55,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'lambda-list-interval': { type: 'string', default: '2m' },
       'lambda-launch-interval': { type: 'string', default: '12s' },
       'lambda-poll-interval': { type: 'string', default: '2s' },
+      'lambda-launch-settle': { type: 'string', default: '2m' },
       orphans: { type: 'string', default: 'report' },
       'orphan-grace': { type: 'string', default: '10m' },
       'history-limit': { type: 'string', default: '32' },
@@ -91,6 +94,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     lambdaListMs: duration('lambda-list-interval'),
     lambdaLaunchMs: duration('lambda-launch-interval'),
     lambdaPollMs: duration('lambda-poll-interval'),
+    lambdaLaunchSettleMs: duration('lambda-launch-settle'),
     orphans,
     orphanGraceMs: duration('orphan-grace'),
     historyLimit: whole('history-limit', 0, '(ended Leases kept per namespace; 0 keeps none)'),

@@ -93,6 +93,14 @@ const events = async (field: string) => {
   return (JSON.parse(r.stdout).items as any[]).map((e) => `${e.reason}: ${e.message}`);
 };
 const live = (apiKey: string) => emu.instances(apiKey).filter((i) => i.status !== 'terminated');
+/** A POST straight to the API as someone else would send it, waiting out the general request limit the controller shares. */
+async function direct(apiKey: string, path: string, body: unknown): Promise<Response> {
+  for (;;) {
+    const res = await fetch(`${emu.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    if (res.status !== 429) return res;
+    await new Promise((r) => setTimeout(r, Number(res.headers.get('retry-after') ?? 1) * 1000));
+  }
+}
 
 beforeAll(async () => {
   ns = await freshNamespace(kubectl, 'lambda');
@@ -101,6 +109,7 @@ beforeAll(async () => {
     '--watch-namespace', ns, '--leader-election-namespace', ns, '--namespace', ns,
     '--max-leases', '10', '--concurrency', '10', '--check-interval', '2s', '--acquire-timeout', '3m',
     '--lambda-list-interval', '3s', '--lambda-poll-interval', '250ms', '--orphans', 'terminate', '--orphan-grace', '2s',
+    '--lambda-launch-settle', '20s',
   ]);
 });
 
@@ -245,6 +254,24 @@ describe('Lambda offers against the API emulator', () => {
     expect(live(apiKey)).toEqual([]);
   }, 120_000);
 
+  it('releases a Lease withdrawn while its launch was unanswered only after terminating the instance that landed late', async () => {
+    emu.setCatalog([small('cpu_1x_mid', 40, ['us-east-1'])]);
+    const { offer, apiKey } = await lambdaOffer('late');
+    await listed(offer);
+    const account = emu.accounts.find((a) => a.apiKey === apiKey)!.id;
+    // Lambda takes 8 s over this launch; the Lease is deleted meanwhile.
+    emu.fault({ op: 'launch', mode: 'delay', ms: 8000, times: 1, apiKey });
+    await lease('late', 'cpus>=1', offer);
+    await waitFor('the launch request sent', async () => emu.requests.some((r) => r.account === account && r.op === 'launch'), 60_000, 50);
+    await kubectl(['delete', 'leases.leasehold.dev', 'late', '-n', ns, '--wait=false']);
+    await gone('late');
+    // By the time the Lease is gone the late instance has landed and is being ended.
+    const landed = emu.instances(apiKey);
+    expect(landed.map((i) => i.name)).toEqual([expect.stringMatching(/^leasehold-[a-z0-9]+-[0-9a-f]{8}$/)]);
+    expect(landed[0]!.status).toMatch(/^terminat/);
+    await waitFor('late instance terminated', async () => live(apiKey).length === 0, 30_000);
+  }, 120_000);
+
   it('retries a failed termination until Lambda lists the instance as terminated', async () => {
     emu.setCatalog([small('cpu_1x_mid', 40, ['us-east-1'])]);
     const { offer, apiKey } = await lambdaOffer('stubborn');
@@ -270,8 +297,7 @@ describe('Lambda offers against the API emulator', () => {
     const { offer, apiKey } = await lambdaOffer('orphans');
     await listed(offer);
     // An instance left by someone else's crash: created straight through the API.
-    const post = (path: string, body: unknown) =>
-      fetch(`${emu.url}${path}`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const post = (path: string, body: unknown) => direct(apiKey, path, body);
     expect((await post('/ssh-keys', { name: 'someone', public_key: deviceKey })).ok).toBe(true);
     const installation = Buffer.from((await getJSON(kubectl, ['-n', ns, 'secret', 'leasehold-installation'])).data.id, 'base64').toString();
     const orphan = `leasehold-${installation}-deadbeef`;

@@ -49,6 +49,8 @@ export interface LambdaClientOptions {
   fetch?: typeof fetch;
   /** Called once per call with its operation and the HTTP status, or "lost" when no answer came. */
   onResult?: (operation: string, code: string) => void;
+  /** Waited on before every request: the account's share of Lambda's general request limit (one for every client of the account). */
+  spacer?: { turn(signal?: AbortSignal): Promise<void> };
 }
 
 const ErrorBody = z.object({
@@ -115,8 +117,8 @@ export class LambdaClient {
     }));
   }
 
-  /** Returns the IDs of the instances launched. */
-  async launch(p: LaunchParams, signal?: AbortSignal): Promise<string[]> {
+  /** Returns the IDs of the instances launched; `onSend` is called just before the request goes out. */
+  async launch(p: LaunchParams, signal?: AbortSignal, onSend?: () => void): Promise<string[]> {
     const body = {
       region_name: p.region,
       instance_type_name: p.instanceType,
@@ -126,7 +128,7 @@ export class LambdaClient {
       quantity: 1,
       ...(p.userData ? { user_data: p.userData } : {}),
     };
-    const answer = z.object({ data: z.object({ instance_ids: z.array(z.string()) }) }).parse(await this.call('POST', '/instance-operations/launch', body, signal, 'launch'));
+    const answer = z.object({ data: z.object({ instance_ids: z.array(z.string()) }) }).parse(await this.call('POST', '/instance-operations/launch', body, signal, 'launch', onSend));
     return answer.data.instance_ids;
   }
 
@@ -160,7 +162,14 @@ export class LambdaClient {
     return answer.data.map((f) => ({ name: f.name, region: f.region.name }));
   }
 
-  private async call(method: 'GET' | 'POST', path: string, body: unknown, signal: AbortSignal | undefined, operation: string): Promise<unknown> {
+  private async call(method: 'GET' | 'POST', path: string, body: unknown, signal: AbortSignal | undefined, operation: string, onSend?: () => void): Promise<unknown> {
+    try {
+      await this.opts.spacer?.turn(signal);
+    } catch (err) {
+      // Nothing was sent: the caller gave up while waiting its turn.
+      throw new ProviderError('Timeout', `Lambda ${operation}: cancelled before it was sent`, { cause: err });
+    }
+    onSend?.();
     try {
       const out = await this.send(method, path, body, signal);
       this.opts.onResult?.(operation, '200');

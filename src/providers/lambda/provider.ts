@@ -195,11 +195,13 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
           // from the state recorded meanwhile waits for it.
           const answered = state.unansweredLaunchAt;
           try {
-            turn.sent();
-            state.unansweredLaunchAt = Date.now();
             const ids = await client.launch(
               { region, instanceType: s.instanceType, sshKeyNames: [keyName], fileSystemNames: s.fileSystems ? [...s.fileSystems] : undefined, name: req.machineName, userData },
               req.signal,
+              () => {
+                turn.sent();
+                state.unansweredLaunchAt = Date.now();
+              },
             );
             id = ids[0];
             if (!id) throw new ProviderError('Unknown', 'Lambda answered the launch without an instance ID', { answerLost: true });
