@@ -96,7 +96,7 @@ describe('two installations sharing one Lambda account', () => {
     expect(sshKey).toBeDefined();
     const orphans = [`leasehold-${staging!.id}-0rphan01`, `leasehold-${prod!.id}-0rphan02`, 'leasehold-0ld0ld01'];
     for (const name of orphans) {
-      const res = await post('/instance-operations/launch', { region_name: 'us-east-1', instance_type_name: 'cpu_1x_mid', ssh_key_names: [sshKey.name], name });
+      const res = await post('/instance-operations/launch', { region_name: 'us-east-1', instance_type_name: 'cpu_1x_mid', ssh_key_names: [sshKey!.name], name });
       expect(res.status).toBe(200);
     }
     const byName = (name: string) => emu.instances(key.id).find((i) => i.name === name);
