@@ -45,7 +45,8 @@ export function candidatesOf(offer: Offer): OfferCandidate[] {
     offer: name,
     instanceType: c.instanceType,
     region: c.region,
-    pricePerHour: offer.spec.pricePerHour ?? c.pricePerHour,
+    // The listed price of this type: the one the price cap checks at launch.
+    pricePerHour: c.pricePerHour,
     // Matching `gpu=MODEL` may fall back to the provider's description when no model was parsed from it.
     shape: { os: 'linux', arch: c.arch, cpus: c.cpus, gpu: c.gpuModel ?? (c.gpus > 0 ? c.gpuDescription : undefined), gpus: c.gpus, vramGiB: c.vramGiB },
     unavailable: c.available ? undefined : c.reason ?? 'unavailable',
