@@ -6,7 +6,7 @@
 // installation of a cluster, and reading it needs a cluster-wide grant.
 import { randomInt } from 'node:crypto';
 import type { CoreV1Api } from '@kubernetes/client-node';
-import { isConflict, isNotFound } from './client.js';
+import { readOrCreateOwnSecret } from './secrets.js';
 
 export const INSTALLATION_SECRET = 'leasehold-installation';
 const KEY = 'id';
@@ -29,36 +29,22 @@ export class InstallationIDError extends Error {
 type SecretApi = Pick<CoreV1Api, 'readNamespacedSecret' | 'createNamespacedSecret'>;
 
 /** The installation ID, created if absent; replicas that race agree on the one created first. */
-export async function loadOrCreateInstallationID(core: SecretApi, namespace: string, name = INSTALLATION_SECRET): Promise<string> {
-  const read = async (): Promise<string> => {
-    const s = await core.readNamespacedSecret({ namespace, name });
-    const id = Buffer.from(s.data?.[KEY] ?? '', 'base64').toString().trim();
-    if (!VALID.test(id)) {
-      throw new InstallationIDError(`Secret ${namespace}/${name} key ${KEY} must hold 4 to 16 lowercase letters or digits; it names every machine this installation rents, so restore the old value (see a Lease's status.machineName: leasehold-<id>-<lease id>)`);
-    }
-    return id;
-  };
-  try {
-    return await read();
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
+export function loadOrCreateInstallationID(core: SecretApi, namespace: string, name = INSTALLATION_SECRET): Promise<string> {
+  const decode = (data: Record<string, string>) => decodeID(data, `${namespace}/${name}`);
+  return readOrCreateOwnSecret(core, { namespace, name, component: 'installation-id', decode, make: made });
+}
+
+function decodeID(data: Record<string, string>, secret: string): string {
+  const id = Buffer.from(data[KEY] ?? '', 'base64').toString().trim();
+  if (!VALID.test(id)) {
+    throw new InstallationIDError(`Secret ${secret} key ${KEY} must hold 4 to 16 lowercase letters or digits; it names every machine this installation rents, so restore the old value (see a Lease's status.machineName: leasehold-<id>-<lease id>)`);
   }
+  return id;
+}
+
+function made(): { value: string; data: Record<string, string> } {
   const id = newInstallationID();
-  try {
-    await core.createNamespacedSecret({
-      namespace,
-      body: {
-        metadata: { name, namespace, labels: { 'app.kubernetes.io/part-of': 'leasehold', 'app.kubernetes.io/component': 'installation-id' } },
-        type: 'Opaque',
-        data: { [KEY]: Buffer.from(id).toString('base64') },
-      },
-    });
-    return id;
-  } catch (err) {
-    // Another replica made it first: use theirs.
-    if (isConflict(err)) return read();
-    throw err;
-  }
+  return { value: id, data: { [KEY]: id } };
 }
 
 /**
