@@ -222,7 +222,9 @@ describe('Lambda offers against the API emulator', () => {
     for (const n of names) await waitPhase(n, 'Ready', 150_000);
     const total = Date.now() - t0;
     const account = emu.accounts.find((a) => a.apiKey === apiKey)!.id;
-    const mine = emu.launches.filter((l) => l.account === account);
+    // The general one-request-per-second limit may refuse a request on a busy machine (and the
+    // controller sends it again); the launch limit itself never refuses one.
+    const mine = emu.launches.filter((l) => l.account === account && l.outcome !== 'request-limited');
     expect(mine.map((l) => l.outcome)).toEqual(['launched', 'launched', 'launched', 'launched', 'launched']);
     const gaps = mine.slice(1).map((l, i) => l.time - mine[i]!.time);
     expect(Math.min(...gaps)).toBeGreaterThanOrEqual(12_000);
@@ -288,7 +290,8 @@ describe('Lambda offers against the API emulator', () => {
     await gone('stubborn');
     expect(live(apiKey)).toEqual([]);
     const account = emu.accounts.find((a) => a.apiKey === apiKey)!.id;
-    const terminates = emu.requests.filter((r) => r.account === account && r.op === 'terminate');
+    // Leaving out any refusal by the general request limit, which the controller waits out.
+    const terminates = emu.requests.filter((r) => r.account === account && r.op === 'terminate' && r.status !== 429);
     expect(terminates.map((r) => r.status)).toEqual([500, 500, 200]);
   });
 

@@ -39,7 +39,8 @@ export function traceLaunch(launches: RecordLog<LaunchRecord>, ex: Exchange<ApiO
 /** Completes the record once the request is answered, dropped or hung. */
 export function settleLaunch(ex: Exchange<ApiOp>, record: LaunchRecord | undefined): void {
   if (!record) return;
-  if (ex.refusal) record.outcome = ex.refusal;
+  // The general request limit refused it before the launch handler saw it: not the launch limit's 429.
+  if (ex.refusal) record.outcome = ex.refusal === 'rate-limited' ? 'request-limited' : ex.refusal;
   const err = (ex.reply?.body as { error?: { code?: string } } | undefined)?.error;
   if (err?.code) record.code = err.code;
   record.status = ex.record.status;

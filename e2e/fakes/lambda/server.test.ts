@@ -329,6 +329,9 @@ describe('launch rate limit', () => {
     const limited = [];
     for (let n = 0; n < 5; n++) limited.push((await call(e, 'GET', '/instances')).status);
     expect(limited).toEqual([200, 200, 200, 429, 429]);
+    // A launch the general limit refuses is told apart from one the launch interval refuses.
+    expect((await call(e, 'POST', '/instance-operations/launch', launchBody())).status).toBe(429);
+    expect(e.launches.at(-1)!.outcome).toBe('request-limited');
     await e.stop();
   });
 });

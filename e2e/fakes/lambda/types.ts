@@ -21,6 +21,8 @@ export type RequestRecord = KitRequestRecord<ApiOp>;
 export type LaunchOutcome =
   | 'launched'
   | 'rate-limited'
+  /** Refused by the general request limit (requestsPerSecond), before the launch rules were looked at. */
+  | 'request-limited'
   | 'insufficient-capacity'
   | 'invalid-parameters'
   | 'not-found'

@@ -92,7 +92,7 @@ export class LambdaAccounts {
     let spacer = this.spacers.get(id);
     if (!spacer) {
       // A little slack, so that network jitter never lands two requests closer than the API counts.
-      spacer = new RequestSpacer(interval + LAUNCH_SLACK_MS / 5);
+      spacer = new RequestSpacer(interval + LAUNCH_SLACK_MS);
       this.spacers.set(id, spacer);
     }
     return spacer;

@@ -94,8 +94,9 @@ describe('RequestSpacer', () => {
       await spacer.turn();
       started.push(Date.now() - t0);
     }));
-    expect(started[0]).toBeLessThan(30);
-    for (let i = 1; i < started.length; i++) expect(started[i]! - started[i - 1]!).toBeGreaterThanOrEqual(55);
+    // A timer never fires early, so the n-th request starts no sooner than n intervals in (a busy machine may start it later).
+    started.sort((a, b) => a - b);
+    for (let i = 1; i < started.length; i++) expect(started[i]!).toBeGreaterThanOrEqual(i * 60 - 2);
   });
 
   it('gives up a wait when the caller cancels', async () => {

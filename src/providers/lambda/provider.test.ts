@@ -7,7 +7,7 @@ import { generateControllerKey } from '../../machine/keys.js';
 import { isProviderError } from '../errors.js';
 import type { LaunchRequest } from '../types.js';
 import { LambdaClient } from './client.js';
-import { LaunchPacer } from './pacer.js';
+import { LaunchPacer, RequestSpacer } from './pacer.js';
 import { accountKeyName, LambdaProvider, parseLambdaState, type LambdaLaunchSettings, type LambdaProviderOptions } from './provider.js';
 
 const INTERVAL = 300;
@@ -133,6 +133,12 @@ describe('LambdaProvider.launch', () => {
     expect(emu.launches).toHaveLength(1);
     expect(live()).toHaveLength(1);
     expect(progress.some((l) => l.includes('adopted'))).toBe(true);
+  });
+
+  it('counts the lost launch it adopted as landed, so a release need not wait for it', async () => {
+    emu.fault({ op: 'launch', mode: 'drop', times: 1 });
+    const out = await provider().launch(req());
+    expect(parseLambdaState(out.state).unansweredLaunchAt).toBeUndefined();
   });
 
   it('sends a lost launch once more, and adopts by name when the second answer is lost too', async () => {
@@ -360,5 +366,19 @@ describe('LambdaProvider.list and get', () => {
   it('passes a failed listing on as the client typed it', async () => {
     emu.fault({ op: 'list-instances', mode: 'status', status: 401, times: 1 });
     expect(isProviderError(await failure(provider().list()), 'Unauthorized')).toBe(true);
+  });
+});
+
+describe('LambdaClient under Lambda\'s general limit of one request per second', () => {
+  it('spaces an account\'s requests so that none is refused, and sends a refused one again after Retry-After', async () => {
+    emu.requestsPerSecond = 1;
+    const spaced = new LambdaClient({ endpoint: emu.url, apiKey: emu.apiKey, spacer: new RequestSpacer(1100) });
+    await Promise.all([spaced.listInstances(), spaced.listInstanceTypes(), spaced.listSshKeys()]);
+    expect(emu.requests.map((r) => r.status)).toEqual([200, 200, 200]);
+    // Another client of the account that does not space its requests still gets its answers.
+    const eager = new LambdaClient({ endpoint: emu.url, apiKey: emu.apiKey });
+    const lists = await Promise.all([eager.listInstances(), eager.listInstances()]);
+    expect(lists).toEqual([[], []]);
+    expect(emu.requests.slice(3).map((r) => r.status)).toContain(429);
   });
 });

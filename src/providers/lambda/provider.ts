@@ -173,6 +173,8 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
             const found = await this.findByName(req.machineName, req.signal);
             if (found) {
               id = found.id;
+              // The one unanswered request has landed: nothing is left in flight.
+              delete state.unansweredLaunchAt;
               req.onProgress(`the launch answer was lost; adopted instance ${found.id} by its name ${req.machineName}`);
               break;
             }
