@@ -264,7 +264,7 @@ describe('Lambda offers against the API emulator', () => {
     // Lambda takes 8 s over this launch; the Lease is deleted meanwhile.
     emu.fault({ op: 'launch', mode: 'delay', ms: 8000, times: 1, apiKey });
     await lease('late', 'cpus>=1', offer);
-    await waitFor('the launch request sent', async () => emu.requests.some((r) => r.account === account && r.op === 'launch'), 60_000, 50);
+    await waitFor('the launch request sent', async () => emu.requests.some((r) => r.account === account && r.op === 'launch' && r.fault === 'delay'), 60_000, 50);
     await kubectl(['delete', 'leases.leasehold.dev', 'late', '-n', ns, '--wait=false']);
     await gone('late');
     // By the time the Lease is gone the late instance has landed and is being ended.

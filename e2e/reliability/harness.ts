@@ -30,6 +30,8 @@ export interface Harness {
   machines: string;
   kubeconfig: string;
   controller(extra?: string[], env?: Record<string, string>): Restartable;
+  /** The name the namespace's controller gives the machine of a lease ID: leasehold-<installation id>-<lease id>. */
+  machineName(leaseID: string): Promise<string>;
   cleanup(ctls: Restartable[]): Promise<void>;
 }
 
@@ -85,6 +87,10 @@ export async function harness(prefix: string, opts: { kubeconfig?: string; binDi
           ], { LEASEHOLD_MACHINES_DIR: machines, ...env }),
         COUNTED,
       ),
+    async machineName(leaseID) {
+      const secret = await getJSON(kubectl, ['-n', ns, 'secret', 'leasehold-installation']);
+      return `leasehold-${Buffer.from(secret.data.id, 'base64').toString()}-${leaseID}`;
+    },
     async cleanup(ctls) {
       for (const c of ctls) await c.kill().catch(() => undefined);
       await kubectl(['delete', 'offers.leasehold.dev', lambdaOffer, commandOffer, '--ignore-not-found', '--wait=false']);
