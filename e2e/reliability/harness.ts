@@ -83,6 +83,8 @@ export async function harness(prefix: string, opts: { kubeconfig?: string; binDi
             '--watch-namespace', ns, '--namespace', ns, '--leader-election-namespace', ns,
             '--max-leases', '40', '--concurrency', '12', '--check-interval', '2s', '--acquire-timeout', '90s',
             '--lambda-list-interval', '2s', '--lambda-poll-interval', '200ms', '--lambda-launch-interval', '200ms',
+            // Past the longest launch a suite holds (33 s), so that a held launch is adopted, never doubled.
+            '--lambda-launch-settle', '40s',
             ...extra,
           ], { LEASEHOLD_MACHINES_DIR: machines, ...env }),
         COUNTED,

@@ -264,11 +264,23 @@ describe('LambdaProvider.release after a launch whose answer was lost', () => {
     expect(Date.now() - t0).toBeLessThan(SETTLE);
   });
 
-  it('keeps the time of a lost launch after the second one was answered', async () => {
+  it('sends a lost launch again only once it can no longer land, so it never makes two instances', async () => {
+    // The client gives up after 2 s; Lambda makes the instance at 3 s, inside the settle period, so it is adopted.
+    emu.fault({ op: 'launch', mode: 'delay', ms: 3000, times: 1 });
+    const out = await provider({}, emu.apiKey, undefined, { launchSettleMs: 4000 }).launch(req());
+    expect(emu.launches).toHaveLength(1);
+    expect(live()).toHaveLength(1);
+    expect(parseLambdaState(out.state)).toMatchObject({ instanceID: live()[0]!.id });
+    expect(parseLambdaState(out.state).unansweredLaunchAt).toBeUndefined();
+    expect(progress.some((l) => l.includes('watching for leasehold-abcd1234'))).toBe(true);
+  });
+
+  it('sends a lost launch again after the settle period, and then nothing is left in flight', async () => {
     emu.fault({ op: 'launch', mode: 'status', status: 502, times: 1 });
     const out = await provider().launch(req());
     expect(emu.launches).toHaveLength(2);
-    expect(parseLambdaState(out.state).unansweredLaunchAt).toBeLessThanOrEqual(emu.launches[1]!.time);
+    expect(emu.launches[1]!.time - emu.launches[0]!.time).toBeGreaterThanOrEqual(SETTLE - 50);
+    expect(parseLambdaState(out.state).unansweredLaunchAt).toBeUndefined();
   });
 });
 

@@ -3,16 +3,15 @@
 //   2. wait for this account's launch turn (one every 12 s);
 //   3. list the types again and check capacity and price as the request goes out;
 //   4. launch, named after the lease, with a fresh host key in cloud-init;
-//      an answer that is lost is sent once more (after looking the name up),
+//      an answer that is lost is sent once more, only once the lost request
+//      can no longer land (the settle period, watching the name meanwhile),
 //      and if that one is lost too the instance is looked up by name;
 //   5. wait for it to be active with an address.
 // Release terminates by ID (or by name when the launch never answered) and
-// succeeds only once Lambda lists the instance as terminated, or no longer
-// lists it after a terminate request. A launch whose answer was lost may
-// still land, so a release after one also waits out a settle period past
-// that request, terminating whatever appears under the name meanwhile.
-// list and get find instances by name, which is how an instance is tied to
-// its lease.
+// succeeds once Lambda lists the instance as terminated, or no longer lists
+// it after a terminate request; after a lost launch answer it also watches
+// the name until that request can no longer land. list and get find
+// instances by name, which is how an instance is tied to its lease.
 import { createHash } from 'node:crypto';
 // ssh2 is CommonJS: under plain Node ESM (the controller process) only its default export exists.
 import ssh2 from 'ssh2';
@@ -46,11 +45,7 @@ export interface LambdaProviderOptions {
   confirmWithinMs?: number;
   /** How long after a twice-lost launch the instance is looked for by name. */
   lookupWithinMs?: number;
-  /**
-   * How long after a launch request whose answer never came an instance may
-   * still appear under its name: a release waits this long past that request
-   * before it counts the name as empty.
-   */
+  /** How long after a launch request whose answer never came an instance may still appear under its name. */
   launchSettleMs?: number;
   /** The account this provider speaks for (LambdaAccount.id); recorded at launch, so a release can tell a gone instance from another account's. */
   accountID?: string;
@@ -122,9 +117,11 @@ function toMachine(i: LambdaInstance & { name: string }): Machine {
 
 export class LambdaProvider implements MachineProvider, MachineInventory {
   private readonly pollMs: number;
+  private readonly settleMs: number;
 
   constructor(private readonly opts: LambdaProviderOptions) {
     this.pollMs = opts.pollMs ?? 2000;
+    this.settleMs = opts.launchSettleMs ?? DEFAULT_LAUNCH_SETTLE_MS;
   }
 
   /** A provider for one account: its client, its launch queue (shared by every Offer and Lease of it), its known keys. */
@@ -165,20 +162,24 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
       let id: string | undefined;
       const tried = new Set<string>();
       for (let round = 0; round < 8 && !id; round++) {
+        if (lostBefore) {
+          // Sending it again while the lost one may still land would make two
+          // instances: watch the name until it no longer can (outside the turn).
+          const until = (state.unansweredLaunchAt ?? 0) + this.settleMs;
+          if (until > Date.now()) req.onProgress(`the launch answer was lost; watching for ${req.machineName} until ${new Date(until).toISOString()} before asking again`);
+          const found = await this.findByName(req.machineName, req.signal, Math.max(0, until - Date.now()));
+          if (found) {
+            id = found.id;
+            // The one unanswered request has landed: nothing is left in flight.
+            delete state.unansweredLaunchAt;
+            req.onProgress(`the launch answer was lost; adopted instance ${found.id} by its name ${req.machineName}`);
+            break;
+          }
+          delete state.unansweredLaunchAt;
+        }
         if (this.opts.pacer.waiting > 0) req.onProgress(`waiting for a Lambda launch turn (${this.opts.pacer.waiting} ahead; one launch per 12s per account)`);
         const turn = await this.opts.pacer.turn(req.signal, round > 0);
         try {
-          if (lostBefore) {
-            // Before sending it again, see whether the lost one went through.
-            const found = await this.findByName(req.machineName, req.signal);
-            if (found) {
-              id = found.id;
-              // The one unanswered request has landed: nothing is left in flight.
-              delete state.unansweredLaunchAt;
-              req.onProgress(`the launch answer was lost; adopted instance ${found.id} by its name ${req.machineName}`);
-              break;
-            }
-          }
           // Capacity and price as the request goes out, not as they were listed.
           const types = await this.retrying(() => client.listInstanceTypes(req.signal), req.signal);
           const t = types.find((x) => x.name === s.instanceType);
@@ -292,11 +293,10 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
 
   /** Until when a release must watch the name for a launch that may still land; 0 when none can. */
   private settleUntil(st: Partial<LambdaState>, req: ReleaseRequest, now: number): number {
-    const settle = this.opts.launchSettleMs ?? DEFAULT_LAUNCH_SETTLE_MS;
-    if (st.unansweredLaunchAt !== undefined) return st.unansweredLaunchAt + settle;
+    if (st.unansweredLaunchAt !== undefined) return st.unansweredLaunchAt + this.settleMs;
     // Nothing recorded although an acquire began (the controller stopped
     // mid-launch): a request may have gone out at any time before now.
-    if (!req.state && req.acquireStarted) return now + settle;
+    if (!req.state && req.acquireStarted) return now + this.settleMs;
     return 0;
   }
 
