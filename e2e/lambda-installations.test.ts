@@ -17,7 +17,9 @@ const installationID = async (ns: string): Promise<string> =>
   Buffer.from((await getJSON(kubectl, ['-n', ns, 'secret', 'leasehold-installation'])).data.id, 'base64').toString();
 
 beforeAll(async () => {
-  emu = await startLambdaEmulator({ bootMs: 300, terminateMs: 300, launchIntervalMs: 0, catalog: [] });
+  // Each controller keeps to one request per second on the account; two
+  // sharing it need the account's limit twice over, as they would on Lambda.
+  emu = await startLambdaEmulator({ bootMs: 300, terminateMs: 300, launchIntervalMs: 0, requestsPerSecond: 2, catalog: [] });
   emu.setCatalog([
     {
       name: 'cpu_1x_mid',
