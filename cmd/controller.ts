@@ -3,6 +3,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { loadKubeConfig } from '../src/kube/client.js';
+import { waitForInstallationID } from '../src/kube/installation.js';
 import { createLogger } from '../src/kube/logger.js';
 import { Manager } from '../src/kube/manager.js';
 import { secretDataReader } from '../src/kube/secrets.js';
@@ -31,6 +32,11 @@ const mgr = new Manager({
   leaderElection: flags.leaderElection,
   shutdownGraceMs: flags.shutdownGraceMs,
 });
+// Known before any controller runs: every machine name carries it.
+const installationID = await waitForInstallationID(mgr.core, flags.namespace, (err, inMs) =>
+  log.warn({ namespace: flags.namespace, err: String(err), retryInMs: inMs }, 'reading the installation ID Secret failed; retrying'),
+);
+log.info({ installationID }, 'installation');
 // One set of Lambda accounts for both controllers: each account has one
 // launch pacer, whoever sends the request.
 const lambda = new LambdaAccounts({
@@ -39,13 +45,14 @@ const lambda = new LambdaAccounts({
   secrets: secretDataReader(mgr.core),
 });
 registerOfferController(mgr, {
-  lambda: { accounts: lambda, listIntervalMs: flags.lambdaListMs, orphanGraceMs: flags.orphanGraceMs, orphans: flags.orphans },
+  lambda: { accounts: lambda, listIntervalMs: flags.lambdaListMs, orphanGraceMs: flags.orphanGraceMs, installationID, orphans: flags.orphans },
 });
 registerLeaseController(mgr, {
   concurrency: flags.concurrency,
   controllerNamespace: flags.namespace,
-  lambda: { accounts: lambda, pollMs: flags.lambdaPollMs },
+  lambda: { accounts: lambda, pollMs: flags.lambdaPollMs, launchSettleMs: flags.lambdaLaunchSettleMs },
   settings: {
+    installationID,
     maxLeases: flags.maxLeases,
     maxLeasesPerNamespace: flags.maxLeasesPerNamespace,
     acquireTimeoutMs: flags.acquireTimeoutMs,

@@ -23,7 +23,9 @@ export interface ControllerFlags {
   lambdaListMs: number;
   lambdaLaunchMs: number;
   lambdaPollMs: number;
-  orphans: 'terminate' | 'report' | undefined;
+  /** How long a Lambda release watches a name after a launch request whose answer never came. */
+  lambdaLaunchSettleMs: number;
+  orphans: 'terminate' | 'report';
   orphanGraceMs: number;
   historyLimit: number;
   historyMaxAgeMs: number;
@@ -56,7 +58,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'lambda-list-interval': { type: 'string', default: '2m' },
       'lambda-launch-interval': { type: 'string', default: '12s' },
       'lambda-poll-interval': { type: 'string', default: '2s' },
-      orphans: { type: 'string' },
+      'lambda-launch-settle': { type: 'string', default: '2m' },
+      orphans: { type: 'string', default: 'report' },
       'orphan-grace': { type: 'string', default: '10m' },
       'history-limit': { type: 'string', default: '32' },
       'history-max-age': { type: 'string', default: '168h' },
@@ -77,8 +80,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     if (!Number.isInteger(n) || n < min) throw new FlagError(`--${name} ${text(name)} must be a whole number ${meaning}`);
     return n;
   };
-  const orphans = values.orphans;
-  if (orphans !== undefined && orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
+  const orphans = text('orphans');
+  if (orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
   return {
     kubeconfig: values.kubeconfig,
     metricsAddr: text('metrics-addr'),
@@ -95,6 +98,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     lambdaListMs: duration('lambda-list-interval'),
     lambdaLaunchMs: duration('lambda-launch-interval'),
     lambdaPollMs: duration('lambda-poll-interval'),
+    lambdaLaunchSettleMs: duration('lambda-launch-settle'),
     orphans,
     orphanGraceMs: duration('orphan-grace'),
     historyLimit: whole('history-limit', 0, '(ended Leases kept per namespace; 0 keeps none)'),

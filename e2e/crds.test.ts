@@ -72,6 +72,17 @@ spec:
     expect(await refused(offer('pricePerHour: -1'))).toMatch(/spec\.pricePerHour/);
   });
 
+  it('refuses a price on a Lambda Offer, whose instance types are priced by the listing', async () => {
+    const lambda = `apiVersion: leasehold.dev/v1alpha1
+kind: Offer
+metadata: {name: bad-lambda-offer}
+spec:
+  lambda: {apiKeySecretRef: {name: k, namespace: default}}
+  pricePerHour: 0.5
+`;
+    expect(await refused(lambda)).toMatch(/spec\.pricePerHour.*remove spec\.pricePerHour/);
+  });
+
   it('plain "kubectl get leases" resolves to coordination.k8s.io, as the README says', async () => {
     const plain = await kubectl(['get', 'leases', '-A']);
     expect(plain.code).toBe(0);

@@ -3,7 +3,7 @@
 // private half never leaves the controller.
 import type { CoreV1Api } from '@kubernetes/client-node';
 import { generateControllerKey } from '../../src/machine/keys.js';
-import { isConflict, isNotFound } from '../../src/kube/client.js';
+import { readOrCreateOwnSecret } from '../../src/kube/secrets.js';
 
 export interface ControllerKey {
   privateKey: string;
@@ -12,40 +12,23 @@ export interface ControllerKey {
 
 export const SSH_KEY_SECRET = 'leasehold-controller-ssh';
 
-export async function loadOrCreateControllerKey(core: CoreV1Api, namespace: string, name = SSH_KEY_SECRET): Promise<ControllerKey> {
-  const read = async () => {
-    const s = await core.readNamespacedSecret({ namespace, name });
-    const data = s.data ?? {};
-    if (!data['id_ed25519'] || !data['id_ed25519.pub']) {
-      throw new Error(`Secret ${namespace}/${name} lacks id_ed25519 or id_ed25519.pub; delete it and the controller makes a new key`);
-    }
-    return {
-      privateKey: Buffer.from(data['id_ed25519'], 'base64').toString(),
-      publicKey: Buffer.from(data['id_ed25519.pub'], 'base64').toString().trim(),
-    };
-  };
-  try {
-    return await read();
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-  }
-  const key = generateControllerKey();
-  try {
-    await core.createNamespacedSecret({
-      namespace,
-      body: {
-        metadata: { name, namespace, labels: { 'app.kubernetes.io/part-of': 'leasehold', 'app.kubernetes.io/component': 'controller-ssh-key' } },
-        type: 'Opaque',
-        data: {
-          id_ed25519: Buffer.from(key.privateKey).toString('base64'),
-          'id_ed25519.pub': Buffer.from(key.publicKey).toString('base64'),
-        },
-      },
-    });
-    return key;
-  } catch (err) {
-    // Another replica made it first: use theirs.
-    if (isConflict(err)) return read();
-    throw err;
-  }
+export function loadOrCreateControllerKey(core: CoreV1Api, namespace: string, name = SSH_KEY_SECRET): Promise<ControllerKey> {
+  return readOrCreateOwnSecret(core, {
+    namespace,
+    name,
+    component: 'controller-ssh-key',
+    decode: (data) => {
+      if (!data['id_ed25519'] || !data['id_ed25519.pub']) {
+        throw new Error(`Secret ${namespace}/${name} lacks id_ed25519 or id_ed25519.pub; delete it and the controller makes a new key`);
+      }
+      return {
+        privateKey: Buffer.from(data['id_ed25519'], 'base64').toString(),
+        publicKey: Buffer.from(data['id_ed25519.pub'], 'base64').toString().trim(),
+      };
+    },
+    make: () => {
+      const key = generateControllerKey();
+      return { value: key, data: { id_ed25519: key.privateKey, 'id_ed25519.pub': key.publicKey } };
+    },
+  });
 }

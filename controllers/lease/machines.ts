@@ -41,6 +41,8 @@ export interface MachineDriverOptions {
   lambda?: LambdaAccounts;
   /** How often a booting or terminating Lambda instance is looked at. */
   lambdaPollMs?: number;
+  /** How long a release watches the name after a launch request whose answer never came. */
+  lambdaLaunchSettleMs?: number | undefined;
   metrics?: DriverMetrics;
   log: Logger;
   /** Makes the provider for a Lease in place of the one its Offer and status name (tests give a fake). */
@@ -77,6 +79,7 @@ export class MachineDriver implements LeaseDriver {
       const spec = offer?.spec.lambda;
       return LambdaProvider.forAccount(account, {
         ...(this.opts.lambdaPollMs ? { pollMs: this.opts.lambdaPollMs } : {}),
+        ...(this.opts.lambdaLaunchSettleMs !== undefined ? { launchSettleMs: this.opts.lambdaLaunchSettleMs } : {}),
         ...(verb === 'acquire' && spec
           ? {
               launch: {
@@ -194,6 +197,7 @@ export class MachineDriver implements LeaseDriver {
         machineName: st.machineName ?? '',
         offer: st.offer ?? '',
         state: st.providerState ?? '',
+        acquireStarted: Boolean(st.launch?.startedAt),
         signal,
       });
       if (command) this.opts.metrics?.commandCall('release', 'ok');

@@ -22,6 +22,8 @@ export interface Plan {
 }
 
 export interface LeaseSettings {
+  /** This installation's ID (src/kube/installation.ts): machine names carry it. */
+  installationID: string;
   /** Active leases across all namespaces. */
   maxLeases: number;
   /** Active leases of one namespace; 0 or absent: no limit. */

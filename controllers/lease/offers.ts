@@ -47,7 +47,8 @@ export function candidatesOf(offer: Offer): OfferCandidate[] {
     offer: name,
     instanceType: c.instanceType,
     region: c.region,
-    pricePerHour: offer.spec.pricePerHour ?? c.pricePerHour,
+    // The listed price of this type: the one the price cap checks at launch.
+    pricePerHour: c.pricePerHour,
     shape: candidateShape(c),
     unavailable: c.available ? undefined : c.reason ?? 'unavailable',
     noCapacity: !c.available && !c.region,

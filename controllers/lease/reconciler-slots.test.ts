@@ -78,7 +78,7 @@ function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: numbe
     events: new EventRecorder(api.events, 'test', log),
     driver,
     records,
-    settings: { maxLeases: opts.maxLeases ?? 2, acquireTimeoutMs: 60_000, checkIntervalMs: opts.checkIntervalMs ?? 60_000 },
+    settings: { installationID: 'inst0001', maxLeases: opts.maxLeases ?? 2, acquireTimeoutMs: 60_000, checkIntervalMs: opts.checkIntervalMs ?? 60_000 },
     log,
   });
   const set = (name: string, f: (l: Lease) => Lease) => api.set('ns', name, f);

@@ -91,7 +91,7 @@ function world(status?: Partial<LeaseStatus>, opts: { record?: boolean; adopted?
     driver,
     records,
     recordScope: { namespace: 'leasehold-system', watchNamespace: 'ns' },
-    settings: { maxLeases: 2, acquireTimeoutMs: 60_000, checkIntervalMs: 1000 },
+    settings: { installationID: 'inst0001', maxLeases: 2, acquireTimeoutMs: 60_000, checkIntervalMs: 1000 },
     log,
   });
   /** Passes until nothing runs or waits to be taken, as the work queue would run them when effects end. */

@@ -84,7 +84,7 @@ function world() {
     events: new EventRecorder(api.events, 'test', log),
     driver,
     records,
-    settings: { maxLeases: 2, acquireTimeoutMs: 60_000, checkIntervalMs: 1000 },
+    settings: { installationID: 'inst0001', maxLeases: 2, acquireTimeoutMs: 60_000, checkIntervalMs: 1000 },
     log,
     });
     return { reconciler, effects };

@@ -191,6 +191,7 @@ export class LeaseReconciler {
           activeOffers: holders.filter((h) => h.namespace === namespace).map((h) => h.offer),
         },
         maxLeasesPerNamespace: this.deps.settings.maxLeasesPerNamespace,
+        installationID: this.deps.settings.installationID,
         now: this.now().getTime(),
         random: this.random,
       });

@@ -27,7 +27,7 @@ export interface LeaseControllerOptions {
   /** Where the controller's own SSH key Secret and its Lease records live. */
   controllerNamespace: string;
   /** Lambda accounts, shared with the Offer controller so that each account has one launch pacer. */
-  lambda?: { accounts: LambdaAccounts; pollMs: number };
+  lambda?: { accounts: LambdaAccounts; pollMs: number; launchSettleMs?: number };
   /** Replaces the driver built from providers and SSH (tests). */
   driver?: LeaseDriver;
 }
@@ -127,7 +127,7 @@ function machineDriver(mgr: Manager, opts: LeaseControllerOptions, offers: Objec
     return key;
   };
   return new MachineDriver({
-    ...(opts.lambda ? { lambda: opts.lambda.accounts, lambdaPollMs: opts.lambda.pollMs } : {}),
+    ...(opts.lambda ? { lambda: opts.lambda.accounts, lambdaPollMs: opts.lambda.pollMs, lambdaLaunchSettleMs: opts.lambda.launchSettleMs } : {}),
     metrics: {
       launched: (provider, result, seconds) => metrics.launchDuration.observe({ provider, result }, seconds),
       commandCall: (operation, code) => mgr.metrics.providerRequests.inc({ provider: 'command', operation, code }),

@@ -17,23 +17,31 @@ describe('schedule', () => {
     ['no Offer can serve it', pending('cpus>=64'), [box], 0, { event: { type: 'UNSCHEDULABLE', reason: 'NoMatchingOffer' }, status: { parsedWhere: expect.anything() } }],
     ['maxLeases reached', pending(), [box], 2, { event: { type: 'UNSCHEDULABLE', reason: 'MaxLeases', message: expect.stringContaining('maxLeases is 2') } }],
   ])('%s', (_name, lease, offers, active, want) => {
-    expect(schedule({ lease, offers, active, maxLeases: 2, now: NOW, random: () => 0 })).toMatchObject(want);
+    expect(schedule({ lease, offers, active, maxLeases: 2, installationID: 'inst0001', now: NOW, random: () => 0 })).toMatchObject(want);
   });
 
   it('chooses the Offer and records the launch intent, maxLifetime counted from now', () => {
-    const obs = schedule({ lease: pending(), offers: [box], active: 1, maxLeases: 2, now: NOW, random: () => 0 });
+    const obs = schedule({ lease: pending(), offers: [box], active: 1, maxLeases: 2, installationID: 'inst0001', now: NOW, random: () => 0 });
     expect(obs.event).toMatchObject({ type: 'OFFER_CHOSEN', offer: 'box', message: 'leasing box at $1.50/h' });
     expect(obs.status).toMatchObject({
       offer: 'box',
       pricePerHour: 1.5,
       leaseID: '0123abcd',
-      machineName: 'leasehold-0123abcd',
+      machineName: 'leasehold-inst0001-0123abcd',
       launch: { attempt: 1, startedAt: at(0), offerGeneration: 3 },
       release: { provider: 'command', command: ['/r'] },
       idleTimeout: '10m',
       expiresAt: at(2 * 3600_000),
       parsedWhere: expect.anything(),
     });
+  });
+
+  it('names the machine after the installation and the lease, so another installation on the same account never takes it for its own', () => {
+    const mine = schedule({ lease: pending(), offers: [box], active: 0, maxLeases: 2, installationID: 'inst0001', now: NOW, random: () => 0 });
+    const theirs = schedule({ lease: pending(), offers: [box], active: 0, maxLeases: 2, installationID: 'other002', now: NOW, random: () => 0 });
+    expect(mine.status?.machineName).toBe('leasehold-inst0001-0123abcd');
+    expect(theirs.status?.machineName).toBe('leasehold-other002-0123abcd');
+    expect(mine.status!.machineName!.length).toBeLessThanOrEqual(64);
   });
 });
 
@@ -42,7 +50,7 @@ describe('schedule: namespaces', () => {
   type Here = { labels: Record<string, string>; activeOffers: string[] };
   const ml: Here = { labels: { team: 'ml' }, activeOffers: [] };
   const run = (offers: Offer[], namespace = ml, extra: { maxLeasesPerNamespace?: number; lease?: Lease } = {}) =>
-    schedule({ lease: extra.lease ?? pending(), offers, active: 0, maxLeases: 10, namespace, maxLeasesPerNamespace: extra.maxLeasesPerNamespace, now: NOW, random: () => 0 });
+    schedule({ lease: extra.lease ?? pending(), offers, active: 0, maxLeases: 10, installationID: 'inst0001', namespace, maxLeasesPerNamespace: extra.maxLeasesPerNamespace, now: NOW, random: () => 0 });
 
   it.each<[string, Offer[], Here, number | undefined, Record<string, unknown>]>([
     ['an empty selector selects every namespace', [offer('any', 1, { namespaceSelector: {} })], ml, undefined, { event: { type: 'OFFER_CHOSEN', offer: 'any' } }],

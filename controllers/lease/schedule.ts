@@ -5,7 +5,7 @@ import { ACTIVE_PHASES, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, durationMs, 
 import { rfc3339 } from '../../src/kube/conditions.js';
 import type { ObjectCache } from '../../src/kube/cache.js';
 import { parsePublicKey } from '../../src/machine/keys.js';
-import { MACHINE_NAME_PREFIX } from '../../src/providers/types.js';
+import { installationPrefix } from '../../src/providers/types.js';
 import { selects } from '../../src/kube/selector.js';
 import { chooseOffer, type OfferCandidate } from './choose.js';
 import type { Observation } from './observation.js';
@@ -22,6 +22,8 @@ export interface ScheduleInput {
   namespace?: { labels: Readonly<Record<string, string>>; activeOffers: readonly string[] };
   /** Active Leases one namespace may have (the controller's flag); 0 or absent: no limit. */
   maxLeasesPerNamespace?: number;
+  /** Machine names carry it, so another installation sharing the cloud account never takes the machine for its own. */
+  installationID: string;
   now: number;
   random: () => number;
 }
@@ -87,7 +89,7 @@ export function schedule(input: ScheduleInput): Observation {
       ...(chosen.instanceType ? { instanceType: chosen.instanceType } : {}),
       ...(chosen.region ? { region: chosen.region } : {}),
       leaseID,
-      machineName: `${MACHINE_NAME_PREFIX}${leaseID}`,
+      machineName: `${installationPrefix(input.installationID)}${leaseID}`,
       launch: { attempt: (lease.status?.launch?.attempt ?? 0) + 1, startedAt: rfc3339(new Date(now)), offerGeneration: offer.metadata?.generation },
       release: offer.spec.lambda
         ? { provider: 'lambda', lambda: { apiKeySecretRef: offer.spec.lambda.apiKeySecretRef, endpoint: offer.spec.lambda.endpoint } }

@@ -7,6 +7,7 @@ import type { EventRecorder } from '../../src/kube/events.js';
 import { CredentialError, type LambdaAccounts } from '../../src/providers/lambda/accounts.js';
 import { buildCandidates } from '../../src/providers/lambda/catalog.js';
 import { LambdaProvider } from '../../src/providers/lambda/provider.js';
+import { installationPrefix } from '../../src/providers/types.js';
 import { ARCHES } from '../../src/api/where.js';
 import { OrphanSweep } from './orphans.js';
 
@@ -22,6 +23,8 @@ export interface LambdaOffersOptions {
   /** First retry after a failed listing; doubles up to listIntervalMs. */
   retryMs?: number;
   orphanGraceMs: number;
+  /** This installation's ID: only machines named under it are swept. */
+  installationID: string;
   /** terminate: orphans are reported and terminated; report: only reported. */
   orphans: 'terminate' | 'report';
   now?: () => number;
@@ -34,7 +37,15 @@ export class LambdaOffers {
 
   constructor(private readonly opts: LambdaOffersOptions) {
     this.now = opts.now ?? Date.now;
-    this.orphans = new OrphanSweep({ events: opts.events, log: opts.log, graceMs: opts.orphanGraceMs, mode: opts.orphans, provider: 'Lambda', now: this.now });
+    this.orphans = new OrphanSweep({
+      events: opts.events,
+      log: opts.log,
+      graceMs: opts.orphanGraceMs,
+      namePrefix: installationPrefix(opts.installationID),
+      mode: opts.orphans,
+      provider: 'Lambda',
+      now: this.now,
+    });
   }
 
   /** The last listing, refreshed first when it is due. */
@@ -66,7 +77,7 @@ export class LambdaOffers {
         arches: ARCHES,
       });
       next = { ok: true, at: now, generation, candidates };
-      void this.orphans.sweep(offer, LambdaProvider.forAccount(account), this.leases()).catch((err) => this.opts.log.warn({ offer: name, err: String(err) }, 'orphan sweep failed'));
+      void this.orphans.sweep(offer, LambdaProvider.forAccount(account, { namePrefix: installationPrefix(this.opts.installationID) }), this.leases()).catch((err) => this.opts.log.warn({ offer: name, err: String(err) }, 'orphan sweep failed'));
     } catch (err) {
       const failures = prev && !prev.ok ? prev.failures + 1 : 1;
       const reason = err instanceof CredentialError || err instanceof CredentialLess ? err.reason : 'ListingFailed';

@@ -20,6 +20,7 @@ function sweeper(opts: Partial<OrphanSweepOptions> = {}) {
     events: { record: async (obj, _type, reason, message) => void events.push({ reason, message, offer: obj.metadata!.name! }) },
     log: pino({ level: 'silent' }),
     graceMs: GRACE,
+    namePrefix: 'leasehold-inst0001-',
     mode: 'terminate',
     provider: 'Lambda',
     now: () => now,
@@ -35,7 +36,7 @@ beforeEach(() => {
 
 describe('OrphanSweep', () => {
   it('releases a machine no Lease owns once it has been seen for the grace period, with a warning event', async () => {
-    const orphan = provider.add('leasehold-deadbeef');
+    const orphan = provider.add('leasehold-inst0001-deadbeef');
     const s = sweeper();
     await s.sweep(offer('lambda'), provider, []);
     expect(events).toEqual([]);
@@ -44,30 +45,42 @@ describe('OrphanSweep', () => {
     expect(events).toEqual([]);
     now += 1;
     await s.sweep(offer('lambda'), provider, []);
-    expect(events).toEqual([{ offer: 'lambda', reason: 'OrphanInstance', message: expect.stringContaining(`instance ${orphan.id} (leasehold-deadbeef) belongs to no Lease`) }]);
+    expect(events).toEqual([{ offer: 'lambda', reason: 'OrphanInstance', message: expect.stringContaining(`instance ${orphan.id} (leasehold-inst0001-deadbeef) belongs to no Lease`) }]);
     expect(events[0]!.message).toContain('has run for 10s since first seen; terminating it');
-    expect(provider.releaseCalls).toEqual([expect.objectContaining({ machineName: 'leasehold-deadbeef', leaseID: 'deadbeef', offer: 'lambda', state: '' })]);
+    expect(provider.releaseCalls).toEqual([expect.objectContaining({ machineName: 'leasehold-inst0001-deadbeef', leaseID: 'deadbeef', offer: 'lambda', state: '' })]);
     expect(provider.machines.size).toBe(0);
   });
 
   it('leaves alone the machines of active Leases and of Leases still being deleted, and machines already terminating', async () => {
-    provider.add('leasehold-ready');
-    provider.add('leasehold-launching');
-    provider.add('leasehold-deleting');
-    provider.add('leasehold-ending', 'Terminating');
-    const ended = provider.add('leasehold-released');
-    const leases = [lease('leasehold-ready', 'Ready'), lease('leasehold-launching', 'Launching'), lease('leasehold-deleting', 'Released', true), lease('leasehold-released', 'Released')];
+    provider.add('leasehold-inst0001-ready');
+    provider.add('leasehold-inst0001-launching');
+    provider.add('leasehold-inst0001-deleting');
+    provider.add('leasehold-inst0001-ending', 'Terminating');
+    const ended = provider.add('leasehold-inst0001-released');
+    const leases = [lease('leasehold-inst0001-ready', 'Ready'), lease('leasehold-inst0001-launching', 'Launching'), lease('leasehold-inst0001-deleting', 'Released', true), lease('leasehold-inst0001-released', 'Released')];
     const s = sweeper();
     await s.sweep(offer('lambda'), provider, leases);
     now += GRACE;
     await s.sweep(offer('lambda'), provider, leases);
-    expect(events.map((e) => e.message)).toEqual([expect.stringContaining(`instance ${ended.id} (leasehold-released)`)]);
-    expect(provider.releaseCalls.map((c) => c.machineName)).toEqual(['leasehold-released']);
-    expect([...provider.machines.keys()].sort()).toEqual(['leasehold-deleting', 'leasehold-ending', 'leasehold-launching', 'leasehold-ready']);
+    expect(events.map((e) => e.message)).toEqual([expect.stringContaining(`instance ${ended.id} (leasehold-inst0001-released)`)]);
+    expect(provider.releaseCalls.map((c) => c.machineName)).toEqual(['leasehold-inst0001-released']);
+    expect([...provider.machines.keys()].sort()).toEqual(['leasehold-inst0001-deleting', 'leasehold-inst0001-ending', 'leasehold-inst0001-launching', 'leasehold-inst0001-ready']);
+  });
+
+  it('never reports or releases a machine named under another installation, or under none', async () => {
+    const other = new FakeProvider({ namePrefix: 'leasehold-' });
+    other.add('leasehold-other002-deadbeef');
+    other.add('leasehold-deadbeef');
+    const mine = other.add('leasehold-inst0001-cafef00d');
+    const s = sweeper({ graceMs: 0 });
+    await s.sweep(offer('lambda'), other, []);
+    expect(events.map((e) => e.message)).toEqual([expect.stringContaining(`instance ${mine.id} (leasehold-inst0001-cafef00d)`)]);
+    expect(other.releaseCalls.map((c) => [c.machineName, c.leaseID])).toEqual([['leasehold-inst0001-cafef00d', 'cafef00d']]);
+    expect([...other.machines.keys()].sort()).toEqual(['leasehold-deadbeef', 'leasehold-other002-deadbeef']);
   });
 
   it('only reports when told to, and says where to end the machine', async () => {
-    provider.add('leasehold-deadbeef');
+    provider.add('leasehold-inst0001-deadbeef');
     const s = sweeper({ mode: 'report' });
     await s.sweep(offer('lambda'), provider, []);
     now += GRACE;
@@ -79,7 +92,7 @@ describe('OrphanSweep', () => {
 
   it('counts the grace period again for a machine that went away and came back, and keeps each Offer\'s sightings apart', async () => {
     const s = sweeper();
-    provider.add('leasehold-deadbeef');
+    provider.add('leasehold-inst0001-deadbeef');
     await s.sweep(offer('a'), provider, []);
     now += GRACE / 2;
     // Offer b's account lists nothing: that must not make Offer a forget its sighting.
@@ -94,19 +107,19 @@ describe('OrphanSweep', () => {
     await s.sweep(offer('a'), provider, []);
     expect(events).toHaveLength(1);
     s.forget('a');
-    provider.add('leasehold-other');
+    provider.add('leasehold-inst0001-other');
     await s.sweep(offer('a'), provider, []);
     expect(events).toHaveLength(1);
   });
 
   it('goes on to the next orphan when one release fails, and fails the sweep when the listing fails', async () => {
-    provider.add('leasehold-one');
-    provider.add('leasehold-two');
+    provider.add('leasehold-inst0001-one');
+    provider.add('leasehold-inst0001-two');
     provider.failNext('release', new ProviderError('Unknown', 'HTTP 500'));
     const s = sweeper({ graceMs: 0 });
     await s.sweep(offer('lambda'), provider, []);
-    expect(provider.releaseCalls.map((c) => c.machineName)).toEqual(['leasehold-one', 'leasehold-two']);
-    expect([...provider.machines.keys()]).toEqual(['leasehold-one']);
+    expect(provider.releaseCalls.map((c) => c.machineName)).toEqual(['leasehold-inst0001-one', 'leasehold-inst0001-two']);
+    expect([...provider.machines.keys()]).toEqual(['leasehold-inst0001-one']);
     provider.failNext('list', new ProviderError('Unauthorized', 'bad key'));
     await expect(s.sweep(offer('lambda'), provider, [])).rejects.toThrow('bad key');
   });
@@ -124,7 +137,7 @@ describe('OrphanSweep', () => {
       }
     }
     const slow = new SlowRelease();
-    slow.add('leasehold-deadbeef');
+    slow.add('leasehold-inst0001-deadbeef');
     const s = sweeper({ graceMs: 0 });
     const first = s.sweep(offer('lambda'), slow, []);
     await started;

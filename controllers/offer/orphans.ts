@@ -1,11 +1,11 @@
-// The orphan sweep of an Offer's account: a machine under the controller's
+// The orphan sweep of an Offer's account: a machine under this installation's
 // name prefix that no Lease of this controller owns is reported once it has
-// been seen for the grace period, and released unless the controller only
-// reports. It asks the provider, never the provider's API.
+// been seen for the grace period, and released only when the controller was
+// told to terminate orphans. It asks the provider, never the provider's API.
 import type { Logger } from 'pino';
 import type { Lease, Offer } from '../../src/api/index.js';
 import type { EventRecorder } from '../../src/kube/events.js';
-import { MACHINE_NAME_PREFIX, type MachineInventory, type MachineProvider } from '../../src/providers/types.js';
+import type { MachineInventory, MachineProvider } from '../../src/providers/types.js';
 
 /** What the sweep needs of a provider: its machines, and a way to end one. */
 export type SweptProvider = MachineInventory & Pick<MachineProvider, 'release'>;
@@ -14,6 +14,8 @@ export interface OrphanSweepOptions {
   events: Pick<EventRecorder, 'record'>;
   log: Logger;
   graceMs: number;
+  /** This installation's machine name prefix (installationPrefix): a machine under another is never touched. */
+  namePrefix: string;
   /** terminate: orphans are reported and released; report: only reported. */
   mode: 'terminate' | 'report';
   /** Whose console an admin ends an orphan in when the controller only reports ("Lambda"). */
@@ -63,6 +65,8 @@ export class OrphanSweep {
     this.seen.set(name, seen);
     const live = new Set<string>();
     for (const m of machines) {
+      // Another installation on the same account owns its machines, whatever the provider lists.
+      if (!m.name.startsWith(this.opts.namePrefix)) continue;
       if (m.state === 'Terminating' || owned.has(m.name)) continue;
       live.add(m.id);
       const first = seen.get(m.id) ?? now;
@@ -77,7 +81,7 @@ export class OrphanSweep {
       );
       if (!act) continue;
       try {
-        await provider.release({ leaseID: m.name.slice(MACHINE_NAME_PREFIX.length), machineName: m.name, offer: name, state: '', signal: new AbortController().signal });
+        await provider.release({ leaseID: m.name.slice(this.opts.namePrefix.length), machineName: m.name, offer: name, state: '', signal: new AbortController().signal });
       } catch (err) {
         // The next sweep finds it still listed and tries again; the other orphans need not wait for that.
         this.opts.log.warn({ offer: name, machine: m.name, err: String(err) }, 'releasing an orphan failed');

@@ -14,7 +14,9 @@ export interface OfferControllerOptions {
     accounts: LambdaAccounts;
     listIntervalMs: number;
     orphanGraceMs: number;
-    /** What to do with an instance no Lease owns; the default depends on what this controller can see. */
+    /** This installation's ID: only instances named under it are ever swept. */
+    installationID: string;
+    /** What to do with an instance of this installation no Lease owns; report unless told to terminate. */
     orphans?: 'terminate' | 'report' | undefined;
   };
 }
@@ -29,9 +31,10 @@ export function registerOfferController(mgr: Manager, opts: OfferControllerOptio
         log: mgr.log.child({ controller: 'offer' }),
         listIntervalMs: opts.lambda.listIntervalMs,
         orphanGraceMs: opts.lambda.orphanGraceMs,
-        // A controller that sees one namespace cannot tell another namespace's
-        // machines from orphans, so unless told otherwise it only reports them.
-        orphans: opts.lambda.orphans ?? (mgr.watchNamespace ? 'report' : 'terminate'),
+        installationID: opts.lambda.installationID,
+        // Terminating is a choice an admin makes: a machine whose Lease was
+        // lost (restored cluster, renamed namespace) is reported, not ended.
+        orphans: opts.lambda.orphans ?? 'report',
       })
     : undefined;
   if (lambda) lambda.leases = () => leases.list();

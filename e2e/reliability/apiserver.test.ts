@@ -97,7 +97,7 @@ describe('API server faults', () => {
     const launchedPerName = new Map<string, number>();
     for (const i of h.emu.instances(h.apiKey)) launchedPerName.set(i.name ?? '', (launchedPerName.get(i.name ?? '') ?? 0) + 1);
     for (const [name, id] of lambda!.ids) {
-      const a = launchedPerName.get(`leasehold-${id}`) ?? 0;
+      const a = launchedPerName.get(await h.machineName(id)) ?? 0;
       if (a > (attempts.get(name) ?? 0) || a > 1) excess.push(`${name}: ${a} instances, ${attempts.get(name) ?? 0} Launching writes`);
     }
     const c = commandLedger(h.machines, sampler.max);

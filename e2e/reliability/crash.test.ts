@@ -252,7 +252,7 @@ describe('crash consistency under SIGKILL', () => {
     if (!w.readyFirst) w.arm();
     const made = await h.api.create(h.ns, name, { where: 'cpus>=1', offer });
     const id = leaseIDOf(made);
-    const machine = `leasehold-${id}`;
+    const machine = await h.machineName(id);
     if (w.readyFirst) {
       await until(`${name} Ready`, async () => ['Ready', 'Idle'].includes((await status(name))?.phase), 60_000, 100);
       w.arm();

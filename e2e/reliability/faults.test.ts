@@ -32,9 +32,9 @@ describe('provider faults', () => {
     const k = SOAK ? 2 : 1;
     const key = h.apiKey;
     // The first launch is held 33 s, past the client's 30 s timeout: the
-    // client gives up, looks the name up and asks once more. (The emulator
-    // reads a delayed request's body after the delay, so a request the client
-    // abandoned makes no instance: a launch that lands late is not emulated.)
+    // client gives up and watches the name for the settle period (40 s here),
+    // where the held launch lands and is adopted, rather than ask again and
+    // make a second instance.
     h.emu.fault({ op: 'launch', mode: 'delay', ms: 33_000, times: 1, apiKey: key });
     // Where the launch sequence can ride them out (lost answers, 429s, polls,
     // terminations), at high rates; everywhere else a low rate, since a 5xx

@@ -30,6 +30,8 @@ export interface Harness {
   machines: string;
   kubeconfig: string;
   controller(extra?: string[], env?: Record<string, string>): Restartable;
+  /** The name the namespace's controller gives the machine of a lease ID: leasehold-<installation id>-<lease id>. */
+  machineName(leaseID: string): Promise<string>;
   cleanup(ctls: Restartable[]): Promise<void>;
 }
 
@@ -81,10 +83,16 @@ export async function harness(prefix: string, opts: { kubeconfig?: string; binDi
             '--watch-namespace', ns, '--namespace', ns, '--leader-election-namespace', ns,
             '--max-leases', '40', '--concurrency', '12', '--check-interval', '2s', '--acquire-timeout', '90s',
             '--lambda-list-interval', '2s', '--lambda-poll-interval', '200ms', '--lambda-launch-interval', '200ms',
+            // Past the longest launch a suite holds (33 s), so that a held launch is adopted, never doubled.
+            '--lambda-launch-settle', '40s',
             ...extra,
           ], { LEASEHOLD_MACHINES_DIR: machines, ...env }),
         COUNTED,
       ),
+    async machineName(leaseID) {
+      const secret = await getJSON(kubectl, ['-n', ns, 'secret', 'leasehold-installation']);
+      return `leasehold-${Buffer.from(secret.data.id, 'base64').toString()}-${leaseID}`;
+    },
     async cleanup(ctls) {
       for (const c of ctls) await c.kill().catch(() => undefined);
       await kubectl(['delete', 'offers.leasehold.dev', lambdaOffer, commandOffer, '--ignore-not-found', '--wait=false']);

@@ -169,7 +169,7 @@ export const OfferSpecSchema = kube(
       command: CommandProviderSchema.optional(),
       lambda: LambdaProviderSchema.optional(),
       pricePerHour: usd(
-        'Price of one machine in US dollars per hour, shown to users and used to pick the cheapest Offer. An Offer with a price, even 0, is preferred to one without. Lambda Offers use the listed price when this is unset.',
+        'Command Offers only: price of one machine in US dollars per hour, shown to users and used to pick the cheapest Offer. An Offer with a price, even 0, is preferred to one without. A Lambda Offer takes each instance type\'s price from the listing (status.candidates), which is also what the price cap checks, so it cannot set one.',
       ).optional(),
       idleTimeout: duration(
         'How long a Ready lease may sit with no activity before its machine is released, e.g. 20m. Defaults to 20m.',
@@ -192,12 +192,21 @@ export const OfferSpecSchema = kube(
     .strict()
     .refine((s) => (s.command === undefined) !== (s.lambda === undefined), {
       message: 'an Offer takes exactly one of command or lambda',
+    })
+    .refine((s) => s.lambda === undefined || s.pricePerHour === undefined, {
+      message: 'a Lambda Offer takes each instance type\'s price from the listing; remove spec.pricePerHour',
+      path: ['pricePerHour'],
     }),
   {
     description:
       'The desired state of the Offer: exactly one provider (command or lambda), its price and its release timers. Changing an Offer only affects new leases.',
     'x-kubernetes-validations': [
       { rule: 'has(self.command) != has(self.lambda)', message: 'an Offer takes exactly one of command or lambda' },
+      {
+        rule: '!has(self.lambda) || !has(self.pricePerHour)',
+        message: "a Lambda Offer takes each instance type's price from the listing; remove spec.pricePerHour",
+        fieldPath: '.pricePerHour',
+      },
     ],
   },
 );

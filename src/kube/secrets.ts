@@ -69,3 +69,41 @@ export async function readSecretKey(read: SecretDataReader, ref: SecretKeyRef, u
   if (!value) throw new SecretKeyError('KeyAbsent', `${where} has no non-empty key ${key} (${use.field}.key); put ${use.what} there`);
   return value;
 }
+
+/** A Secret the controller makes once and keeps: its name, a label for what it is, and how to read and make its value. */
+export interface OwnSecret<T> {
+  namespace: string;
+  name: string;
+  /** app.kubernetes.io/component */
+  component: string;
+  /** The value from the Secret's base64 data; throws when the data is not what it should be. */
+  decode(data: Record<string, string>): T;
+  /** A fresh value and its (plain) data. */
+  make(): { value: T; data: Record<string, string> };
+}
+
+/** Reads the Secret, or creates it; a replica that loses the race to create it reads the winner's. */
+export async function readOrCreateOwnSecret<T>(core: Pick<CoreV1Api, 'readNamespacedSecret' | 'createNamespacedSecret'>, s: OwnSecret<T>): Promise<T> {
+  const { namespace, name } = s;
+  const read = async () => s.decode((await core.readNamespacedSecret({ namespace, name })).data ?? {});
+  try {
+    return await read();
+  } catch (err) {
+    if (statusCode(err) !== 404) throw err;
+  }
+  const made = s.make();
+  try {
+    await core.createNamespacedSecret({
+      namespace,
+      body: {
+        metadata: { name, namespace, labels: { 'app.kubernetes.io/part-of': 'leasehold', 'app.kubernetes.io/component': s.component } },
+        type: 'Opaque',
+        data: Object.fromEntries(Object.entries(made.data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
+      },
+    });
+    return made.value;
+  } catch (err) {
+    if (statusCode(err) === 409) return read();
+    throw err;
+  }
+}

@@ -47,6 +47,8 @@ export interface ReleaseRequest {
   offer: string;
   /** What launch returned, or "" when launch never returned anything. */
   state: string;
+  /** Whether an acquire began for this machine: with no state, a launch request may have gone out unrecorded. */
+  acquireStarted?: boolean;
   signal: AbortSignal;
 }
 
@@ -61,7 +63,7 @@ export interface MachineProvider {
   release(req: ReleaseRequest): Promise<void>;
 }
 
-/** Every machine this controller launches is named with this prefix (then the lease ID). */
+/** Every machine Leasehold launches is named with this prefix (then the installation ID and the lease ID; before installation IDs, the lease ID alone). */
 export const MACHINE_NAME_PREFIX = 'leasehold-';
 
 /**
@@ -92,4 +94,9 @@ export interface MachineInventory {
   list(signal?: AbortSignal): Promise<Machine[]>;
   /** The machine of that name that is not gone for good; a ProviderError of kind NotFound when there is none. */
   get(machineName: string, signal?: AbortSignal): Promise<Machine>;
+}
+
+/** The prefix of every machine name one installation gives: `leasehold-<installation id>-`, then the lease ID. */
+export function installationPrefix(installationID: string): string {
+  return `${MACHINE_NAME_PREFIX}${installationID}-`;
 }

@@ -20,7 +20,7 @@ export function leaseWith(status: Partial<LeaseStatus>, meta: Partial<NonNullabl
 }
 
 export function input(lease: Lease, effect?: EffectState<LeaseEffectResult>, plan?: Plan): PhaseInput {
-  return { lease, now: NOW, settings: { maxLeases: 2, acquireTimeoutMs: 600_000, checkIntervalMs: 60_000 }, effect, plan };
+  return { lease, now: NOW, settings: { installationID: 'inst0001', maxLeases: 2, acquireTimeoutMs: 600_000, checkIntervalMs: 60_000 }, effect, plan };
 }
 
 export const running = (id: string): EffectState<LeaseEffectResult> => ({ state: 'running', id });

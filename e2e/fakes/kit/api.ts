@@ -110,7 +110,17 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
     const ex: Exchange<Op> = { record, fault };
     const trace = this.opts.trace ? this.opts.trace(ex) : (undefined as Trace);
     const settle = () => this.opts.settle?.(ex, trace);
-    if (fault?.mode === 'delay') await new Promise<void>((r) => setTimeout(r, fault.ms ?? 1000));
+    // A delayed request is read, and counted by the request limit, as it
+    // arrives: a server that has the request does the work even when the
+    // client stops waiting (a launch that lands late).
+    let body: Promise<string> | undefined;
+    let admitted: boolean | undefined;
+    if (fault?.mode === 'delay') {
+      admitted = caller && this.opts.requestLimit ? this.opts.requestLimit.admit(caller.id) : true;
+      body = readBody(req, this.opts.maxBodyBytes ?? DEFAULT_MAX_BODY);
+      body.catch(() => undefined);
+      await new Promise<void>((r) => setTimeout(r, fault.ms ?? 1000));
+    }
     if (fault?.mode === 'hang') {
       ex.refusal = 'fault';
       settle();
@@ -123,7 +133,7 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
       const status = fault.status ?? 500;
       ex.reply = this.errorReply(new HttpError(status, fault.code, fault.message ?? 'Injected failure.', 'Try again later.', status === 429 ? { 'retry-after': '1' } : undefined));
     } else {
-      ex.reply = await this.answer(req, ex, match, { method, path, params: {}, query: url.searchParams, caller, trace });
+      ex.reply = await this.answer(req, ex, match, { method, path, params: {}, query: url.searchParams, caller, trace }, body, admitted);
     }
     if (fault?.mode === 'drop') {
       settle();
@@ -141,10 +151,12 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
     ex: Exchange<Op>,
     match: RouteMatch<ApiRoute<Op, Caller, Trace>>,
     call: Omit<ApiCall<Caller | undefined, Trace>, 'body'>,
+    preRead?: Promise<string>,
+    admitted?: boolean,
   ): Promise<Reply> {
     const { caller, method, path } = call;
     try {
-      const text = await readBody(req, this.opts.maxBodyBytes ?? DEFAULT_MAX_BODY);
+      const text = await (preRead ?? readBody(req, this.opts.maxBodyBytes ?? DEFAULT_MAX_BODY));
       if (!caller) {
         ex.refusal = 'unauthorized';
         const { message, suggestion } = this.opts.errors.unauthorized;
@@ -152,7 +164,7 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
       }
       const body = parseJson(text);
       const limit = this.opts.requestLimit;
-      if (limit && !limit.admit(caller.id)) {
+      if (limit && !(admitted ?? limit.admit(caller.id))) {
         ex.refusal = 'rate-limited';
         throw new HttpError(429, undefined, 'Too many requests.', `Send at most ${limit.limit} requests per second.`, { 'retry-after': '1' });
       }

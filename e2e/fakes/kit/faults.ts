@@ -13,7 +13,7 @@ export interface FaultSpec<Op extends string> {
   /**
    * drop: do the work, then destroy the socket without an answer;
    * status: answer `status` in the API's error shape without doing the work;
-   * delay: wait `ms`, then handle the request normally;
+   * delay: read the request, wait `ms`, then handle it normally (also when the client has gone meanwhile);
    * hang: never answer (the socket stays open until the client gives up or the server closes).
    */
   mode: FaultMode;

@@ -58,10 +58,19 @@ export class Fleet {
     return this.list().filter((i) => i.account === account);
   }
 
-  /** The account's instance; another account's does not exist for it. */
+  /** The account's instance; another account's does not exist for it, nor one terminated for longer than forgetTerminatedMs. */
   find(account: AccountState, id: string): InstanceState | undefined {
     const i = this.all.get(id);
-    return i && i.account === account ? i : undefined;
+    return i && i.account === account && this.listed(i) ? i : undefined;
+  }
+
+  /** The account's instances as the API lists them. */
+  visible(account: AccountState): InstanceState[] {
+    return this.of(account).filter((i) => this.listed(i));
+  }
+
+  private listed(i: InstanceState): boolean {
+    return i.terminatedAt === undefined || Date.now() - i.terminatedAt < this.cloud.settings.forgetTerminatedMs;
   }
 
   /** Non-terminated instances of the account that count towards its quota. */
@@ -146,17 +155,22 @@ export class Fleet {
     const up = i.activeAt !== undefined;
     return {
       id: i.id,
-      name: i.name,
-      ip: up ? i.address : null,
-      private_ip: up ? i.privateIp : null,
+      ...(i.name ? { name: i.name } : {}),
+      ...(up
+        ? {
+            ip: i.address,
+            private_ip: i.privateIp,
+            hostname: `${i.address.replaceAll('.', '-')}.lambda-emulator.invalid`,
+            jupyter_token: i.jupyterToken,
+            jupyter_url: `https://jupyter-${i.id}.lambda-emulator.invalid/?token=${i.jupyterToken}`,
+          }
+        : {}),
       status: i.status,
       ssh_key_names: [...i.sshKeyNames],
       file_system_names: [...i.fileSystemNames],
       region: { ...i.region },
       instance_type: copyType(i.type),
-      hostname: up ? `${i.address.replaceAll('.', '-')}.lambda-emulator.invalid` : null,
-      jupyter_token: up ? i.jupyterToken : null,
-      jupyter_url: up ? `https://jupyter-${i.id}.lambda-emulator.invalid/?token=${i.jupyterToken}` : null,
+      actions: actionsOf(i),
       is_reserved: false,
     };
   }
@@ -290,4 +304,14 @@ export class Fleet {
       });
     }
   }
+}
+
+/** What may be done with an instance in its status, as Lambda's `actions` says it. */
+function actionsOf(i: InstanceState): ApiInstance['actions'] {
+  const ending = i.status === 'terminating' || i.status === 'terminated';
+  const no = (reason_code: 'vm-has-not-launched' | 'vm-is-terminating', reason_description: string) => ({ available: false, reason_code, reason_description });
+  const when = (ok: boolean) =>
+    ok ? { available: true } : ending ? no('vm-is-terminating', 'The instance is terminating or terminated.') : no('vm-has-not-launched', 'The instance has not launched yet.');
+  const running = i.status === 'active';
+  return { migrate: when(false), rebuild: when(running), restart: when(running), cold_reboot: when(running), terminate: when(!ending) };
 }

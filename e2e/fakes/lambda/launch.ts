@@ -16,6 +16,18 @@ export function validName(v: unknown): v is string {
   return typeof v === 'string' && v.length >= 1 && v.length <= 64;
 }
 
+/** An instance name: at most 64 characters; empty means none. */
+function validInstanceName(v: unknown): v is string {
+  return typeof v === 'string' && v.length <= 64;
+}
+
+/** `image`: `{id}` or `{family}`, one string each. */
+function validImage(v: unknown): boolean {
+  if (!v || typeof v !== 'object' || Array.isArray(v)) return false;
+  const keys = Object.keys(v);
+  return keys.length === 1 && (keys[0] === 'id' || keys[0] === 'family') && typeof (v as Record<string, unknown>)[keys[0]!] === 'string';
+}
+
 /** Starts the record of a launch request, once it is logged and its fault picked. */
 export function traceLaunch(launches: RecordLog<LaunchRecord>, ex: Exchange<ApiOp>): LaunchRecord | undefined {
   if (ex.record.op !== 'launch') return undefined;
@@ -27,7 +39,8 @@ export function traceLaunch(launches: RecordLog<LaunchRecord>, ex: Exchange<ApiO
 /** Completes the record once the request is answered, dropped or hung. */
 export function settleLaunch(ex: Exchange<ApiOp>, record: LaunchRecord | undefined): void {
   if (!record) return;
-  if (ex.refusal) record.outcome = ex.refusal;
+  // The general request limit refused it before the launch handler saw it: not the launch limit's 429.
+  if (ex.refusal) record.outcome = ex.refusal === 'rate-limited' ? 'request-limited' : ex.refusal;
   const err = (ex.reply?.body as { error?: { code?: string } } | undefined)?.error;
   if (err?.code) record.code = err.code;
   record.status = ex.record.status;
@@ -68,7 +81,8 @@ export class Launcher {
     if (!isStringArray(b.ssh_key_names) || b.ssh_key_names.length !== 1) invalid('ssh_key_names must list exactly one SSH key name.');
     if (b.file_system_names !== undefined && b.file_system_names !== null && (!isStringArray(b.file_system_names) || b.file_system_names.length > 1)) invalid('file_system_names may list at most one file system.');
     if (b.quantity !== undefined && b.quantity !== 1) invalid('quantity must be 1.');
-    if (b.name !== undefined && b.name !== null && !validName(b.name)) invalid('name must be 1 to 64 characters.');
+    if (b.name !== undefined && b.name !== null && !validInstanceName(b.name)) invalid('name must be at most 64 characters.');
+    if (b.image !== undefined && b.image !== null && !validImage(b.image)) invalid('image must be {"id": ...} or {"family": ...}.');
     if (b.user_data !== undefined && b.user_data !== null && (typeof b.user_data !== 'string' || Buffer.byteLength(b.user_data) > MAX_USER_DATA)) invalid('user_data must be a string of at most 1 MiB.');
     const region = this.cloud.regionByName(b.region_name as string) ?? invalid(`Unknown region "${b.region_name as string}".`);
     const type = this.cloud.type(b.instance_type_name as string) ?? invalid(`Unknown instance type "${b.instance_type_name as string}".`);
@@ -93,7 +107,7 @@ export class Launcher {
     if (!this.countFailures) this.interval.count(account.id);
     const id = this.fleet.launch({
       account,
-      name: (b.name as string | undefined | null) ?? null,
+      name: (b.name as string | undefined | null) || null,
       sshKeyNames: keyNames,
       fileSystemNames: fsNames,
       region,

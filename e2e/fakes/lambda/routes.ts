@@ -62,7 +62,7 @@ export function lambdaRoutes(cloud: CloudState, fleet: Fleet, launcher: Launcher
 
   return [
     { method: 'GET', path: '/instance-types', op: 'list-types', answer: () => ok(cloud.instanceTypes()) },
-    { method: 'GET', path: '/instances', op: 'list-instances', answer: ({ caller }) => ok(fleet.of(caller).map((i) => fleet.apiView(i))) },
+    { method: 'GET', path: '/instances', op: 'list-instances', answer: ({ caller }) => ok(fleet.visible(caller).map((i) => fleet.apiView(i))) },
     {
       method: 'GET',
       path: '/instances/:id',
@@ -104,7 +104,8 @@ export function lambdaRoutes(cloud: CloudState, fleet: Fleet, launcher: Launcher
       op: 'ssh-keys',
       answer: ({ caller, params }) => {
         const at = caller.sshKeys.findIndex((k) => k.id === params.id);
-        if (at < 0) throw new HttpError(404, 'global/object-does-not-exist', `SSH key ${params.id} does not exist.`);
+        // Lambda answers an unknown key ID as a bad parameter, not as a missing object.
+        if (at < 0) throw new HttpError(400, 'global/invalid-parameters', `SSH key ${params.id} does not exist.`);
         caller.sshKeys.splice(at, 1);
         return ok({});
       },

@@ -118,7 +118,7 @@ const cloudConfig = (priv: string, pub: string) =>
 
 const started: LambdaEmulator[] = [];
 async function emulator(opts: Parameters<typeof startLambdaEmulator>[0] = {}) {
-  const e = await startLambdaEmulator({ bootMs: 200, terminateMs: 100, launchIntervalMs: 0, ...opts });
+  const e = await startLambdaEmulator({ bootMs: 200, terminateMs: 100, launchIntervalMs: 0, requestsPerSecond: 0, ...opts });
   started.push(e);
   return e;
 }
@@ -216,15 +216,32 @@ describe('launch, validation and capacity', () => {
     e.bootMs = 400;
     const id = await launch(e, { name: 'worker-1' });
     const booting = await statusOf(e, id);
-    expect(booting).toMatchObject({ id, name: 'worker-1', status: 'booting', ip: null, ssh_key_names: ['device'], file_system_names: [], region: { name: 'us-east-1' }, is_reserved: false });
+    expect(booting).toMatchObject({ id, name: 'worker-1', status: 'booting', ssh_key_names: ['device'], file_system_names: [], region: { name: 'us-east-1' }, is_reserved: false });
+    // Optional fields are left out until they have a value, never null.
+    for (const field of ['ip', 'private_ip', 'hostname', 'jupyter_token', 'jupyter_url']) expect(booting).not.toHaveProperty(field);
+    expect(booting.actions).toEqual({
+      migrate: { available: false, reason_code: 'vm-has-not-launched', reason_description: expect.any(String) },
+      rebuild: { available: false, reason_code: 'vm-has-not-launched', reason_description: expect.any(String) },
+      restart: { available: false, reason_code: 'vm-has-not-launched', reason_description: expect.any(String) },
+      cold_reboot: { available: false, reason_code: 'vm-has-not-launched', reason_description: expect.any(String) },
+      terminate: { available: true },
+    });
     expect(booting.instance_type).toMatchObject({ name: 'gpu_1x_a10', price_cents_per_hour: 75 });
     const active = await waitStatus(e, id, 'active');
     expect(active.ip).toMatch(/^127\.77\.\d+\.\d+$/);
     expect(active.hostname).toEqual(expect.any(String));
+    expect(active.actions).toMatchObject({ restart: { available: true }, terminate: { available: true } });
     const list = await call(e, 'GET', '/instances');
     expect(list.body.data.map((i: ApiInstance) => i.id)).toContain(id);
     expectError(await call(e, 'GET', '/instances/0000'), 404, 'global/object-does-not-exist');
     e.bootMs = 200;
+  });
+
+  it('accepts an image, and an empty name as no name', async () => {
+    const byFamily = await launch(e, { image: { family: 'lambda-stack-22-04' }, name: '' });
+    expect(await statusOf(e, byFamily)).not.toHaveProperty('name');
+    await launch(e, { image: { id: 'img-0123' } });
+    expectError(await call(e, 'POST', '/instance-operations/launch', launchBody({ image: 'ubuntu' })), 400, 'global/invalid-parameters');
   });
 
   it('gives every instance its own loopback address', async () => {
@@ -300,14 +317,21 @@ describe('launch rate limit', () => {
     await e.stop();
   });
 
-  it('has an optional general request limit, off by default', async () => {
-    const e = await emulator({ sshd: false });
+  it('has a general request limit, one per second per key unless set otherwise', async () => {
+    const byDefault = await startLambdaEmulator({ sshd: false });
+    const first = await Promise.all(Array.from({ length: 3 }, () => call(byDefault, 'GET', '/instances').then((r) => r.status)));
+    expect(first.sort()).toEqual([200, 429, 429]);
+    await byDefault.stop();
+    const e = await emulator({ sshd: false, requestsPerSecond: 0 });
     const statuses = await Promise.all(Array.from({ length: 10 }, () => call(e, 'GET', '/instances').then((r) => r.status)));
     expect(statuses.every((s) => s === 200)).toBe(true);
     e.requestsPerSecond = 3;
     const limited = [];
     for (let n = 0; n < 5; n++) limited.push((await call(e, 'GET', '/instances')).status);
     expect(limited).toEqual([200, 200, 200, 429, 429]);
+    // A launch the general limit refuses is told apart from one the launch interval refuses.
+    expect((await call(e, 'POST', '/instance-operations/launch', launchBody())).status).toBe(429);
+    expect(e.launches.at(-1)!.outcome).toBe('request-limited');
     await e.stop();
   });
 });
@@ -329,8 +353,16 @@ describe('terminate and accounts', () => {
     expect(r.body.data.terminated_instances).toEqual([expect.objectContaining({ id, status: 'terminating' })]);
     const done = await waitStatus(e, id, 'terminated');
     expect(done.id).toBe(id);
-    expect((await call(e, 'GET', '/instances')).body.data.find((i: ApiInstance) => i.id === id).status).toBe('terminated');
+    const listed = (await call(e, 'GET', '/instances')).body.data.find((i: ApiInstance) => i.id === id);
+    expect(listed.status).toBe('terminated');
+    expect(listed.actions.terminate).toMatchObject({ available: false, reason_code: 'vm-is-terminating' });
     expect(processesUnder(dir)).toEqual([]);
+    // Then Lambda forgets it: gone from the listing, and 404 by ID.
+    e.forgetTerminatedMs = 0;
+    expect((await call(e, 'GET', '/instances')).body.data.map((i: ApiInstance) => i.id)).not.toContain(id);
+    expectError(await call(e, 'GET', `/instances/${id}`), 404, 'global/object-does-not-exist');
+    expect(e.instance(id)!.status).toBe('terminated');
+    e.forgetTerminatedMs = 10_000;
     expectError(await call(e, 'POST', '/instance-operations/terminate', { instance_ids: ['0000'] }), 404, 'global/object-does-not-exist');
   });
 
@@ -357,7 +389,7 @@ describe('terminate and accounts', () => {
     expect(made.body.data.private_key).toContain('BEGIN OPENSSH PRIVATE KEY');
     expect(made.body.data.public_key).toMatch(/^ssh-ed25519 /);
     expect((await call(e, 'DELETE', `/ssh-keys/${made.body.data.id}`)).status).toBe(200);
-    expectError(await call(e, 'DELETE', `/ssh-keys/${made.body.data.id}`), 404, 'global/object-does-not-exist');
+    expectError(await call(e, 'DELETE', `/ssh-keys/${made.body.data.id}`), 400, 'global/invalid-parameters');
     expect((await call(e, 'GET', '/ssh-keys')).body.data.map((k: any) => k.name)).toEqual(['device']);
   });
 });
@@ -516,7 +548,7 @@ describe('real sshd per instance', () => {
   });
 
   it('stop() terminates everything and leaves no sshd and no directory', async () => {
-    const own = await startLambdaEmulator({ bootMs: 100, launchIntervalMs: 0 });
+    const own = await startLambdaEmulator({ bootMs: 100, launchIntervalMs: 0, requestsPerSecond: 0 });
     await addDeviceKey(own);
     const ids = [await launch(own), await launch(own)];
     for (const id of ids) await own.waitForStatus(id, 'active', 20_000);
@@ -533,7 +565,7 @@ describe('real sshd per instance', () => {
 
 describe('CLI', () => {
   it('prints its URL and key as JSON, serves, and on SIGTERM stops leaving no process behind', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(process.cwd(), 'e2e/fakes/lambda/main.ts'), '--boot-ms', '100', '--launch-interval-ms', '0'], {
+    const child = spawn(process.execPath, ['--import', 'tsx', join(process.cwd(), 'e2e/fakes/lambda/main.ts'), '--boot-ms', '100', '--launch-interval-ms', '0', '--requests-per-second', '0'], {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, NODE_OPTIONS: '' },
     });

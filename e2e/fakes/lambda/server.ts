@@ -110,6 +110,12 @@ export async function startLambdaEmulator(opts: LambdaEmulatorOptions = {}): Pro
     set requestsPerSecond(v: number) {
       settings.requestsPerSecond = v;
     },
+    get forgetTerminatedMs() {
+      return settings.forgetTerminatedMs;
+    },
+    set forgetTerminatedMs(v: number) {
+      settings.forgetTerminatedMs = v;
+    },
     get instanceQuota() {
       return settings.instanceQuota;
     },

@@ -17,10 +17,11 @@ export interface Settings {
   terminateMs: number;
   launchIntervalMs: number;
   requestsPerSecond: number;
+  forgetTerminatedMs: number;
   instanceQuota: number;
 }
 
-export const SETTING_NAMES = ['bootMs', 'terminateMs', 'launchIntervalMs', 'requestsPerSecond', 'instanceQuota'] as const;
+export const SETTING_NAMES = ['bootMs', 'terminateMs', 'launchIntervalMs', 'requestsPerSecond', 'forgetTerminatedMs', 'instanceQuota'] as const;
 
 export class CloudState {
   readonly settings: Settings;
@@ -38,7 +39,8 @@ export class CloudState {
       bootMs: opts.bootMs ?? 1000,
       terminateMs: opts.terminateMs ?? 500,
       launchIntervalMs: opts.launchIntervalMs ?? 12_000,
-      requestsPerSecond: opts.requestsPerSecond ?? 0,
+      requestsPerSecond: opts.requestsPerSecond ?? 1,
+      forgetTerminatedMs: opts.forgetTerminatedMs ?? 10_000,
       instanceQuota: opts.instanceQuota ?? Infinity,
     };
     this.regions = (opts.regions ?? DEFAULT_REGIONS).map((r) => ({ ...r }));

@@ -21,6 +21,8 @@ export type RequestRecord = KitRequestRecord<ApiOp>;
 export type LaunchOutcome =
   | 'launched'
   | 'rate-limited'
+  /** Refused by the general request limit (requestsPerSecond), before the launch rules were looked at. */
+  | 'request-limited'
   | 'insufficient-capacity'
   | 'invalid-parameters'
   | 'not-found'
@@ -66,20 +68,28 @@ export interface FileSystem {
   created: string;
 }
 
-/** An instance as the API shows it. */
+/** Whether an action can be taken on an instance now, and if not, why (Lambda's InstanceActionAvailabilityDetails). */
+export interface InstanceActionAvailability {
+  available: boolean;
+  reason_code?: 'vm-has-not-launched' | 'vm-is-too-old' | 'vm-is-terminating';
+  reason_description?: string;
+}
+
+/** An instance as the API shows it: optional fields are left out, never null. */
 export interface ApiInstance {
   id: string;
-  name: string | null;
-  ip: string | null;
-  private_ip: string | null;
+  name?: string;
+  ip?: string;
+  private_ip?: string;
   status: InstanceStatus;
   ssh_key_names: string[];
   file_system_names: string[];
   region: Region;
   instance_type: InstanceType;
-  hostname: string | null;
-  jupyter_token: string | null;
-  jupyter_url: string | null;
+  hostname?: string;
+  jupyter_token?: string;
+  jupyter_url?: string;
+  actions: Record<'migrate' | 'rebuild' | 'restart' | 'cold_reboot' | 'terminate', InstanceActionAvailability>;
   is_reserved: boolean;
 }
 
@@ -121,8 +131,10 @@ export interface LambdaEmulatorOptions {
   launchIntervalMs?: number;
   /** Whether launch requests that fail (capacity, bad parameters) count towards launchIntervalMs (default true, as a request limit does). */
   launchLimitCountsFailures?: boolean;
-  /** A general limit: at most this many API requests per key per second, else 429 (default: off). */
+  /** A general limit: at most this many API requests per key per second, else 429 (default 1, as Lambda documents; 0 turns it off). */
   requestsPerSecond?: number;
+  /** A terminated instance leaves GET /instances this long after it turned terminated, and GET /instances/{id} then answers 404 (default 10000). */
+  forgetTerminatedMs?: number;
   /** Most non-terminated instances per account, else 400 global/quota-exceeded (default: no limit). */
   instanceQuota?: number;
   /** Port every instance's sshd listens on (default: one free port picked at start). */
@@ -156,6 +168,7 @@ export interface LambdaEmulator {
   terminateMs: number;
   launchIntervalMs: number;
   requestsPerSecond: number;
+  forgetTerminatedMs: number;
   instanceQuota: number;
   readonly accounts: readonly Account[];
   /** Adds an account and returns its fresh API key. */

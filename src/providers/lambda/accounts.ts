@@ -3,10 +3,13 @@
 // key), shared by every Offer and Lease that uses that account.
 import { createHash } from 'node:crypto';
 import { LambdaClient } from './client.js';
-import { PacerRegistry, type LaunchPacer } from './pacer.js';
+import { PacerRegistry, RequestSpacer, type LaunchPacer } from './pacer.js';
 import { readSecretKey, SecretKeyError, type SecretDataReader, type SecretKeyProblem, type SecretKeyRef } from '../../kube/secrets.js';
 
 export const LAUNCH_SLACK_MS = 250;
+
+/** Lambda's general limit: about one request per second per account. */
+export const REQUEST_INTERVAL_MS = 1000;
 
 /** Why an API key could not be had: the Lease and Offer reasons a platform admin sees. */
 export type CredentialReason = 'APIKeySecretNotFound' | 'APIKeyMissing' | 'APIKeySecretUnreadable';
@@ -40,6 +43,8 @@ export interface LambdaAccount {
 export interface LambdaAccountsOptions {
   secrets: SecretDataReader;
   launchIntervalMs: number;
+  /** Least time between two requests of one account (REQUEST_INTERVAL_MS unless set; 0 turns spacing off). */
+  requestIntervalMs?: number;
   requestTimeoutMs?: number;
   onResult?: (operation: string, code: string) => void;
 }
@@ -48,6 +53,7 @@ export class LambdaAccounts {
   private readonly pacers: PacerRegistry;
   /** SSH key names known to be registered, per account. */
   private readonly registered = new Map<string, Set<string>>();
+  private readonly spacers = new Map<string, RequestSpacer>();
 
   constructor(private readonly opts: LambdaAccountsOptions) {
     // A little slack, so that network jitter never lands two requests closer than the API counts.
@@ -73,10 +79,23 @@ export class LambdaAccounts {
         apiKey,
         ...(this.opts.requestTimeoutMs ? { timeoutMs: this.opts.requestTimeoutMs } : {}),
         ...(this.opts.onResult ? { onResult: this.opts.onResult } : {}),
+        ...(this.spacerFor(id) ? { spacer: this.spacerFor(id) } : {}),
       }),
       pacer: this.pacers.for(id),
       registeredKeys: this.registeredFor(id),
     };
+  }
+
+  private spacerFor(id: string): RequestSpacer | undefined {
+    const interval = this.opts.requestIntervalMs ?? REQUEST_INTERVAL_MS;
+    if (!(interval > 0)) return undefined;
+    let spacer = this.spacers.get(id);
+    if (!spacer) {
+      // A little slack, so that network jitter never lands two requests closer than the API counts.
+      spacer = new RequestSpacer(interval + LAUNCH_SLACK_MS);
+      this.spacers.set(id, spacer);
+    }
+    return spacer;
   }
 
   private registeredFor(id: string): Set<string> {

@@ -4,6 +4,7 @@
 // an error message.
 import { z } from 'zod';
 import { ProviderError, type ProviderErrorKind } from '../errors.js';
+import { abortableSleep } from './pacer.js';
 
 export interface LambdaInstanceType {
   name: string;
@@ -49,7 +50,12 @@ export interface LambdaClientOptions {
   fetch?: typeof fetch;
   /** Called once per call with its operation and the HTTP status, or "lost" when no answer came. */
   onResult?: (operation: string, code: string) => void;
+  /** Waited on before every request: the account's share of Lambda's general request limit (one for every client of the account). */
+  spacer?: { turn(signal?: AbortSignal): Promise<void> };
 }
+
+/** How often a request other than a launch is sent again after a 429. */
+const RATE_LIMIT_RETRIES = 3;
 
 const ErrorBody = z.object({
   error: z.object({ code: z.string().optional(), message: z.string().optional(), suggestion: z.string().optional() }).passthrough(),
@@ -115,8 +121,8 @@ export class LambdaClient {
     }));
   }
 
-  /** Returns the IDs of the instances launched. */
-  async launch(p: LaunchParams, signal?: AbortSignal): Promise<string[]> {
+  /** Returns the IDs of the instances launched; `onSend` is called just before the request goes out. */
+  async launch(p: LaunchParams, signal?: AbortSignal, onSend?: () => void): Promise<string[]> {
     const body = {
       region_name: p.region,
       instance_type_name: p.instanceType,
@@ -126,7 +132,7 @@ export class LambdaClient {
       quantity: 1,
       ...(p.userData ? { user_data: p.userData } : {}),
     };
-    const answer = z.object({ data: z.object({ instance_ids: z.array(z.string()) }) }).parse(await this.call('POST', '/instance-operations/launch', body, signal, 'launch'));
+    const answer = z.object({ data: z.object({ instance_ids: z.array(z.string()) }) }).parse(await this.call('POST', '/instance-operations/launch', body, signal, 'launch', onSend));
     return answer.data.instance_ids;
   }
 
@@ -160,14 +166,28 @@ export class LambdaClient {
     return answer.data.map((f) => ({ name: f.name, region: f.region.name }));
   }
 
-  private async call(method: 'GET' | 'POST', path: string, body: unknown, signal: AbortSignal | undefined, operation: string): Promise<unknown> {
-    try {
-      const out = await this.send(method, path, body, signal);
-      this.opts.onResult?.(operation, '200');
-      return out;
-    } catch (err) {
-      this.opts.onResult?.(operation, err instanceof LambdaApiError ? String(err.status) : 'lost');
-      throw err;
+  private async call(method: 'GET' | 'POST', path: string, body: unknown, signal: AbortSignal | undefined, operation: string, onSend?: () => void): Promise<unknown> {
+    // A 429 means the request was not done: anything but a launch (whose
+    // turns its pacer keeps) is sent again after the wait Lambda asks for.
+    for (let refused = 0; ; refused++) {
+      try {
+        await this.opts.spacer?.turn(signal);
+      } catch (err) {
+        // Nothing was sent: the caller gave up while waiting its turn.
+        throw new ProviderError('Timeout', `Lambda ${operation}: cancelled before it was sent`, { cause: err });
+      }
+      onSend?.();
+      try {
+        const out = await this.send(method, path, body, signal);
+        this.opts.onResult?.(operation, '200');
+        return out;
+      } catch (err) {
+        this.opts.onResult?.(operation, err instanceof LambdaApiError ? String(err.status) : 'lost');
+        if (!(err instanceof LambdaApiError) || err.status !== 429 || operation === 'launch' || refused >= RATE_LIMIT_RETRIES) throw err;
+        await abortableSleep(Math.min(err.retryAfterMs ?? 1000, 10_000), signal).catch(() => {
+          throw err;
+        });
+      }
     }
   }
 

@@ -1,5 +1,5 @@
 import { describe, it, expect } from '@jest/globals';
-import { LaunchPacer } from './pacer.js';
+import { LaunchPacer, RequestSpacer } from './pacer.js';
 
 // A virtual clock: sleeping advances it, so the test measures spacing exactly.
 function clock() {
@@ -82,5 +82,29 @@ describe('LaunchPacer', () => {
     ac.abort(new Error('lease deleted'));
     await expect(waiting).rejects.toThrow('lease deleted');
     expect(p.waiting).toBe(0);
+  });
+});
+
+describe('RequestSpacer', () => {
+  it('starts the requests of one account at least the interval apart, in the order they asked', async () => {
+    const spacer = new RequestSpacer(60);
+    const started: number[] = [];
+    const t0 = Date.now();
+    await Promise.all([0, 1, 2, 3].map(async () => {
+      await spacer.turn();
+      started.push(Date.now() - t0);
+    }));
+    // A timer never fires early, so the n-th request starts no sooner than n intervals in (a busy machine may start it later).
+    started.sort((a, b) => a - b);
+    for (let i = 1; i < started.length; i++) expect(started[i]!).toBeGreaterThanOrEqual(i * 60 - 2);
+  });
+
+  it('gives up a wait when the caller cancels', async () => {
+    const spacer = new RequestSpacer(10_000);
+    await spacer.turn();
+    const gone = new AbortController();
+    const waiting = spacer.turn(gone.signal);
+    gone.abort(new Error('withdrawn'));
+    await expect(waiting).rejects.toThrow('withdrawn');
   });
 });

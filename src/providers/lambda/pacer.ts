@@ -133,3 +133,26 @@ export class PacerRegistry {
     return p;
   }
 }
+
+/**
+ * Lambda allows about one API request per second per account, launches
+ * included. Requests of one account start at least `intervalMs` apart, in
+ * the order they asked, so a busy controller slows down instead of
+ * collecting 429s.
+ */
+export class RequestSpacer {
+  private next = Number.NEGATIVE_INFINITY;
+
+  constructor(
+    private readonly intervalMs: number,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** Resolves when the caller may send; a cancelled wait gives up its slot to nobody (the spacing only grows). */
+  async turn(signal?: AbortSignal): Promise<void> {
+    const at = Math.max(this.now(), this.next);
+    this.next = at + this.intervalMs;
+    const wait = at - this.now();
+    if (wait > 0) await abortableSleep(wait, signal);
+  }
+}

@@ -7,10 +7,11 @@ import { generateControllerKey } from '../../machine/keys.js';
 import { isProviderError } from '../errors.js';
 import type { LaunchRequest } from '../types.js';
 import { LambdaClient } from './client.js';
-import { LaunchPacer } from './pacer.js';
-import { accountKeyName, LambdaProvider, parseLambdaState, type LambdaLaunchSettings } from './provider.js';
+import { LaunchPacer, RequestSpacer } from './pacer.js';
+import { accountKeyName, LambdaProvider, parseLambdaState, type LambdaLaunchSettings, type LambdaProviderOptions } from './provider.js';
 
 const INTERVAL = 300;
+const SETTLE = 1500;
 const type = (name: string, cents: number, regions: string[] | Record<string, number>): CatalogEntry => ({
   name,
   description: name,
@@ -24,14 +25,15 @@ let emu: LambdaEmulator;
 let key: { privateKey: string; publicKey: string };
 
 beforeEach(async () => {
-  emu = await startLambdaEmulator({ sshd: false, bootMs: 50, terminateMs: 50, launchIntervalMs: INTERVAL, catalog: [type('gpu_1x_a10', 75, ['us-east-1', 'us-west-1']), type('gpu_8x_h100', 2392, ['us-east-1'])] });
+  // The general request limit is off here: these tests are about the conversation, not its pace.
+  emu = await startLambdaEmulator({ sshd: false, bootMs: 50, terminateMs: 50, launchIntervalMs: INTERVAL, requestsPerSecond: 0, catalog: [type('gpu_1x_a10', 75, ['us-east-1', 'us-west-1']), type('gpu_8x_h100', 2392, ['us-east-1'])] });
   key = generateControllerKey();
 });
 afterEach(async () => {
   await emu.stop();
 });
 
-function provider(launch?: Partial<LambdaLaunchSettings>, apiKey = emu.apiKey, pacer = new LaunchPacer({ intervalMs: INTERVAL + 50 })) {
+function provider(launch?: Partial<LambdaLaunchSettings>, apiKey = emu.apiKey, pacer = new LaunchPacer({ intervalMs: INTERVAL + 50 }), extra: Partial<LambdaProviderOptions> = {}) {
   const client = new LambdaClient({ endpoint: emu.url, apiKey, timeoutMs: 2000 });
   return new LambdaProvider({
     client,
@@ -40,6 +42,8 @@ function provider(launch?: Partial<LambdaLaunchSettings>, apiKey = emu.apiKey, p
     pollMs: 30,
     lookupWithinMs: 500,
     confirmWithinMs: 2000,
+    launchSettleMs: SETTLE,
+    ...extra,
     launch: { instanceType: 'gpu_1x_a10', regions: ['us-east-1'], maxPricePerHour: 10, login: 'ubuntu', sshPort: 2222, ...launch },
   });
 }
@@ -50,6 +54,13 @@ function req(name = 'leasehold-abcd1234'): LaunchRequest {
   return { leaseID: name.slice(10), machineName: name, offer: 'lambda', where: 'gpu', controllerPublicKey: key.publicKey, signal: new AbortController().signal, onProgress: (l) => progress.push(l) };
 }
 const live = () => emu.instances().filter((i) => i.status !== 'terminated');
+async function waitUntil(cond: () => boolean, ms = 5000) {
+  const until = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > until) throw new Error('condition not met in time');
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 async function failure(p: Promise<unknown>) {
   try {
     await p;
@@ -143,6 +154,12 @@ describe('LambdaProvider.launch', () => {
     expect(progress.some((l) => l.includes('adopted'))).toBe(true);
   });
 
+  it('counts the lost launch it adopted as landed, so a release need not wait for it', async () => {
+    emu.fault({ op: 'launch', mode: 'drop', times: 1 });
+    const out = await provider().launch(req());
+    expect(parseLambdaState(out.state).unansweredLaunchAt).toBeUndefined();
+  });
+
   it('sends a lost launch once more, and adopts by name when the second answer is lost too', async () => {
     emu.fault({ op: 'launch', mode: 'status', status: 502, times: 1 });
     emu.fault({ op: 'launch', mode: 'drop', times: 1 });
@@ -218,6 +235,102 @@ describe('LambdaProvider.release', () => {
   });
 });
 
+describe('LambdaProvider.release after a launch whose answer was lost', () => {
+  const release = (p: LambdaProvider, state: string, extra: { acquireStarted?: boolean } = {}) =>
+    p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state, signal: new AbortController().signal, ...extra });
+
+  it('records the unanswered request, waits out the settle period past it, and terminates the instance that lands late', async () => {
+    // The launch is answered only after 600 ms, and the acquire is withdrawn before that.
+    emu.fault({ op: 'launch', mode: 'delay', ms: 600, times: 1 });
+    const p = provider();
+    const withdraw = new AbortController();
+    const launching = p.launch({ ...req(), signal: withdraw.signal });
+    await waitUntil(() => emu.requests.some((r) => r.op === 'launch'));
+    withdraw.abort();
+    const err = await failure(launching);
+    const state = isProviderError(err) ? err.state ?? '' : '';
+    const sentAt = parseLambdaState(state).unansweredLaunchAt!;
+    expect(sentAt).toBeGreaterThan(0);
+    expect(live()).toEqual([]);
+    await release(p, state);
+    // Released only after the settle period, and not before the late one was ended.
+    expect(Date.now() - sentAt).toBeGreaterThanOrEqual(SETTLE);
+    expect(emu.launches.map((l) => l.instanceIds.length)).toEqual([1]);
+    expect(emu.instances().map((i) => i.status)).toEqual([expect.stringMatching(/^terminat/)]);
+  });
+
+  it('watches the name for the settle period when an acquire began but recorded nothing (the controller stopped mid-launch)', async () => {
+    const p = provider();
+    const t0 = Date.now();
+    const releasing = release(p, '', { acquireStarted: true });
+    // Someone's launch under the name lands while the release watches.
+    const other = new LambdaClient({ endpoint: emu.url, apiKey: emu.apiKey });
+    await other.addSshKey('someone', key.publicKey);
+    await new Promise((r) => setTimeout(r, SETTLE / 3));
+    await other.launch({ region: 'us-east-1', instanceType: 'gpu_1x_a10', sshKeyNames: ['someone'], name: 'leasehold-abcd1234' });
+    await releasing;
+    expect(Date.now() - t0).toBeGreaterThanOrEqual(SETTLE);
+    expect(live().filter((i) => i.status !== 'terminating')).toEqual([]);
+  });
+
+  it('does not wait when every launch request was answered, or no acquire began', async () => {
+    const p = provider();
+    const out = await p.launch(req());
+    expect(parseLambdaState(out.state).unansweredLaunchAt).toBeUndefined();
+    const t0 = Date.now();
+    await release(p, out.state, { acquireStarted: true });
+    await release(p, '', {});
+    expect(Date.now() - t0).toBeLessThan(SETTLE);
+  });
+
+  it('sends a lost launch again only once it can no longer land, so it never makes two instances', async () => {
+    // The client gives up after 2 s; Lambda makes the instance at 3 s, inside the settle period, so it is adopted.
+    emu.fault({ op: 'launch', mode: 'delay', ms: 3000, times: 1 });
+    const out = await provider({}, emu.apiKey, undefined, { launchSettleMs: 4000 }).launch(req());
+    expect(emu.launches).toHaveLength(1);
+    expect(live()).toHaveLength(1);
+    expect(parseLambdaState(out.state)).toMatchObject({ instanceID: live()[0]!.id });
+    expect(parseLambdaState(out.state).unansweredLaunchAt).toBeUndefined();
+    expect(progress.some((l) => l.includes('watching for leasehold-abcd1234'))).toBe(true);
+  });
+
+  it('sends a lost launch again after the settle period, and then nothing is left in flight', async () => {
+    emu.fault({ op: 'launch', mode: 'status', status: 502, times: 1 });
+    const out = await provider().launch(req());
+    expect(emu.launches).toHaveLength(2);
+    expect(emu.launches[1]!.time - emu.launches[0]!.time).toBeGreaterThanOrEqual(SETTLE - 50);
+    expect(parseLambdaState(out.state).unansweredLaunchAt).toBeUndefined();
+  });
+});
+
+describe('LambdaProvider.release of an instance Lambda no longer lists', () => {
+  it('counts one it asked to terminate as gone once GET /instances/{id} answers 404', async () => {
+    emu.forgetTerminatedMs = 0;
+    const p = provider();
+    const out = await p.launch(req());
+    const { account: _mine, ...unrecorded } = parseLambdaState(out.state);
+    await p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state: JSON.stringify(unrecorded), signal: new AbortController().signal });
+    expect(emu.instances()[0]!.status).toBe('terminated');
+    expect(emu.requests.some((r) => r.op === 'get-instance' && r.status === 404)).toBe(true);
+  });
+
+  it('counts one its own account launched as gone after a restart of the controller, but not one another key launched', async () => {
+    const p = provider({}, emu.apiKey, undefined, { accountID: 'acct-one' });
+    const out = await p.launch(req());
+    expect(parseLambdaState(out.state).account).toBe('acct-one');
+    await release(provider({}, emu.apiKey, undefined, { accountID: 'acct-one' }), out.state);
+    emu.forgetTerminatedMs = 0;
+    // A fresh provider (a restarted controller) has asked nothing itself.
+    await release(provider({}, emu.apiKey, undefined, { accountID: 'acct-one' }), out.state);
+    const other = provider({}, emu.addAccount('other'), undefined, { accountID: 'acct-two' });
+    expect(String(await failure(release(other, out.state)))).toContain('keep the Secret');
+  });
+
+  function release(p: LambdaProvider, state: string) {
+    return p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state, signal: new AbortController().signal });
+  }
+});
+
 describe('LambdaProvider.list and get', () => {
   /** Launches straight through the API, as someone else's script or a crashed controller would. */
   async function launchRaw(name: string | undefined) {
@@ -284,5 +397,19 @@ describe('LambdaProvider.list and get', () => {
   it('passes a failed listing on as the client typed it', async () => {
     emu.fault({ op: 'list-instances', mode: 'status', status: 401, times: 1 });
     expect(isProviderError(await failure(provider().list()), 'Unauthorized')).toBe(true);
+  });
+});
+
+describe('LambdaClient under Lambda\'s general limit of one request per second', () => {
+  it('spaces an account\'s requests so that none is refused, and sends a refused one again after Retry-After', async () => {
+    emu.requestsPerSecond = 1;
+    const spaced = new LambdaClient({ endpoint: emu.url, apiKey: emu.apiKey, spacer: new RequestSpacer(1100) });
+    await Promise.all([spaced.listInstances(), spaced.listInstanceTypes(), spaced.listSshKeys()]);
+    expect(emu.requests.map((r) => r.status)).toEqual([200, 200, 200]);
+    // Another client of the account that does not space its requests still gets its answers.
+    const eager = new LambdaClient({ endpoint: emu.url, apiKey: emu.apiKey });
+    const lists = await Promise.all([eager.listInstances(), eager.listInstances()]);
+    expect(lists).toEqual([[], []]);
+    expect(emu.requests.slice(3).map((r) => r.status)).toContain(429);
   });
 });

@@ -3,12 +3,15 @@
 //   2. wait for this account's launch turn (one every 12 s);
 //   3. list the types again and check capacity and price as the request goes out;
 //   4. launch, named after the lease, with a fresh host key in cloud-init;
-//      an answer that is lost is sent once more (after looking the name up),
+//      an answer that is lost is sent once more, only once the lost request
+//      can no longer land (the settle period, watching the name meanwhile),
 //      and if that one is lost too the instance is looked up by name;
 //   5. wait for it to be active with an address.
 // Release terminates by ID (or by name when the launch never answered) and
-// succeeds only once Lambda lists the instance as terminated. list and get
-// find instances by name, which is how an instance is tied to its lease.
+// succeeds once Lambda lists the instance as terminated, or no longer lists
+// it after a terminate request; after a lost launch answer it also watches
+// the name until that request can no longer land. list and get find
+// instances by name, which is how an instance is tied to its lease.
 import { createHash } from 'node:crypto';
 // ssh2 is CommonJS: under plain Node ESM (the controller process) only its default export exists.
 import ssh2 from 'ssh2';
@@ -44,6 +47,10 @@ export interface LambdaProviderOptions {
   confirmWithinMs?: number;
   /** How long after a twice-lost launch the instance is looked for by name. */
   lookupWithinMs?: number;
+  /** How long after a launch request whose answer never came an instance may still appear under its name. */
+  launchSettleMs?: number;
+  /** The account this provider speaks for (LambdaAccount.id); recorded at launch, so a release can tell a gone instance from another account's. */
+  accountID?: string;
   /** list shows instances whose name starts with this; MACHINE_NAME_PREFIX unless set. */
   namePrefix?: string;
 }
@@ -59,7 +66,14 @@ export interface LambdaState {
   instanceType?: string;
   /** The host key given to the instance (public half only). */
   hostKey?: string;
+  /** The account that launched it (LambdaAccount.id, which reveals nothing of the key). */
+  account?: string;
+  /** When (ms since the epoch) the last launch request whose answer never came was sent: it may land later. */
+  unansweredLaunchAt?: number;
 }
+
+/** How long after an unanswered launch request an instance may still appear under its name. */
+export const DEFAULT_LAUNCH_SETTLE_MS = 120_000;
 
 /** The name the controller's key has in the Lambda account. */
 export function accountKeyName(publicKey: string): string {
@@ -94,20 +108,27 @@ const MACHINE_STATES = new Map<string, MachineState>([
   ['terminating', 'Terminating'],
 ]);
 
+function restore(state: LambdaState, unansweredLaunchAt: number | undefined): void {
+  if (unansweredLaunchAt === undefined) delete state.unansweredLaunchAt;
+  else state.unansweredLaunchAt = unansweredLaunchAt;
+}
+
 function toMachine(i: LambdaInstance & { name: string }): Machine {
   return { name: i.name, id: i.id, state: MACHINE_STATES.get(i.status) ?? 'Unhealthy', providerStatus: i.status };
 }
 
 export class LambdaProvider implements MachineProvider, MachineInventory {
   private readonly pollMs: number;
+  private readonly settleMs: number;
 
   constructor(private readonly opts: LambdaProviderOptions) {
     this.pollMs = opts.pollMs ?? 2000;
+    this.settleMs = opts.launchSettleMs ?? DEFAULT_LAUNCH_SETTLE_MS;
   }
 
   /** A provider for one account: its client, its launch queue (shared by every Offer and Lease of it), its known keys. */
   static forAccount(account: LambdaAccount, opts: LambdaAccountProviderOptions = {}): LambdaProvider {
-    return new LambdaProvider({ client: account.client, pacer: account.pacer, registeredKeys: account.registeredKeys, ...opts });
+    return new LambdaProvider({ client: account.client, pacer: account.pacer, registeredKeys: account.registeredKeys, accountID: account.id, ...opts });
   }
 
   async list(signal?: AbortSignal): Promise<Machine[]> {
@@ -126,7 +147,7 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
     const s = this.opts.launch;
     if (!s) throw new ProviderError('InvalidRequest', 'this Lambda provider was made for release only');
     const { client } = this.opts;
-    const state: LambdaState = { name: req.machineName, instanceType: s.instanceType };
+    const state: LambdaState = { name: req.machineName, instanceType: s.instanceType, ...(this.opts.accountID ? { account: this.opts.accountID } : {}) };
     const fail = (err: unknown): never => {
       if (isProviderError(err)) throw new ProviderError(err.kind, err.message, { retryable: err.retryable, nothingMade: err.nothingMade, state: JSON.stringify(state), cause: err });
       throw new ProviderError('Unknown', err instanceof Error ? err.message : String(err), { state: JSON.stringify(state), cause: err });
@@ -143,18 +164,24 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
       let id: string | undefined;
       const tried = new Set<string>();
       for (let round = 0; round < 8 && !id; round++) {
+        if (lostBefore) {
+          // Sending it again while the lost one may still land would make two
+          // instances: watch the name until it no longer can (outside the turn).
+          const until = (state.unansweredLaunchAt ?? 0) + this.settleMs;
+          if (until > Date.now()) req.onProgress(`the launch answer was lost; watching for ${req.machineName} until ${new Date(until).toISOString()} before asking again`);
+          const found = await this.findByName(req.machineName, req.signal, Math.max(0, until - Date.now()));
+          if (found) {
+            id = found.id;
+            // The one unanswered request has landed: nothing is left in flight.
+            delete state.unansweredLaunchAt;
+            req.onProgress(`the launch answer was lost; adopted instance ${found.id} by its name ${req.machineName}`);
+            break;
+          }
+          delete state.unansweredLaunchAt;
+        }
         if (this.opts.pacer.waiting > 0) req.onProgress(`waiting for a Lambda launch turn (${this.opts.pacer.waiting} ahead; one launch per 12s per account)`);
         const turn = await this.opts.pacer.turn(req.signal, round > 0);
         try {
-          if (lostBefore) {
-            // Before sending it again, see whether the lost one went through.
-            const found = await this.findByName(req.machineName, req.signal);
-            if (found) {
-              id = found.id;
-              req.onProgress(`the launch answer was lost; adopted instance ${found.id} by its name ${req.machineName}`);
-              break;
-            }
-          }
           // Capacity and price as the request goes out, not as they were listed.
           const types = await this.retrying(() => client.listInstanceTypes(req.signal), req.signal);
           const t = types.find((x) => x.name === s.instanceType);
@@ -174,15 +201,24 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
           }
           state.region = region;
           req.onProgress(`launching ${s.instanceType} in ${region} at $${price.toFixed(2)}/h`);
+          // Until the answer comes, the request may land at any time: a release
+          // from the state recorded meanwhile waits for it.
+          const answered = state.unansweredLaunchAt;
           try {
-            turn.sent();
             const ids = await client.launch(
               { region, instanceType: s.instanceType, sshKeyNames: [keyName], fileSystemNames: s.fileSystems ? [...s.fileSystems] : undefined, name: req.machineName, userData },
               req.signal,
+              () => {
+                turn.sent();
+                state.unansweredLaunchAt = Date.now();
+              },
             );
             id = ids[0];
             if (!id) throw new ProviderError('Unknown', 'Lambda answered the launch without an instance ID', { answerLost: true });
+            restore(state, answered);
           } catch (err) {
+            // A refusal (429, no capacity, a 4xx) is an answer: nothing was launched.
+            if (isProviderError(err) && !err.answerLost) restore(state, answered);
             if (isProviderError(err, 'RateLimited')) {
               this.opts.pacer.backOff(retryAfterMs(err) ?? 12_000);
               req.onProgress('Lambda asked to slow down (429); waiting for the next launch turn');
@@ -227,33 +263,60 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
     const { client } = this.opts;
     const st = parseLambdaState(req.state);
     const name = st.name || req.machineName;
+    const started = Date.now();
+    const settleUntil = this.settleUntil(st, req, started);
+    const deadline = Math.max(started, settleUntil) + (this.opts.confirmWithinMs ?? 30_000);
     // The recorded ID, and whatever else lives under the lease's name: a
     // launch whose answer was lost may have landed late, and it is ours too.
-    const named = name ? (await this.retrying(() => client.listInstances(req.signal), req.signal)).filter((i) => i.name === name && LIVE(i)).map((i) => i.id) : [];
-    const ids = [...new Set([...(st.instanceID ? [st.instanceID] : []), ...named])];
-    if (ids.length === 0) return;
-    const deadline = Date.now() + (this.opts.confirmWithinMs ?? 30_000);
+    const ids = new Set(st.instanceID ? [st.instanceID] : []);
+    const asked = new Set<string>();
     let requestedAt = Number.NEGATIVE_INFINITY;
     for (;;) {
-      const states = await Promise.all(ids.map((id) => ignoreNotFound(client.getInstance(id, req.signal))));
-      const missing = ids.filter((_, i) => states[i] === undefined);
-      if (missing.length) {
-        throw new ProviderError('NotFound', `the API key cannot see instance ${missing.join(', ')}; it may belong to another account, so keep the Secret and key this Lease was made with until it is released`);
+      const at = Date.now();
+      const listed = await this.retrying(() => client.listInstances(req.signal), req.signal);
+      for (const i of listed) if (name && i.name === name && LIVE(i)) ids.add(i.id);
+      const live: LambdaInstance[] = [];
+      for (const id of ids) {
+        const inst = listed.find((i) => i.id === id) ?? (await this.lookUp(id, st, asked, req.signal));
+        if (inst && LIVE(inst)) live.push(inst);
       }
-      const live = states.filter((i): i is LambdaInstance => i !== undefined && LIVE(i));
-      if (live.length === 0) return;
+      if (live.length === 0 && at >= settleUntil) return;
       const toTerminate = live.filter((i) => i.status !== 'terminating');
       // Ask again if an earlier request seems not to have taken (its answer may have been lost).
       if (toTerminate.length && Date.now() - requestedAt > 5000) {
         requestedAt = Date.now();
+        for (const i of toTerminate) asked.add(i.id);
         await client.terminate(toTerminate.map((i) => i.id), req.signal);
         continue;
       }
       if (Date.now() >= deadline) {
         throw new ProviderError('Unknown', `termination requested; Lambda still lists ${live.map((i) => `${i.id} as ${i.status}`).join(', ')}; checking again at the next check`);
       }
-      await abortableSleep(Math.min(this.pollMs, 1000), req.signal);
+      // Waiting out a lost launch with nothing to end: look now and then, not at every poll.
+      const wait = live.length ? Math.min(this.pollMs, 1000) : Math.max(this.pollMs, Math.min(5000, settleUntil - Date.now()));
+      await abortableSleep(wait, req.signal);
     }
+  }
+
+  /** Until when a release must watch the name for a launch that may still land; 0 when none can. */
+  private settleUntil(st: Partial<LambdaState>, req: ReleaseRequest, now: number): number {
+    if (st.unansweredLaunchAt !== undefined) return st.unansweredLaunchAt + this.settleMs;
+    // Nothing recorded although an acquire began (the controller stopped
+    // mid-launch): a request may have gone out at any time before now.
+    if (!req.state && req.acquireStarted) return now + this.settleMs;
+    return 0;
+  }
+
+  /**
+   * An instance Lambda no longer lists. Lambda drops terminated instances and
+   * then answers 404 for them: after a terminate request, or when this
+   * account launched it, that means gone. Otherwise the key may be another
+   * account's, and the instance still running there.
+   */
+  private async lookUp(id: string, st: Partial<LambdaState>, asked: ReadonlySet<string>, signal: AbortSignal): Promise<LambdaInstance | undefined> {
+    const inst = await ignoreNotFound(this.opts.client.getInstance(id, signal));
+    if (inst || asked.has(id) || (st.account !== undefined && st.account === this.opts.accountID)) return inst;
+    throw new ProviderError('NotFound', `the API key cannot see instance ${id}; it may belong to another account, so keep the Secret and key this Lease was made with until it is released`);
   }
 
   /** A read that a transient error (5xx, lost answer, 429) should not fail outright: three tries. */

@@ -1,0 +1,37 @@
+import { describe, expect, it } from '@jest/globals';
+import type { Offer, OfferCandidate } from '../../src/api/index.js';
+import { candidatesOf } from './offers.js';
+
+const listed = (instanceType: string, pricePerHour: number, gpus: number): OfferCandidate => ({
+  name: instanceType.replace(/_/g, '-'),
+  instanceType,
+  region: 'us-east-1',
+  gpus,
+  cpus: 8,
+  arch: 'amd64',
+  pricePerHour,
+  available: true,
+});
+
+describe('candidatesOf', () => {
+  it('gives each Lambda instance type its own listed price, even if an old Offer still carries spec.pricePerHour', () => {
+    // Stored before the schema refused it: admission now rejects pricePerHour on a Lambda Offer.
+    const offer = {
+      metadata: { name: 'lambda' },
+      spec: { lambda: { apiKeySecretRef: { name: 'k', namespace: 'ns' } }, pricePerHour: 0.5 },
+      status: {
+        conditions: [{ type: 'Ready', status: 'True' }],
+        candidates: [listed('gpu_1x_a10', 0.75, 1), listed('gpu_8x_h100', 23.92, 8)],
+      },
+    } as unknown as Offer;
+    expect(candidatesOf(offer).map((c) => [c.instanceType, c.pricePerHour])).toEqual([
+      ['gpu_1x_a10', 0.75],
+      ['gpu_8x_h100', 23.92],
+    ]);
+  });
+
+  it('prices a command Offer by its spec.pricePerHour', () => {
+    const offer = { metadata: { name: 'box' }, spec: { command: { acquire: ['/a'], release: ['/r'], shape: { cpus: 4 } }, pricePerHour: 1.5 } } as unknown as Offer;
+    expect(candidatesOf(offer)[0]!.pricePerHour).toBe(1.5);
+  });
+});
