@@ -2,13 +2,13 @@
 // here: these tests are about the API conversation; e2e/lambda.test.ts
 // boots real machines).
 import { describe, it, expect, beforeEach, afterEach } from '@jest/globals';
-import { startLambdaEmulator, type CatalogEntry, type LambdaEmulator } from '../../../e2e/fakes/lambda/server.js';
-import { generateControllerKey } from '../../machine/keys.js';
-import { isProviderError } from '../errors.js';
-import type { LaunchRequest } from '../types.js';
-import { LambdaClient } from './client.js';
-import { LaunchPacer, RequestSpacer } from './pacer.js';
-import { accountKeyName, LambdaProvider, parseLambdaState, type LambdaLaunchSettings, type LambdaProviderOptions } from './provider.js';
+import { startLambdaEmulator, type CatalogEntry, type LambdaEmulator } from './fakes/lambda/server.js';
+import { generateControllerKey } from '../src/machine/keys.js';
+import { isProviderError } from '../src/providers/errors.js';
+import type { LaunchRequest } from '../src/providers/types.js';
+import { LambdaClient } from '../src/providers/lambda/client.js';
+import { LaunchPacer, RequestSpacer } from '../src/providers/lambda/pacer.js';
+import { accountKeyName, LambdaProvider, parseLambdaState, type LambdaLaunchSettings, type LambdaProviderOptions } from '../src/providers/lambda/provider.js';
 
 const INTERVAL = 300;
 const SETTLE = 1500;
