@@ -4,7 +4,7 @@
 // failure becomes a typed PeerQueueError, so that the verdict can tell a
 // refused token (fix the credential) from a peer that is down (wait) from an
 // origin or CA that is wrong (fix the spec).
-import type { BatchV1Api, V1Job } from '@kubernetes/client-node';
+import { Observable, type BatchV1Api, type ConfigurationOptions, type RequestContext, type ResponseContext, type V1Job } from '@kubernetes/client-node';
 import { statusCode } from '../../kube/client.js';
 import { clusterClients, remoteKubeConfig, type RemoteCluster } from '../../kube/clients.js';
 import type { Metrics } from '../../kube/metrics.js';
@@ -43,12 +43,12 @@ export class KubePeerQueue {
    * that proves the peer answers, trusts our token and lets it read the queue.
    */
   async probe(): Promise<void> {
-    await this.call(() => this.batch.listNamespacedJob({ namespace: this.namespace, labelSelector: `${LENDABLE_LABEL}=true`, limit: 1 }));
+    await this.call((o) => this.batch.listNamespacedJob({ namespace: this.namespace, labelSelector: `${LENDABLE_LABEL}=true`, limit: 1 }, o));
   }
 
   /** Lendable Jobs no one has claimed or refused and that have not finished. */
   async listQueued(): Promise<V1Job[]> {
-    const list = await this.call(() => this.batch.listNamespacedJob({ namespace: this.namespace, labelSelector: `${LENDABLE_LABEL}=true` }));
+    const list = await this.call((o) => this.batch.listNamespacedJob({ namespace: this.namespace, labelSelector: `${LENDABLE_LABEL}=true` }, o));
     return list.items.filter((job) => {
       const ann = job.metadata?.annotations ?? {};
       if (ann[CLAIMED_BY_ANNOTATION] || ann[REFUSED_ANNOTATION]) return false;
@@ -56,19 +56,27 @@ export class KubePeerQueue {
     });
   }
 
-  private async call<T>(request: () => Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    // client-node takes no deadline; a peer that never answers must still
-    // end the probe, and it is then a peer that is down.
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(errorForTransport('ETIMEDOUT', `no answer within ${this.timeoutMs} ms`)), this.timeoutMs);
-    });
+  private async call<T>(request: (options: ConfigurationOptions) => Promise<T>): Promise<T> {
+    // client-node has no deadline of its own: a peer that never answers must
+    // still end the request (and free its socket), and it then counts as down.
+    const signal = AbortSignal.timeout(this.timeoutMs);
+    const options: ConfigurationOptions = {
+      middleware: [
+        {
+          pre: (ctx: RequestContext) => {
+            ctx.setSignal(signal);
+            return new Observable(Promise.resolve(ctx));
+          },
+          post: (res: ResponseContext) => new Observable(Promise.resolve(res)),
+        },
+      ],
+      middlewareMergeStrategy: 'append',
+    };
     try {
-      return await Promise.race([request(), deadline]);
+      return await request(options);
     } catch (err) {
+      if (signal.aborted) throw errorForTransport('ETIMEDOUT', `no answer within ${this.timeoutMs} ms`, err);
       throw peerError(err);
-    } finally {
-      clearTimeout(timer);
     }
   }
 }
@@ -101,13 +109,16 @@ function transportCause(err: unknown): { code: string | undefined; message: stri
   let e: unknown = err;
   for (let depth = 0; depth < 4 && e; depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string' && code !== '') return { code, message: messageOf(e) };
+    if (typeof code === 'string' && code !== '') {
+      const message = messageOf(e);
+      // An https origin that answers in plain HTTP fails the handshake in
+      // OpenSSL ("wrong version number"), which Node reports as EPROTO.
+      if (code === 'EPROTO' && /SSL routines|wrong version number/i.test(message)) return { code: 'ERR_SSL_HANDSHAKE', message };
+      return { code, message };
+    }
     e = (e as { cause?: unknown }).cause;
   }
   const message = messageOf(err);
-  // An https origin that answers in plain HTTP fails the handshake with
-  // "wrong version number" and, on some paths, no code at all.
-  if (/wrong version number|ssl|tls|certificate/i.test(message)) return { code: 'ERR_SSL_HANDSHAKE', message };
   if (/invalid url|only absolute urls/i.test(message)) return { code: 'ERR_INVALID_URL', message };
   return { code: undefined, message };
 }
