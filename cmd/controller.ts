@@ -10,6 +10,7 @@ import { secretDataReader } from '../src/kube/secrets.js';
 import { LambdaAccounts } from '../src/providers/lambda/accounts.js';
 import { registerLeaseController } from '../controllers/lease/register.js';
 import { registerOfferController } from '../controllers/offer/register.js';
+import { registerPeerFleetController } from '../controllers/peerfleet/register.js';
 import { FlagError, parseControllerFlags, type ControllerFlags } from './flags.js';
 
 let flags: ControllerFlags;
@@ -61,6 +62,7 @@ registerLeaseController(mgr, {
     historyMaxAgeMs: flags.historyMaxAgeMs,
   },
 });
+registerPeerFleetController(mgr);
 
 let signalled = false;
 for (const sig of ['SIGTERM', 'SIGINT'] as const) {

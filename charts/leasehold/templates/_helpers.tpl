@@ -76,4 +76,13 @@ is one the controller sends (see README, "Install with Helm").
 - apiGroups: ["leasehold.dev"]
   resources: ["leases/status"]
   verbs: ["patch"]
+# PeerFleets: informer (list+watch) and the readiness verdict written with a
+# merge patch on the status subresource. Their credential and CA Secrets are
+# read by name in secretNamespaces.
+- apiGroups: ["leasehold.dev"]
+  resources: ["peerfleets"]
+  verbs: ["list", "watch"]
+- apiGroups: ["leasehold.dev"]
+  resources: ["peerfleets/status"]
+  verbs: ["patch"]
 {{- end -}}

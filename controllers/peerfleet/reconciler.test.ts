@@ -1,0 +1,148 @@
+import { describe, expect, it } from '@jest/globals';
+import type { PeerFleet } from '../../src/api/index.js';
+import { StatusWriter } from '../../src/kube/status.js';
+import { PeerQueueError } from '../../src/providers/peerqueue/errors.js';
+import { PeerFleetReconciler, UNREACHABLE_RETRY_MS, type PeerAccess } from './reconciler.js';
+
+const fleet = (spec: Partial<PeerFleet['spec']> = {}, status?: PeerFleet['status']): PeerFleet =>
+  ({
+    apiVersion: 'leasehold.dev/v1alpha1',
+    kind: 'PeerFleet',
+    metadata: { name: 'gpu', namespace: 'lend', generation: 4, resourceVersion: '7' },
+    spec: {
+      origin: 'https://peer.example:6443',
+      namespace: 'queue',
+      credentialSecretRef: { name: 'peer', key: 'token' },
+      lendableNodes: { matchLabels: { pool: 'gpu' } },
+      pricePerGPUHour: 2,
+      idleWindow: '10m',
+      pollInterval: '30s',
+      maxSessionDuration: '0s',
+      listed: true,
+      ...spec,
+    },
+    ...(status ? { status } : {}),
+  }) as PeerFleet;
+
+function harness(obj: PeerFleet | undefined, opts: { secrets?: Record<string, Record<string, string>>; probe?: () => Promise<void>; forbidden?: string } = {}) {
+  const writes: unknown[] = [];
+  const events: { type: string; reason: string; message: string }[] = [];
+  const accesses: PeerAccess[] = [];
+  let current = obj;
+  const writer = new StatusWriter({ patchStatus: async (_ref, _ns, _name, body) => void writes.push(body) });
+  const reconciler = new PeerFleetReconciler({
+    fleets: { get: () => current, list: () => (current ? [current] : []) },
+    secrets: async (ns, name) => {
+      if (ns === opts.forbidden) throw Object.assign(new Error('forbidden'), { code: 403 });
+      return (opts.secrets ?? { 'lend/peer': { token: 'tok' } })[`${ns}/${name}`];
+    },
+    peer: (access) => {
+      accesses.push(access);
+      return { probe: opts.probe ?? (async () => undefined) };
+    },
+    status: {
+      // The real writer (it skips a status equal to the current one) over a client that records each patch.
+      write: async (ref, o, status, options) => {
+        await writer.write(ref, o, status, options);
+        current = { ...(o as PeerFleet), status: status as PeerFleet['status'] };
+        return current as never;
+      },
+    },
+    events: { record: async (_o, type, reason, message) => void events.push({ type, reason, message }) },
+    now: () => new Date('2026-12-01T00:00:00Z'),
+  });
+  return { reconciler, writes, events, accesses, get current() { return current; } };
+}
+
+describe('PeerFleetReconciler', () => {
+  it('probes with the Secret token and CA and writes Ready with observedGeneration, once', async () => {
+    const h = harness(fleet({ caSecretRef: { name: 'ca', namespace: undefined, key: 'ca.crt' } }), { secrets: { 'lend/peer': { token: ' tok\n' }, 'lend/ca': { 'ca.crt': 'PEM' } } });
+    expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 30_000 });
+    expect(h.accesses[0]).toEqual({ fleetKey: 'lend/gpu', origin: 'https://peer.example:6443', namespace: 'queue', token: 'tok', caPEM: 'PEM' });
+    expect(h.current!.status).toMatchObject({ observedGeneration: 4, verdict: { ready: true, code: 'Ready', reasons: [] } });
+    expect(h.current!.status!.conditions![0]).toMatchObject({ type: 'Ready', status: 'True', reason: 'Ready', observedGeneration: 4 });
+    expect(h.events).toEqual([expect.objectContaining({ type: 'Normal', reason: 'Ready' })]);
+    await h.reconciler.reconcile('lend/gpu');
+    expect(h.writes).toHaveLength(1);
+    expect(h.writes[0]).toMatchObject({ metadata: { resourceVersion: '7' } });
+    expect(h.events).toHaveLength(1);
+  });
+
+  it('reads the Secret in the fleet namespace unless the reference names another', async () => {
+    const h = harness(fleet({ credentialSecretRef: { name: 'peer', namespace: 'vault', key: 'token' } }), { forbidden: 'vault' });
+    await h.reconciler.reconcile('lend/gpu');
+    expect(h.accesses).toHaveLength(0);
+    expect(h.current!.status!.verdict).toMatchObject({ ready: false, code: 'NotAuthorized' });
+    expect(h.events[0]).toMatchObject({ type: 'Warning', reason: 'NotAuthorized' });
+  });
+
+  it.each([
+    [{}, 'SecretAbsent'],
+    [{ 'lend/peer': { other: 'x' } }, 'KeyAbsent'],
+  ])('a credential Secret %j is %s, and the peer is not asked', async (secrets, code) => {
+    const h = harness(fleet(), { secrets });
+    expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 30_000 });
+    expect(h.accesses).toHaveLength(0);
+    expect(h.current!.status!.verdict!.code).toBe(code);
+  });
+
+  it('a missing CA Secret is SecretAbsent naming spec.caSecretRef', async () => {
+    const h = harness(fleet({ caSecretRef: { name: 'ca', namespace: undefined, key: 'ca.crt' } }));
+    await h.reconciler.reconcile('lend/gpu');
+    expect(h.current!.status!.verdict!.code).toBe('SecretAbsent');
+    expect(h.current!.status!.verdict!.reasons[0]).toMatch(/spec.caSecretRef/);
+  });
+
+  it('a refused token is PeerRefused, polled at the interval', async () => {
+    const h = harness(fleet(), { probe: async () => { throw new PeerQueueError('Unauthorized', 'HTTP 401'); } });
+    expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 30_000 });
+    expect(h.current!.status!.verdict).toMatchObject({ code: 'PeerRefused' });
+  });
+
+  it('a peer that is down is retried sooner, backing off to the poll interval, and the streak ends when it answers', async () => {
+    let down = true;
+    const h = harness(fleet({ pollInterval: '5s' }), {
+      probe: async () => {
+        if (down) throw new PeerQueueError('Unreachable', 'connect ECONNREFUSED', 'infra_down');
+      },
+    });
+    const waits = [];
+    for (let i = 0; i < 5; i++) waits.push((await h.reconciler.reconcile('lend/gpu'))!.requeueAfter);
+    expect(waits).toEqual([UNREACHABLE_RETRY_MS, 2000, 4000, 5000, 5000]);
+    expect(h.current!.status!.verdict).toMatchObject({ code: 'PeerUnreachable', failureClass: 'infra_down' });
+    expect(h.events.filter((e) => e.reason === 'PeerUnreachable')).toHaveLength(1);
+    down = false;
+    expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 5000 });
+    expect(h.current!.status!.verdict).toEqual({ ready: true, code: 'Ready', reasons: [] });
+    down = true;
+    expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: UNREACHABLE_RETRY_MS });
+  });
+
+  it('a config failure waits the whole interval: retrying sooner would not fix the spec', async () => {
+    const h = harness(fleet(), { probe: async () => { throw new PeerQueueError('Unreachable', 'unable to verify', 'config'); } });
+    expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 30_000 });
+  });
+
+  it('a conflict on the status write waits for the informer instead of failing', async () => {
+    const h = harness(fleet());
+    (h.reconciler as unknown as { deps: { status: { write: () => Promise<never> } } }).deps.status.write = async () => {
+      throw Object.assign(new Error('conflict'), { code: 409 });
+    };
+    expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 30_000 });
+    expect(h.events).toHaveLength(0);
+  });
+
+  it('forgets a fleet that is gone', async () => {
+    const forgotten: string[] = [];
+    const r = new PeerFleetReconciler({
+      fleets: { get: () => undefined, list: () => [] },
+      secrets: async () => undefined,
+      peer: () => ({ probe: async () => undefined }),
+      forget: (key) => forgotten.push(key),
+      status: { write: async () => { throw new Error('no write'); } },
+      events: { record: async () => undefined },
+    });
+    expect(await r.reconcile('lend/gone')).toBeUndefined();
+    expect(forgotten).toEqual(['lend/gone']);
+  });
+});
