@@ -236,7 +236,7 @@ describe('LambdaProvider.release', () => {
 });
 
 describe('LambdaProvider.release after a launch whose answer was lost', () => {
-  const release = (p: LambdaProvider, state: string, extra: { acquireStarted?: boolean } = {}) =>
+  const release = (p: LambdaProvider, state: string, extra: { acquireStarted?: boolean; lastLaunchBy?: number } = {}) =>
     p.release({ leaseID: 'abcd1234', machineName: 'leasehold-abcd1234', offer: 'lambda', state, signal: new AbortController().signal, ...extra });
 
   it('records the unanswered request, waits out the settle period past it, and terminates the instance that lands late', async () => {
@@ -271,6 +271,14 @@ describe('LambdaProvider.release after a launch whose answer was lost', () => {
     await releasing;
     expect(Date.now() - t0).toBeGreaterThanOrEqual(SETTLE);
     expect(live().filter((i) => i.status !== 'terminating')).toEqual([]);
+  });
+
+  it('counts the settle period from the acquire\'s deadline once that has passed, so restarts after it do not extend it', async () => {
+    const p = provider();
+    const t0 = Date.now();
+    // The acquire was cut off SETTLE ago: no launch of it can land any more.
+    await release(p, '', { acquireStarted: true, lastLaunchBy: t0 - SETTLE });
+    expect(Date.now() - t0).toBeLessThan(SETTLE);
   });
 
   it('does not wait when every launch request was answered, or no acquire began', async () => {

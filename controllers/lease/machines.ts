@@ -10,6 +10,7 @@ import { CredentialError, type LambdaAccounts } from '../../src/providers/lambda
 import { LambdaProvider } from '../../src/providers/lambda/provider.js';
 import type { AcquireResult, Endpoint, LeaseDriver, MachineCheck } from './driver.js';
 import type { ControllerKey } from './identity.js';
+import { ACQUIRE_CUTOFF_GRACE_MS } from './launch.js';
 import type { ObjectCache } from '../../src/kube/cache.js';
 
 /** What the driver needs from the SSH agent (src/machine). */
@@ -198,6 +199,7 @@ export class MachineDriver implements LeaseDriver {
         offer: st.offer ?? '',
         state: st.providerState ?? '',
         acquireStarted: Boolean(st.launch?.startedAt),
+        ...(st.launch?.startedAt ? { lastLaunchBy: Date.parse(st.launch.startedAt) + this.opts.acquireTimeoutMs + ACQUIRE_CUTOFF_GRACE_MS } : {}),
         signal,
       });
       if (command) this.opts.metrics?.commandCall('release', 'ok');

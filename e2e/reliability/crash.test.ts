@@ -134,6 +134,12 @@ describe('crash consistency under SIGKILL', () => {
     disarm(): void;
     /** The phase it should settle in after the restart. */
     settles: 'Ready' | 'Failed' | 'gone';
+    /**
+     * Another end that is right when the race the window cannot hold went the
+     * other way (the step has no hold): given the lease ID, the phase that is
+     * also right, or undefined.
+     */
+    alsoRight?: (id: string) => 'Ready' | undefined;
     /** Leases that must be Ready before the window (release). */
     readyFirst?: boolean;
   }
@@ -154,6 +160,10 @@ describe('crash consistency under SIGKILL', () => {
       seen: (_, id) => until('machine dir', () => existsSync(join(h.machines, id)), 30_000, 2).then(() => undefined),
       disarm: () => undefined,
       settles: 'Failed',
+      // Nothing holds this step: an acquire quick enough to print its target
+      // and have it recorded before the kill lands leaves a machine the next
+      // controller rightly makes Ready.
+      alsoRight: (id) => (calls(h.machines).some((c) => c.id === id && c.event === 'made rc=0') ? 'Ready' : undefined),
     },
     {
       step: 'acquired, result not yet written',
@@ -245,7 +255,7 @@ describe('crash consistency under SIGKILL', () => {
     },
   ];
 
-  async function runWindow(w: Window, i: number, killer: { kill(): Promise<void>; up(): Promise<unknown> }): Promise<{ settled: string; ms: number; why: string }> {
+  async function runWindow(w: Window, i: number, killer: { kill(): Promise<void>; up(): Promise<unknown> }): Promise<{ settled: string; ms: number; why: string; id: string }> {
     const name = `w-${w.provider}-${i}`;
     const offer = w.provider === 'lambda' ? h.lambdaOffer : h.commandOffer;
     const t0 = Date.now();
@@ -282,7 +292,7 @@ describe('crash consistency under SIGKILL', () => {
     await until(`${name} gone`, async () => !(await h.api.get(h.ns, name)), 60_000, 100);
     if (w.provider === 'command') await providerQuiet(id);
     else await until(`${machine} terminated`, () => instanceNamed(h.emu, h.apiKey, machine).every((x) => x.status === 'terminated'), 15_000, 100).catch(() => undefined);
-    return { settled, ms: Date.now() - t0, why };
+    return { settled, ms: Date.now() - t0, why, id };
   }
 
   it('a kill at each step of the launch sequence: the Lease ends as it should, nothing leaked or doubled', async () => {
@@ -301,7 +311,8 @@ describe('crash consistency under SIGKILL', () => {
         // A resumed launch still has to finish within --acquire-timeout (90 s):
         // on a machine slow enough to pass it, AcquireTimeout is the right end.
         const timedOut = results[x]!.why.startsWith(' (AcquireTimeout') && results[x]!.ms >= ACQUIRE_TIMEOUT_MS;
-        if (results[x]!.settled !== w.settles && !timedOut) throw new Error(`expected ${w.settles}, got ${line}`);
+        const right = results[x]!.settled === w.settles || results[x]!.settled === w.alsoRight?.(results[x]!.id);
+        if (!right && !timedOut) throw new Error(`expected ${w.settles}, got ${line}`);
       });
       const led = ledgers();
       expect(led.detail).toEqual([]);

@@ -49,6 +49,11 @@ export interface ReleaseRequest {
   state: string;
   /** Whether an acquire began for this machine: with no state, a launch request may have gone out unrecorded. */
   acquireStarted?: boolean;
+  /**
+   * When an acquire began, the latest a launch request for it can have been
+   * sent (ms since the epoch): its acquire was cut off by then. Absent: now.
+   */
+  lastLaunchBy?: number;
   signal: AbortSignal;
 }
 

@@ -302,8 +302,10 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
   private settleUntil(st: Partial<LambdaState>, req: ReleaseRequest, now: number): number {
     if (st.unansweredLaunchAt !== undefined) return st.unansweredLaunchAt + this.settleMs;
     // Nothing recorded although an acquire began (the controller stopped
-    // mid-launch): a request may have gone out at any time before now.
-    if (!req.state && req.acquireStarted) return now + this.settleMs;
+    // mid-launch): a request may have gone out at any time before now, but
+    // not after the acquire's own deadline. Counting from that deadline, and
+    // not from each restart's now, lets a release end under repeated restarts.
+    if (!req.state && req.acquireStarted) return Math.min(now, req.lastLaunchBy ?? now) + this.settleMs;
     return 0;
   }
 
