@@ -12,16 +12,17 @@
 // it after a terminate request; after a lost launch answer it also watches
 // the name until that request can no longer land. list and get find
 // instances by name, which is how an instance is tied to its lease.
-import { createHash } from 'node:crypto';
 // ssh2 is CommonJS: under plain Node ESM (the controller process) only its default export exists.
 import ssh2 from 'ssh2';
-import { stringify } from 'yaml';
 import { ignoreNotFound, isProviderError, ProviderError } from '../errors.js';
-import { MACHINE_NAME_PREFIX, type Launched, type LaunchRequest, type Machine, type MachineInventory, type MachineProvider, type MachineState, type ReleaseRequest } from '../types.js';
+import { MACHINE_NAME_PREFIX, type Launched, type LaunchRequest, type Machine, type MachineInventory, type MachineProvider, type ReleaseRequest } from '../types.js';
 import type { LambdaAccount } from './accounts.js';
 import { dearerWithCapacity, overCap, pickRegion, priceOf } from './catalog.js';
 import { retryAfterMs, type LambdaClient, type LambdaInstance } from './client.js';
 import { abortableSleep, type LaunchPacer } from './pacer.js';
+import { accountKeyName, DEFAULT_LAUNCH_SETTLE_MS, hostKeyUserData, LIVE, parseLambdaState, restore, toMachine, type LambdaState } from './state.js';
+
+export { accountKeyName, parseLambdaState, type LambdaState };
 
 export interface LambdaLaunchSettings {
   instanceType: string;
@@ -57,65 +58,6 @@ export interface LambdaProviderOptions {
 
 /** What a provider made for an account takes besides the account itself. */
 export type LambdaAccountProviderOptions = Omit<LambdaProviderOptions, 'client' | 'pacer' | 'registeredKeys'>;
-
-/** What a Lambda launch keeps in Lease status for release. */
-export interface LambdaState {
-  name: string;
-  instanceID?: string;
-  region?: string;
-  instanceType?: string;
-  /** The host key given to the instance (public half only). */
-  hostKey?: string;
-  /** The account that launched it (LambdaAccount.id, which reveals nothing of the key). */
-  account?: string;
-  /** When (ms since the epoch) the last launch request whose answer never came was sent: it may land later. */
-  unansweredLaunchAt?: number;
-}
-
-/** How long after an unanswered launch request an instance may still appear under its name. */
-export const DEFAULT_LAUNCH_SETTLE_MS = 120_000;
-
-/** The name the controller's key has in the Lambda account. */
-export function accountKeyName(publicKey: string): string {
-  const blob = Buffer.from(publicKey.trim().split(/\s+/)[1] ?? '', 'base64');
-  return `leasehold-${createHash('sha256').update(blob).digest('hex').slice(0, 16)}`;
-}
-
-/** cloud-init user_data that installs the given host key and nothing else. */
-export function hostKeyUserData(hostKey: { privateKey: string; publicKey: string }): string {
-  return `#cloud-config\n${stringify({
-    ssh_deletekeys: true,
-    ssh_genkeytypes: [],
-    ssh_keys: { ed25519_private: hostKey.privateKey, ed25519_public: hostKey.publicKey },
-  })}`;
-}
-
-export function parseLambdaState(raw: string): Partial<LambdaState> {
-  if (!raw) return {};
-  try {
-    const v = JSON.parse(raw) as Partial<LambdaState>;
-    return typeof v === 'object' && v ? v : {};
-  } catch {
-    return {};
-  }
-}
-
-const LIVE = (i: LambdaInstance) => i.status !== 'terminated';
-
-const MACHINE_STATES = new Map<string, MachineState>([
-  ['booting', 'Pending'],
-  ['active', 'Running'],
-  ['terminating', 'Terminating'],
-]);
-
-function restore(state: LambdaState, unansweredLaunchAt: number | undefined): void {
-  if (unansweredLaunchAt === undefined) delete state.unansweredLaunchAt;
-  else state.unansweredLaunchAt = unansweredLaunchAt;
-}
-
-function toMachine(i: LambdaInstance & { name: string }): Machine {
-  return { name: i.name, id: i.id, state: MACHINE_STATES.get(i.status) ?? 'Unhealthy', providerStatus: i.status };
-}
 
 export class LambdaProvider implements MachineProvider, MachineInventory {
   private readonly pollMs: number;
