@@ -53,6 +53,8 @@ chart-lint: binaries
 	  "$$bin/helm" template leasehold charts/leasehold "$$kv" --namespace leasehold-system \
 	    --set 'replicas=1,leaderElection.enabled=false,serviceAccount.create=false,serviceAccount.name=leasehold-existing' \
 	    --set 'global.imageRegistry=registry.example,userRoles.enabled=false,admissionPolicy.enabled=false' >/dev/null && \
+	  "$$bin/helm" template leasehold charts/leasehold "$$kv" --namespace leasehold-system \
+	    --set 'peerFleet.enabled=false,watchNamespace=ml' >/dev/null && \
 	  echo "chart ok"
 
 # The whole loop on this machine, no network: control plane, CRDs, controller, a Lease on a

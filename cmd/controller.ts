@@ -62,7 +62,8 @@ registerLeaseController(mgr, {
     historyMaxAgeMs: flags.historyMaxAgeMs,
   },
 });
-registerPeerFleetController(mgr);
+// Off, the chart grants no PeerFleet rights: its informers would only meet 403s.
+if (flags.peerFleet) registerPeerFleetController(mgr);
 
 let signalled = false;
 for (const sig of ['SIGTERM', 'SIGINT'] as const) {

@@ -19,6 +19,7 @@ describe('parseControllerFlags', () => {
       historyLimit: 32,
       historyMaxAgeMs: 168 * 3600_000,
       shutdownGraceMs: 25_000,
+      peerFleet: true,
     });
   });
 
@@ -28,6 +29,10 @@ describe('parseControllerFlags', () => {
 
   it('--no-leader-elect turns leader election off', () => {
     expect(parseControllerFlags(['--no-leader-elect'], {}).leaderElection).toBeUndefined();
+  });
+
+  it('--no-peerfleet leaves the PeerFleet controller out', () => {
+    expect(parseControllerFlags(['--no-peerfleet'], {}).peerFleet).toBe(false);
   });
 
   it.each([

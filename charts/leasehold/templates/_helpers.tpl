@@ -76,13 +76,37 @@ is one the controller sends (see README, "Install with Helm").
 - apiGroups: ["leasehold.dev"]
   resources: ["leases/status"]
   verbs: ["patch"]
-# PeerFleets: informer (list+watch) and the readiness verdict written with a
-# merge patch on the status subresource. Their credential and CA Secrets are
-# read by name in secretNamespaces.
+{{- end -}}
+
+{{/*
+Rules in the namespaces of PeerFleets, with leaseRules: in the ClusterRole
+when PeerFleets are watched in every namespace, a Role in watchNamespace
+otherwise; none with peerFleet.enabled false (the controller then runs
+without its PeerFleet controller).
+*/}}
+{{- define "leasehold.peerFleetRules" -}}
+# PeerFleets: informer (list+watch); the finalizer leasehold.dev/peer-lending
+# added and removed with a merge patch (patch), so a deleted PeerFleet stays
+# until its mirror Jobs have finished and their status reached the peer.
+# Their credential and CA Secrets are read by name in secretNamespaces.
 - apiGroups: ["leasehold.dev"]
   resources: ["peerfleets"]
-  verbs: ["list", "watch"]
+  verbs: ["list", "watch", "patch"]
+# Readiness verdict, hosts, plan and accounting: merge patch on /status.
 - apiGroups: ["leasehold.dev"]
   resources: ["peerfleets/status"]
   verbs: ["patch"]
+# Mirror Jobs (label leasehold.dev/peerfleet, named after the peer Job's
+# uid): informer (list+watch), read by name so a restart finds the one it
+# made (get), made from a claimed peer Job (create), and deleted once
+# finished and their final status has reached the peer (delete). A running
+# mirror is never deleted, so a peer Job is never cut off.
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["get", "list", "watch", "create", "delete"]
+# The ServiceAccount leasehold-peer-job every mirror pod runs as: no token
+# mounted, no bindings. Read, and made the first time; never updated.
+- apiGroups: [""]
+  resources: ["serviceaccounts"]
+  verbs: ["get", "create"]
 {{- end -}}
