@@ -134,7 +134,8 @@ describe('the Helm chart', () => {
     expect(c.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'metrics' });
     expect(c.volumeMounts).toEqual([{ name: 'tmp', mountPath: '/tmp' }]);
     expect(byKind('Service')[0].spec.ports[0].name).toBe('metrics');
-    expect(byKind('ServiceMonitor')).toHaveLength(1);
+    // The PeerFleet metrics' namespace label is kept, not renamed exported_namespace.
+    expect(byKind('ServiceMonitor').map((m) => m.spec.endpoints)).toEqual([[{ port: 'metrics', path: '/metrics', interval: '30s', honorLabels: true }]]);
     const dash = byKind('ConfigMap').find((d) => d.metadata.labels?.grafana_dashboard === '1');
     expect(JSON.parse(dash.data['leasehold.json']).title).toBe('Leasehold');
 
@@ -226,6 +227,58 @@ describe('the Helm chart', () => {
     expect(old.stderr).toMatch(/chart requires kubeVersion: >=1\.30\.0-0 which is incompatible with Kubernetes v1\.29\.9/);
   });
 
+  it('grants PeerFleet exactly what lending needs, and none of it with peerFleet.enabled=false', async () => {
+    const render = async (...set: string[]) => docs((await helmOK(['template', 'rel', chart, ...kv, '--namespace', 'ops', ...set])).stdout);
+    // Every rule as "Kind namespace/name group/resource[names]: verbs", one line per resource.
+    const grants = (out: any[]) => new Set(out.filter((d) => d.kind === 'ClusterRole' || d.kind === 'Role').flatMap((r) =>
+      (r.rules as any[]).flatMap((rule) => (rule.resources as string[]).flatMap((res) => (rule.apiGroups as string[]).map((g) =>
+        `${r.kind} ${r.metadata.namespace ?? ''}/${r.metadata.name} ${g}/${res}${rule.resourceNames ? JSON.stringify(rule.resourceNames) : ''}: ${rule.verbs.join(',')}`)))));
+    const minus = (a: Set<string>, b: Set<string>) => [...a].filter((x) => !b.has(x)).sort();
+    const args = (out: any[]) => out.find((d) => d.kind === 'Deployment').spec.template.spec.containers[0].args as string[];
+
+    const on = await render();
+    const off = await render('--set', 'peerFleet.enabled=false');
+    // Exactly the lending reconciler's calls: nodes and pods read cluster-wide;
+    // in PeerFleet namespaces (all of them here) its finalizer, status, mirror
+    // Jobs and their ServiceAccount; one coordination Lease per node here.
+    expect(minus(grants(on), grants(off))).toEqual([
+      'ClusterRole /rel-leasehold /nodes: list,watch',
+      'ClusterRole /rel-leasehold /pods: list,watch',
+      'ClusterRole /rel-leasehold /serviceaccounts: get,create',
+      'ClusterRole /rel-leasehold batch/jobs: get,list,watch,create,delete',
+      'ClusterRole /rel-leasehold leasehold.dev/peerfleets/status: patch',
+      'ClusterRole /rel-leasehold leasehold.dev/peerfleets: list,watch,patch',
+      'Role ops/rel-leasehold-peer-nodes coordination.k8s.io/leases: get,list,watch,create,update,delete',
+    ]);
+    // Off takes nothing else away, and leaves no PeerFleet right anywhere.
+    expect(minus(grants(off), grants(on))).toEqual([]);
+    expect([...grants(off)].filter((g) => /\/(nodes|pods|jobs|serviceaccounts|peerfleets)\b|-peer-nodes /.test(g))).toEqual([]);
+    expect(off.filter((d) => /Binding$/.test(d.kind)).map((b) => b.metadata.name)).not.toContain('rel-leasehold-peer-nodes');
+    // The controller runs without its PeerFleet controller exactly when the chart grants it nothing.
+    expect(args(off)).toContain('--no-peerfleet');
+    expect(args(on)).not.toContain('--no-peerfleet');
+
+    // PeerFleet adds no Secret right: none is listed or watched beyond the
+    // Lease records' list in the release namespace, as before.
+    const secrets = (out: any[]) => [...grants(out)].filter((g) => / \/secrets/.test(g)).sort();
+    expect(secrets(on)).toEqual(secrets(off));
+    expect(secrets(on).filter((g) => /\b(list|watch)\b/.test(g))).toEqual(['Role ops/rel-leasehold-lease-records /secrets: get,list,create,update,delete']);
+
+    // With watchNamespace, the namespaced PeerFleet rights are a Role there; nodes and pods stay cluster-wide.
+    const scopedOn = await render('--set', 'watchNamespace=ml');
+    expect(minus(grants(scopedOn), grants(await render('--set', 'watchNamespace=ml,peerFleet.enabled=false')))).toEqual([
+      'ClusterRole /rel-leasehold /nodes: list,watch',
+      'ClusterRole /rel-leasehold /pods: list,watch',
+      'Role ml/rel-leasehold-leases /serviceaccounts: get,create',
+      'Role ml/rel-leasehold-leases batch/jobs: get,list,watch,create,delete',
+      'Role ml/rel-leasehold-leases leasehold.dev/peerfleets/status: patch',
+      'Role ml/rel-leasehold-leases leasehold.dev/peerfleets: list,watch,patch',
+      'Role ops/rel-leasehold-peer-nodes coordination.k8s.io/leases: get,list,watch,create,update,delete',
+    ]);
+    expect((await helm(['template', 'x', chart, ...kv, '--set', 'peerFleet.enabled=maybe'])).code).not.toBe(0);
+    expect((await helm(['template', 'x', chart, ...kv, '--set', 'peerFleet.nosuch=1'])).code).not.toBe(0);
+  });
+
   it('installs into a fresh namespace, skipping the CRDs the cluster already has', async () => {
     const r = await helmOK(['install', release, chart, '-n', relNS, ...values()]);
     installed = true;
@@ -285,8 +338,27 @@ describe('the Helm chart', () => {
     expect(await can('list', 'leases.leasehold.dev', '-n', otherNS)).toBe('no');
     expect(await can('list', 'offers.leasehold.dev')).toBe('yes');
     expect(await can('delete', 'offers.leasehold.dev')).toBe('no');
-    expect(await can('update', 'leases.coordination.k8s.io/someone-else', '-n', relNS)).toBe('no');
+    // Coordination Leases: leader election and PeerFleet's per-node holders,
+    // in the release namespace only.
+    expect(await can('update', 'leases.coordination.k8s.io/leasehold-peer-node-a', '-n', relNS)).toBe('yes');
+    expect(await can('update', 'leases.coordination.k8s.io/leasehold-peer-node-a', '-n', leaseNS)).toBe('no');
     expect(await can('create', 'pods', '-n', relNS)).toBe('no');
+    // PeerFleet: nodes and pods read everywhere, never written; mirror Jobs
+    // and their ServiceAccount only where PeerFleets are watched.
+    expect(await can('watch', 'nodes')).toBe('yes');
+    expect(await can('watch', 'pods', '--all-namespaces')).toBe('yes');
+    expect(await can('get', 'pods', '-n', otherNS)).toBe('no');
+    expect(await can('patch', 'nodes')).toBe('no');
+    expect(await can('delete', 'pods', '-n', leaseNS)).toBe('no');
+    expect(await can('create', 'jobs.batch', '-n', leaseNS)).toBe('yes');
+    expect(await can('delete', 'jobs.batch', '-n', leaseNS)).toBe('yes');
+    expect(await can('update', 'jobs.batch', '-n', leaseNS)).toBe('no');
+    expect(await can('create', 'jobs.batch', '-n', otherNS)).toBe('no');
+    expect(await can('create', 'serviceaccounts', '-n', leaseNS)).toBe('yes');
+    expect(await can('create', 'serviceaccounts', '-n', otherNS)).toBe('no');
+    expect(await can('create', 'serviceaccounts', '--subresource=token', '-n', leaseNS)).toBe('no');
+    expect(await can('patch', 'peerfleets.leasehold.dev', '-n', leaseNS)).toBe('yes');
+    expect(await can('delete', 'peerfleets.leasehold.dev', '-n', leaseNS)).toBe('no');
     // Events: written anywhere (an Offer's go to default), never read.
     expect(await can('create', 'events', '-n', 'default')).toBe('yes');
     expect(await can('list', 'events', '-n', leaseNS)).toBe('no');
