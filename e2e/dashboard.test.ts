@@ -5,12 +5,16 @@
 // is checked against the controller's /metrics: each metric selector of its
 // PromQL has at least one matching sample (histograms with observations), and
 // instant gauge aggregations are evaluated. No Grafana binary is used.
+// The PeerFleet row is checked against the lending metrics' definitions
+// (names, types, labels and label values) instead: this run lends nothing.
 //
 // This file runs its own control plane (restarted once, for informer restarts
 // and reconcile errors), so it never disturbs the shared one.
 import { describe, it, expect } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { DRAIN_REASONS } from '../controllers/peerfleet/drain.js';
+import { HOST_STATES } from '../src/api/index.js';
 import { ControlPlane } from './cluster/controlplane.js';
 import { waitFor } from './support/kube.js';
 import { BAD_TARGET_PROVIDER, sshdCommands } from './support/leases.js';
@@ -133,7 +137,61 @@ function lineLabels(expr: string): string[] {
 interface Target { refId: string; expr: string }
 interface Panel { type: string; title: string; targets?: Target[]; panels?: Panel[] }
 const dashboard = JSON.parse(readFileSync(join(process.cwd(), 'charts/leasehold/dashboards/leasehold.json'), 'utf8'));
-const panels: Panel[] = (dashboard.panels as Panel[]).flatMap((p) => (p.type === 'row' ? p.panels ?? [] : [p]));
+// Rows here are not collapsed: a row's panels follow it in the list.
+const rowOf = new Map<Panel, string>();
+{
+  let row = '';
+  for (const p of dashboard.panels as Panel[]) {
+    if (p.type === 'row') row = p.title;
+    for (const q of p.type === 'row' ? p.panels ?? [] : [p]) rowOf.set(q, row);
+  }
+}
+const allPanels = [...rowOf.keys()];
+const peerPanels = allPanels.filter((p) => rowOf.get(p) === 'PeerFleet');
+const panels = allPanels.filter((p) => rowOf.get(p) !== 'PeerFleet');
+
+// ---- the PeerFleet lending metrics: every one has labels namespace and peerfleet ----
+
+const PEERFLEET_METRICS: Record<string, { type: 'gauge' | 'counter'; labels: Record<string, readonly string[]> }> = {
+  leasehold_peerfleet_hosts: { type: 'gauge', labels: { state: HOST_STATES } },
+  leasehold_peerfleet_lent_gpu_seconds: { type: 'gauge', labels: {} },
+  leasehold_peerfleet_lent_amount_usd: { type: 'gauge', labels: {} },
+  leasehold_peerfleet_unmeasured_jobs: { type: 'gauge', labels: {} },
+  leasehold_peerfleet_sessions_total: { type: 'counter', labels: {} },
+  leasehold_peerfleet_claims_total: { type: 'counter', labels: { outcome: ['claimed', 'conflict', 'refused'] } },
+  leasehold_peerfleet_drains_total: { type: 'counter', labels: { reason: DRAIN_REASONS } },
+  leasehold_peerfleet_writebacks_total: { type: 'counter', labels: { outcome: ['ok', 'error'] } },
+};
+
+/** What is wrong with a PeerFleet panel query against those definitions; empty when nothing is. */
+export function peerFleetQueryProblems(expr: string): string[] {
+  const problems: string[] = [];
+  const sels = selectorsOf(expr);
+  if (sels.length === 0) problems.push('names no metric');
+  for (const sel of sels) {
+    const def = PEERFLEET_METRICS[sel.metric];
+    if (!def) {
+      problems.push(`${sel.metric} is not a PeerFleet metric`);
+      continue;
+    }
+    // Prometheus adds job and instance at scrape time.
+    const known = new Set(['namespace', 'peerfleet', 'job', 'instance', ...Object.keys(def.labels)]);
+    for (const m of sel.matchers) {
+      if (!known.has(m.label)) problems.push(`${sel.metric} has no label ${m.label}`);
+      const values = def.labels[m.label];
+      if (!values || (m.op !== '=' && m.op !== '=~')) continue;
+      const re = new RegExp(`^(?:${m.op === '=' ? m.value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') : m.value})$`);
+      if (!values.some((v) => re.test(v))) problems.push(`${sel.metric}{${m.label}${m.op}"${m.value}"} matches none of ${values.join(', ')}`);
+    }
+    const grouped = [...expr.matchAll(/\bby\s*\(([^)]*)\)/g)].flatMap((m) => m[1]!.split(',').map((l) => l.trim()).filter(Boolean));
+    for (const g of new Set(grouped)) if (!known.has(g)) problems.push(`grouped by ${g}, which ${sel.metric} does not have`);
+    // A counter only means something as a rate; a gauge's rate means nothing.
+    const ratedRe = new RegExp(`\\b(rate|increase)\\(\\s*${sel.metric}\\b`);
+    if (def.type === 'counter' && !ratedRe.test(expr)) problems.push(`${sel.metric} is a counter, read without rate() or increase()`);
+    if (def.type === 'gauge' && ratedRe.test(expr)) problems.push(`${sel.metric} is a gauge, read with rate() or increase()`);
+  }
+  return problems;
+}
 
 // ---- the run ----
 
@@ -165,6 +223,30 @@ const fx = leaseSuite('dashboard', {
 });
 
 describe('the Grafana dashboard against a real controller', () => {
+  it('PeerFleet panels query the lending metrics, with their labels and label values', () => {
+    const titles = peerPanels.map((p) => p.title);
+    expect(titles).toEqual(expect.arrayContaining(['Hosts by state', 'Lent GPU-hours', 'Lent amount', 'Lending sessions started', 'Drains by reason', 'Claim conflicts', 'Status write-back errors']));
+    const problems: string[] = [];
+    const used = new Set<string>();
+    for (const p of peerPanels) {
+      expect(p.targets?.length).toBeGreaterThan(0);
+      for (const t of p.targets ?? []) {
+        for (const x of peerFleetQueryProblems(t.expr)) problems.push(`${p.title} ${t.refId}: ${x}`);
+        for (const sel of selectorsOf(t.expr)) used.add(sel.metric);
+      }
+    }
+    expect(problems).toEqual([]);
+    // Every lending metric is on the dashboard.
+    expect([...used].sort()).toEqual(Object.keys(PEERFLEET_METRICS).sort());
+    // The check can fail: a misspelt metric, an unknown label or value, a counter read as a gauge.
+    expect(peerFleetQueryProblems('sum(leasehold_peerfleet_host{state="Lending"})')).toEqual(['leasehold_peerfleet_host is not a PeerFleet metric']);
+    expect(peerFleetQueryProblems('sum(leasehold_peerfleet_hosts{state="Lent"})')).toEqual([expect.stringMatching(/matches none of Busy, Waiting/)]);
+    expect(peerFleetQueryProblems('sum by (node) (leasehold_peerfleet_hosts)')).toEqual(['grouped by node, which leasehold_peerfleet_hosts does not have']);
+    expect(peerFleetQueryProblems('sum(increase(leasehold_peerfleet_drains_total{reason=~"Busy|Idle"}[1m]))')).toEqual([expect.stringMatching(/matches none of Deleted/)]);
+    expect(peerFleetQueryProblems('sum(leasehold_peerfleet_sessions_total)')).toEqual(['leasehold_peerfleet_sessions_total is a counter, read without rate() or increase()']);
+    expect(peerFleetQueryProblems('rate(leasehold_peerfleet_lent_amount_usd[1m])')).toEqual(['leasehold_peerfleet_lent_amount_usd is a gauge, read with rate() or increase()']);
+  });
+
   it('every panel target matches scraped series, with bounded labels', async () => {
     const offer = (name: string, env: string | undefined, pricePerHour: number) =>
       fx.offer(name, { ...sshdCommands(env), pricePerHour, idleTimeout: '10m', maxLifetime: '1h' });
