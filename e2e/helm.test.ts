@@ -29,6 +29,7 @@ const offerName = `helm-box-${suffix}`;
 const shortOffer = `helm-short-${suffix}`;
 
 const umbrellaRelease = `um-${suffix}`;
+const noPeerRelease = `np-${suffix}`;
 
 let relNS: string; // the release namespace: controller, leader election, its SSH key
 let leaseNS: string; // watchNamespace: where the Leases live
@@ -43,6 +44,9 @@ let tokenKubeconfig: string;
 let ctl: ControllerProcess | undefined;
 let installed = false;
 let umbrellaInstalled = false;
+let noPeerNS: string; // peerFleet.enabled=false: the controller runs without PeerFleet
+let noPeerInstalled = false;
+let noPeerCtl: ControllerProcess | undefined;
 
 function values(): string[] {
   return [
@@ -58,6 +62,32 @@ function values(): string[] {
     '--set', 'metrics.networkPolicy.enabled=true',
     '--set-file', `providerScripts.sshd-machine\\.sh=${provider}`,
   ];
+}
+
+/** A kubeconfig for the test API server that authenticates as a ServiceAccount, with a fresh token. */
+async function serviceAccountKubeconfig(ns: string, account: string, file: string): Promise<{ token: string; path: string }> {
+  const t = await kubectl(['-n', ns, 'create', 'token', account, '--duration=1h']);
+  expect(t.code).toBe(0);
+  const admin = YAML.parse(readFileSync(kubeconfig, 'utf8'));
+  const path = join(work, file);
+  writeFileSync(path, YAML.stringify({
+    apiVersion: 'v1',
+    kind: 'Config',
+    clusters: admin.clusters,
+    users: [{ name: account, user: { token: t.stdout.trim() } }],
+    contexts: [{ name: 'controller', context: { cluster: admin.clusters[0].name, user: account, namespace: ns } }],
+    'current-context': 'controller',
+  }), { mode: 0o600 });
+  return { token: t.stdout.trim(), path };
+}
+
+/** The controller's arguments from a release's Deployment, as startController takes them. */
+async function deploymentArgs(rel: string, ns: string): Promise<string[]> {
+  const manifest = docs((await helmOK(['get', 'manifest', rel, '-n', ns])).stdout);
+  const container = manifest.find((d) => d.kind === 'Deployment').spec.template.spec.containers[0];
+  return (container.args as string[])
+    .filter((a) => !a.startsWith('--metrics-addr=')) // startController picks a free port
+    .map((a) => a.replace('$(POD_NAMESPACE)', ns));
 }
 
 /** A GET with the ServiceAccount's bearer token; resolves the HTTP status. */
@@ -101,18 +131,21 @@ beforeAll(async () => {
   cloudNS = await freshNamespace(kubectl, 'helm-cloud');
   otherNS = await freshNamespace(kubectl, 'helm-other');
   subNS = await freshNamespace(kubectl, 'helm-sub');
+  noPeerNS = await freshNamespace(kubectl, 'helm-nopeer');
   kv = await kubeVersionArgs(kubectl);
 });
 
 afterAll(async () => {
   await ctl?.stop();
+  await noPeerCtl?.stop();
   await kubectl(['-n', leaseNS, 'delete', 'leases.leasehold.dev', '--all', '--wait=false']);
   releaseLeftovers();
   for (const o of [offerName, shortOffer]) await kubectl(['delete', 'offer.leasehold.dev', o, '--ignore-not-found', '--wait=false']);
   if (installed) await helm(['uninstall', release, '-n', relNS]);
   if (umbrellaInstalled) await helm(['uninstall', umbrellaRelease, '-n', subNS]);
+  if (noPeerInstalled) await helm(['uninstall', noPeerRelease, '-n', noPeerNS]);
   // Namespaces stay Terminating without a kube-controller-manager; delete them anyway.
-  for (const ns of [relNS, leaseNS, cloudNS, otherNS, subNS]) if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
+  for (const ns of [relNS, leaseNS, cloudNS, otherNS, subNS, noPeerNS]) if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
 });
 
 describe('the Helm chart', () => {
@@ -299,19 +332,7 @@ describe('the Helm chart', () => {
   }, 60_000);
 
   it('gives the ServiceAccount Secrets only in secretNamespaces, by name', async () => {
-    const t = await kubectl(['-n', relNS, 'create', 'token', sa, '--duration=1h']);
-    expect(t.code).toBe(0);
-    token = t.stdout.trim();
-    const admin = YAML.parse(readFileSync(kubeconfig, 'utf8'));
-    tokenKubeconfig = join(work, 'controller.kubeconfig');
-    writeFileSync(tokenKubeconfig, YAML.stringify({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: admin.clusters,
-      users: [{ name: sa, user: { token } }],
-      contexts: [{ name: 'controller', context: { cluster: admin.clusters[0].name, user: sa, namespace: relNS } }],
-      'current-context': 'controller',
-    }), { mode: 0o600 });
+    ({ token, path: tokenKubeconfig } = await serviceAccountKubeconfig(relNS, sa, 'controller.kubeconfig'));
     tokenKubectl = testKubectl(tokenKubeconfig, binDir);
     const whoami = await tokenKubectl(['auth', 'whoami', '-o', 'jsonpath={.status.userInfo.username}']);
     expect(whoami.stdout).toBe(`system:serviceaccount:${relNS}:${sa}`);
@@ -365,11 +386,7 @@ describe('the Helm chart', () => {
   });
 
   it('is enough for a full Lease lifecycle run with that identity and the Deployment flags', async () => {
-    const manifest = docs((await helmOK(['get', 'manifest', release, '-n', relNS])).stdout);
-    const container = manifest.find((d) => d.kind === 'Deployment').spec.template.spec.containers[0];
-    const args = (container.args as string[])
-      .filter((a) => !a.startsWith('--metrics-addr=')) // startController picks a free port
-      .map((a) => a.replace('$(POD_NAMESPACE)', relNS));
+    const args = await deploymentArgs(release, relNS);
     expect(args).toEqual(expect.arrayContaining([`--watch-namespace=${leaseNS}`, `--leader-election-namespace=${relNS}`, `--namespace=${relNS}`]));
     ctl = await startController(tokenKubeconfig, args, { POD_NAMESPACE: relNS, POD_NAME: 'leasehold-helm-e2e', LEASEHOLD_MACHINES_DIR: machines });
 
@@ -475,6 +492,36 @@ describe('the Helm chart', () => {
     // Not the chart's to delete.
     expect(await getJSON(kubectl, ['-n', subNS, 'serviceaccount', 'platform-leasehold'])).toBeDefined();
   }, 60_000);
+
+  it('with peerFleet.enabled=false, runs without the PeerFleet controller and meets no 403', async () => {
+    await helmOK(['install', noPeerRelease, chart, '-n', noPeerNS,
+      '--set', `replicas=1,leaderElection.enabled=false,watchNamespace=${noPeerNS},peerFleet.enabled=false`]);
+    noPeerInstalled = true;
+    const account = (await getJSON(kubectl, ['-n', noPeerNS, 'serviceaccount', '-l', `app.kubernetes.io/instance=${noPeerRelease}`])).items[0].metadata.name;
+    const { path } = await serviceAccountKubeconfig(noPeerNS, account, 'nopeer.kubeconfig');
+    const args = await deploymentArgs(noPeerRelease, noPeerNS);
+    expect(args).toContain('--no-peerfleet');
+    const env = { POD_NAMESPACE: noPeerNS, POD_NAME: 'leasehold-nopeer-e2e', LEASEHOLD_MACHINES_DIR: machines };
+    const readyz = (c: ControllerProcess) => c.metricsURL.replace(/\/metrics$/, '/readyz');
+
+    // As the chart runs it: every informer lists (ready), none of them PeerFleet's.
+    noPeerCtl = await startController(path, args, env);
+    const c = noPeerCtl;
+    await waitFor('the controller ready', async () => (await fetch(readyz(c))).ok, 60_000, 250);
+    await waitFor('queue depth sampled', async () => /leasehold_workqueue_depth\{controller="lease"\}/.test(await (await fetch(c.metricsURL)).text()), 30_000, 250);
+    const text = await (await fetch(c.metricsURL)).text();
+    expect(text).not.toMatch(/controller="peerfleet"/);
+    expect(await c.metric('leasehold_kube_responses_total', { code: '403' })).toBe(0);
+    await c.stop();
+    expect(readFileSync(c.logFile, 'utf8').split('\n').filter((l) => /forbidden|\b403\b/i.test(l))).toEqual([]);
+
+    // Without --no-peerfleet the same identity is refused PeerFleet's reads: the flag is what keeps it clean.
+    noPeerCtl = await startController(path, args.filter((a) => a !== '--no-peerfleet'), env);
+    const bare = noPeerCtl;
+    await waitFor('the PeerFleet informer refused', async () => /cannot list resource \\"peerfleets\\"/.test(readFileSync(bare.logFile, 'utf8')), 30_000, 250);
+    expect((await fetch(readyz(bare))).ok).toBe(false);
+    await bare.stop();
+  }, 120_000);
 
   it('uninstalls every controller object; the CRDs, and so the Leases, stay', async () => {
     await ctl?.stop(); // already stopped unless the lifecycle test failed
