@@ -316,6 +316,7 @@ describe('the Helm chart', () => {
     const r = await helmOK(['install', release, chart, '-n', relNS, ...values()]);
     installed = true;
     expect(r.stdout).toMatch(/kubectl get leases\.leasehold\.dev/);
+    expect(r.stdout).toContain(`runs lent Jobs as mirror Jobs\nin the namespace of each PeerFleet (${leaseNS}),`);
     const status = JSON.parse((await helmOK(['status', release, '-n', relNS, '-o', 'json'])).stdout);
     expect(status.info.status).toBe('deployed');
     sa = (await getJSON(kubectl, ['-n', relNS, 'serviceaccount', '-l', `app.kubernetes.io/instance=${release}`])).items[0].metadata.name;
@@ -494,8 +495,9 @@ describe('the Helm chart', () => {
   }, 60_000);
 
   it('with peerFleet.enabled=false, runs without the PeerFleet controller and meets no 403', async () => {
-    await helmOK(['install', noPeerRelease, chart, '-n', noPeerNS,
+    const notes = await helmOK(['install', noPeerRelease, chart, '-n', noPeerNS,
       '--set', `replicas=1,leaderElection.enabled=false,watchNamespace=${noPeerNS},peerFleet.enabled=false`]);
+    expect(notes.stdout).not.toMatch(/PeerFleet/);
     noPeerInstalled = true;
     const account = (await getJSON(kubectl, ['-n', noPeerNS, 'serviceaccount', '-l', `app.kubernetes.io/instance=${noPeerRelease}`])).items[0].metadata.name;
     const { path } = await serviceAccountKubeconfig(noPeerNS, account, 'nopeer.kubeconfig');
