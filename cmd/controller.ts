@@ -62,7 +62,7 @@ registerLeaseController(mgr, {
     historyMaxAgeMs: flags.historyMaxAgeMs,
   },
 });
-registerPeerFleetController(mgr);
+registerPeerFleetController(mgr, { installationID, controllerNamespace: flags.namespace, lending: flags.peerLending });
 
 let signalled = false;
 for (const sig of ['SIGTERM', 'SIGINT'] as const) {

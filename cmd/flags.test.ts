@@ -19,6 +19,7 @@ describe('parseControllerFlags', () => {
       historyLimit: 32,
       historyMaxAgeMs: 168 * 3600_000,
       shutdownGraceMs: 25_000,
+      peerLending: true,
     });
   });
 
