@@ -62,8 +62,7 @@ registerLeaseController(mgr, {
     historyMaxAgeMs: flags.historyMaxAgeMs,
   },
 });
-// Off, the chart grants no PeerFleet rights: its informers would only meet 403s.
-if (flags.peerFleet) registerPeerFleetController(mgr);
+registerPeerFleetController(mgr, { installationID, controllerNamespace: flags.namespace, lending: flags.peerLending });
 
 let signalled = false;
 for (const sig of ['SIGTERM', 'SIGINT'] as const) {

@@ -19,7 +19,7 @@ describe('parseControllerFlags', () => {
       historyLimit: 32,
       historyMaxAgeMs: 168 * 3600_000,
       shutdownGraceMs: 25_000,
-      peerFleet: true,
+      peerLending: true,
     });
   });
 
@@ -29,10 +29,6 @@ describe('parseControllerFlags', () => {
 
   it('--no-leader-elect turns leader election off', () => {
     expect(parseControllerFlags(['--no-leader-elect'], {}).leaderElection).toBeUndefined();
-  });
-
-  it('--no-peerfleet leaves the PeerFleet controller out', () => {
-    expect(parseControllerFlags(['--no-peerfleet'], {}).peerFleet).toBe(false);
   });
 
   it.each([

@@ -31,8 +31,8 @@ export interface ControllerFlags {
   historyMaxAgeMs: number;
   /** On SIGTERM, how long running acquires, probes and releases get to finish before they are cancelled. */
   shutdownGraceMs: number;
-  /** Run the PeerFleet controller; off when the chart grants it no rights (peerFleet.enabled false). */
-  peerFleet: boolean;
+  /** Whether PeerFleets lend (needs read access to nodes and pods); without it they only report readiness. */
+  peerLending: boolean;
 }
 
 export class FlagError extends Error {
@@ -46,7 +46,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       kubeconfig: { type: 'string', default: env.KUBECONFIG },
       'metrics-addr': { type: 'string', default: env.LEASEHOLD_METRICS_ADDR ?? ':8080' },
       'no-leader-elect': { type: 'boolean', default: false },
-      'no-peerfleet': { type: 'boolean', default: false },
+      'no-peer-lending': { type: 'boolean', default: false },
       'leader-election-namespace': { type: 'string', default: env.POD_NAMESPACE ?? 'default' },
       'leader-election-id': { type: 'string', default: 'leasehold-controller' },
       'log-level': { type: 'string', default: env.LEASEHOLD_LOG_LEVEL ?? 'info' },
@@ -107,6 +107,6 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     historyLimit: whole('history-limit', 0, '(ended Leases kept per namespace; 0 keeps none)'),
     historyMaxAgeMs: duration('history-max-age'),
     shutdownGraceMs: duration('shutdown-grace'),
-    peerFleet: !values['no-peerfleet'],
+    peerLending: !values['no-peer-lending'],
   };
 }

@@ -260,7 +260,7 @@ describe('the Helm chart', () => {
     expect(old.stderr).toMatch(/chart requires kubeVersion: >=1\.30\.0-0 which is incompatible with Kubernetes v1\.29\.9/);
   });
 
-  it('grants PeerFleet exactly what lending needs, and none of it with peerFleet.enabled=false', async () => {
+  it('grants PeerFleet lending exactly what it needs, and none of it with peerFleet.enabled=false', async () => {
     const render = async (...set: string[]) => docs((await helmOK(['template', 'rel', chart, ...kv, '--namespace', 'ops', ...set])).stdout);
     // Every rule as "Kind namespace/name group/resource[names]: verbs", one line per resource.
     const grants = (out: any[]) => new Set(out.filter((d) => d.kind === 'ClusterRole' || d.kind === 'Role').flatMap((r) =>
@@ -272,24 +272,26 @@ describe('the Helm chart', () => {
     const on = await render();
     const off = await render('--set', 'peerFleet.enabled=false');
     // Exactly the lending reconciler's calls: nodes and pods read cluster-wide;
-    // in PeerFleet namespaces (all of them here) its finalizer, status, mirror
-    // Jobs and their ServiceAccount; one coordination Lease per node here.
+    // in PeerFleet namespaces (all of them here) its finalizer, mirror Jobs
+    // and their ServiceAccount; one coordination Lease per node here.
     expect(minus(grants(on), grants(off))).toEqual([
       'ClusterRole /rel-leasehold /nodes: list,watch',
       'ClusterRole /rel-leasehold /pods: list,watch',
       'ClusterRole /rel-leasehold /serviceaccounts: get,create',
       'ClusterRole /rel-leasehold batch/jobs: get,list,watch,create,delete',
-      'ClusterRole /rel-leasehold leasehold.dev/peerfleets/status: patch',
-      'ClusterRole /rel-leasehold leasehold.dev/peerfleets: list,watch,patch',
+      'ClusterRole /rel-leasehold leasehold.dev/peerfleets: patch',
       'Role ops/rel-leasehold-peer-nodes coordination.k8s.io/leases: get,list,watch,create,update,delete',
     ]);
-    // Off takes nothing else away, and leaves no PeerFleet right anywhere.
+    // Off takes nothing else away and keeps what readiness verdicts need: PeerFleets read, their status written.
     expect(minus(grants(off), grants(on))).toEqual([]);
-    expect([...grants(off)].filter((g) => /\/(nodes|pods|jobs|serviceaccounts|peerfleets)\b|-peer-nodes /.test(g))).toEqual([]);
+    expect([...grants(off)].filter((g) => /\/(nodes|pods|jobs|serviceaccounts|peerfleets)\b|-peer-nodes /.test(g)).sort()).toEqual([
+      'ClusterRole /rel-leasehold leasehold.dev/peerfleets/status: patch',
+      'ClusterRole /rel-leasehold leasehold.dev/peerfleets: list,watch',
+    ]);
     expect(off.filter((d) => /Binding$/.test(d.kind)).map((b) => b.metadata.name)).not.toContain('rel-leasehold-peer-nodes');
-    // The controller runs without its PeerFleet controller exactly when the chart grants it nothing.
-    expect(args(off)).toContain('--no-peerfleet');
-    expect(args(on)).not.toContain('--no-peerfleet');
+    // The controller leaves lending out exactly when the chart grants it none of lending's rights.
+    expect(args(off)).toContain('--no-peer-lending');
+    expect(args(on)).not.toContain('--no-peer-lending');
 
     // PeerFleet adds no Secret right: none is listed or watched beyond the
     // Lease records' list in the release namespace, as before.
@@ -304,8 +306,7 @@ describe('the Helm chart', () => {
       'ClusterRole /rel-leasehold /pods: list,watch',
       'Role ml/rel-leasehold-leases /serviceaccounts: get,create',
       'Role ml/rel-leasehold-leases batch/jobs: get,list,watch,create,delete',
-      'Role ml/rel-leasehold-leases leasehold.dev/peerfleets/status: patch',
-      'Role ml/rel-leasehold-leases leasehold.dev/peerfleets: list,watch,patch',
+      'Role ml/rel-leasehold-leases leasehold.dev/peerfleets: patch',
       'Role ops/rel-leasehold-peer-nodes coordination.k8s.io/leases: get,list,watch,create,update,delete',
     ]);
     expect((await helm(['template', 'x', chart, ...kv, '--set', 'peerFleet.enabled=maybe'])).code).not.toBe(0);
@@ -494,33 +495,43 @@ describe('the Helm chart', () => {
     expect(await getJSON(kubectl, ['-n', subNS, 'serviceaccount', 'platform-leasehold'])).toBeDefined();
   }, 60_000);
 
-  it('with peerFleet.enabled=false, runs without the PeerFleet controller and meets no 403', async () => {
+  it('with peerFleet.enabled=false, PeerFleets report readiness only, and nothing is refused', async () => {
     const notes = await helmOK(['install', noPeerRelease, chart, '-n', noPeerNS,
       '--set', `replicas=1,leaderElection.enabled=false,watchNamespace=${noPeerNS},peerFleet.enabled=false`]);
-    expect(notes.stdout).not.toMatch(/PeerFleet/);
+    expect(notes.stdout).toMatch(/PeerFleet lending is off \(peerFleet\.enabled=false\): PeerFleets report their readiness only\./);
     noPeerInstalled = true;
     const account = (await getJSON(kubectl, ['-n', noPeerNS, 'serviceaccount', '-l', `app.kubernetes.io/instance=${noPeerRelease}`])).items[0].metadata.name;
     const { path } = await serviceAccountKubeconfig(noPeerNS, account, 'nopeer.kubeconfig');
     const args = await deploymentArgs(noPeerRelease, noPeerNS);
-    expect(args).toContain('--no-peerfleet');
+    expect(args).toContain('--no-peer-lending');
     const env = { POD_NAMESPACE: noPeerNS, POD_NAME: 'leasehold-nopeer-e2e', LEASEHOLD_MACHINES_DIR: machines };
     const readyz = (c: ControllerProcess) => c.metricsURL.replace(/\/metrics$/, '/readyz');
 
-    // As the chart runs it: every informer lists (ready), none of them PeerFleet's.
+    // As the chart runs it: every informer lists (ready), and a PeerFleet
+    // gets its verdict (its token Secret is missing) but no lending finalizer.
     noPeerCtl = await startController(path, args, env);
     const c = noPeerCtl;
     await waitFor('the controller ready', async () => (await fetch(readyz(c))).ok, 60_000, 250);
-    await waitFor('queue depth sampled', async () => /leasehold_workqueue_depth\{controller="lease"\}/.test(await (await fetch(c.metricsURL)).text()), 30_000, 250);
-    const text = await (await fetch(c.metricsURL)).text();
-    expect(text).not.toMatch(/controller="peerfleet"/);
-    expect(await c.metric('leasehold_kube_responses_total', { code: '403' })).toBe(0);
+    await apply(kubectl, JSON.stringify({
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'PeerFleet',
+      metadata: { name: 'off', namespace: noPeerNS },
+      spec: { origin: 'https://127.0.0.1:1', namespace: 'queue', credentialSecretRef: { name: 'absent' }, lendableNodes: { matchLabels: { lendable: 'yes' } }, pricePerGPUHour: 1 },
+    }));
+    const fleet = await waitFor('the PeerFleet verdict', async () => {
+      const f = await getJSON(kubectl, ['-n', noPeerNS, 'peerfleet.leasehold.dev', 'off']);
+      return f?.status?.verdict?.code ? f : undefined;
+    }, 60_000, 250);
+    expect(fleet.status.verdict.code).toBe('SecretAbsent');
+    expect(fleet.metadata.finalizers ?? []).toEqual([]);
+    expect(fleet.status.hosts).toBeUndefined();
     await c.stop();
     expect(readFileSync(c.logFile, 'utf8').split('\n').filter((l) => /forbidden|\b403\b/i.test(l))).toEqual([]);
 
-    // Without --no-peerfleet the same identity is refused PeerFleet's reads: the flag is what keeps it clean.
-    noPeerCtl = await startController(path, args.filter((a) => a !== '--no-peerfleet'), env);
+    // Without --no-peer-lending the same identity is refused lending's reads: the flag is what keeps it clean.
+    noPeerCtl = await startController(path, args.filter((a) => a !== '--no-peer-lending'), env);
     const bare = noPeerCtl;
-    await waitFor('the PeerFleet informer refused', async () => /cannot list resource \\"peerfleets\\"/.test(readFileSync(bare.logFile, 'utf8')), 30_000, 250);
+    await waitFor('the node informer refused', async () => /cannot list resource \\"nodes\\"/.test(readFileSync(bare.logFile, 'utf8')), 30_000, 250);
     expect((await fetch(readyz(bare))).ok).toBe(false);
     await bare.stop();
   }, 120_000);

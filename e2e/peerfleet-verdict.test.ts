@@ -98,6 +98,8 @@ async function eventReasons(name: string): Promise<string[]> {
 beforeAll(async () => {
   [peer, ns] = await Promise.all([ControlPlane.start({ name: 'peer', controllers: true }), freshNamespace(kubectl, 'pf-verdict')]);
   locked = await freshNamespace(kubectl, 'pf-locked');
+  // Mirror Jobs run in the PeerFleet's namespace: lending needs it restricted.
+  await must(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted']);
   release = `pfv-${randomBytes(3).toString('hex')}`;
   lender = await createPeerCredential(peer, { namespace: 'queue' });
   // A valid peer token whose rights are in another namespace: 403 on the queue.
@@ -208,5 +210,13 @@ describe('PeerFleet readiness verdicts', () => {
     const f = await verdictOf('no-secret', 'Ready');
     expect(f.status.verdict.failureClass).toBeUndefined();
     expect(await waitFor('Ready event after the fix', async () => (await eventReasons('no-secret')).includes('Ready'))).toBe(true);
+  });
+
+  it('NamespaceNotRestricted: the namespace loses its restricted Pod Security label, and Ready again once it has it', async () => {
+    await must(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=baseline', '--overwrite']);
+    const f = await verdictOf('good', 'NamespaceNotRestricted', 'config');
+    expect(ready(f).message).toContain(`kubectl label namespace ${ns} pod-security.kubernetes.io/enforce=restricted --overwrite`);
+    await must(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted', '--overwrite']);
+    await verdictOf('good', 'Ready');
   });
 });

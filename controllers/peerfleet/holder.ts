@@ -9,6 +9,9 @@ import type { V1Lease } from '@kubernetes/client-node';
 
 const PREFIX = 'leasehold-peer-';
 
+/** On every holder Lease, so that the controller watches those and not its leader-election Lease. */
+export const HOLDER_LABEL = 'leasehold.dev/peer-holder';
+
 /** The name of the node's coordination Lease; a node name too long to prefix is hashed instead. */
 export function holderLeaseName(node: string): string {
   const name = `${PREFIX}${node}`;

@@ -145,4 +145,64 @@ describe('PeerFleetReconciler', () => {
     expect(await r.reconcile('lend/gone')).toBeUndefined();
     expect(forgotten).toEqual(['lend/gone']);
   });
+
+  describe('with lending', () => {
+    const node = { metadata: { name: 'gpu-1', labels: { pool: 'gpu' } }, status: { allocatable: { 'nvidia.com/gpu': '2', pods: '10', cpu: '8', memory: '8Gi' } } };
+    const queued = { metadata: { name: 'train', uid: '00000000-0000-4000-8000-000000000001', resourceVersion: '3', creationTimestamp: new Date('2026-12-01T00:00:00Z') }, spec: { template: { spec: { containers: [{ name: 'c', image: 'i' }] } } } };
+
+    function lendingHarness(obj: PeerFleet, opts: { conflict?: boolean; podSecurity?: string | null } = {}) {
+      const order: string[] = [];
+      const h = harness(obj);
+      const deps = (h.reconciler as unknown as { deps: Record<string, unknown> }).deps;
+      const write = deps.status as { write: (...a: unknown[]) => Promise<unknown> };
+      const inner = write.write;
+      write.write = async (...a: unknown[]) => {
+        order.push('status');
+        if (opts.conflict) throw Object.assign(new Error('conflict'), { code: 409 });
+        return inner(...a);
+      };
+      deps.lending = {
+        world: () => ({ clusterID: 'c1', nodes: [node], pods: [], mirrors: [], holders: new Map() }),
+        podSecurity: () => ('podSecurity' in opts ? opts.podSecurity : 'restricted'),
+        queue: () => ({}),
+        peerJobs: () => [queued],
+        operations: { run: async (effect: { kind: string }) => (order.push(effect.kind), { effect, outcome: 'claimed' }) },
+        finalizers: {
+          add: async (f: PeerFleet) => (order.push('finalizer+'), { ...f, metadata: { ...f.metadata, finalizers: ['leasehold.dev/peer-lending'] } }),
+          remove: async () => void order.push('finalizer-'),
+        },
+      };
+      return Object.assign(h, { order });
+    }
+    const available = { hosts: [{ node: 'gpu-1', state: 'Available' as const, since: '2026-11-30T00:00:00Z', idleSince: '2026-11-30T00:00:00Z' }] };
+
+    it('adds its finalizer, writes the session, then claims, and runs the next pass at once', async () => {
+      const h = lendingHarness(fleet({}, available));
+      expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 0 });
+      expect(h.order).toEqual(['finalizer+', 'status', 'claim']);
+      expect(h.current!.status!.hosts![0]).toMatchObject({ state: 'Lending', session: { job: 'train' } });
+      expect(h.events.map((e) => e.reason)).toContain('Claimed');
+    });
+
+    it('a status write that conflicts runs no effect', async () => {
+      const h = lendingHarness(fleet({}, available), { conflict: true });
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.order).toEqual(['finalizer+', 'status']);
+    });
+
+    it('a namespace without the restricted Pod Security label lends nothing', async () => {
+      const h = lendingHarness(fleet({}, available), { podSecurity: null });
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.current!.status!.verdict!.code).toBe('NamespaceNotRestricted');
+      expect(h.order).not.toContain('claim');
+    });
+
+    it('a PeerFleet being deleted with nothing running lets its finalizer go', async () => {
+      const deleting = fleet({}, { hosts: [] });
+      deleting.metadata = { ...deleting.metadata, deletionTimestamp: new Date(), finalizers: ['leasehold.dev/peer-lending'] };
+      const h = lendingHarness(deleting);
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.order).toEqual(['status', 'finalizer-']);
+    });
+  });
 });

@@ -1,15 +1,24 @@
-// The PeerFleet reconciler, readiness only: read the credential (and CA)
-// Secrets with our own client, ask the peer for one namespaced list with
-// that token, and write the verdict and the Ready condition. Lending is not
-// built on it yet. Secrets are read by name (the chart grants get, never
-// list or watch), so a fixed Secret is seen at the next poll, not at once.
+// The PeerFleet reconciler. Each pass reads the credential (and CA) Secrets
+// with our own client, asks the peer for one namespaced list with that
+// token, and judges readiness; then the lending pass (lending.ts) steps each
+// node's machine from what the informers hold. The verdict, the hosts and
+// the accounting are written in one status write, and only then do the
+// pass's effects run: the status is the intent (a session names its node
+// and Job before the claim). Secrets are read by name (the chart grants
+// get, never list or watch), so a fixed Secret is seen at the next poll.
 import { DEFAULT_POLL_INTERVAL, durationMs, PEERFLEET_RESOURCE, type PeerFleet, type PeerFleetStatus } from '../../src/api/index.js';
+import type { V1Job } from '@kubernetes/client-node';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import { isConflict } from '../../src/kube/client.js';
 import { setCondition } from '../../src/kube/conditions.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
 import type { StatusWriter } from '../../src/kube/status.js';
+import type { PeerQueue } from '../../src/providers/peerqueue/types.js';
+import { hasFinalizer } from '../../src/kube/finalizers.js';
+import { lendingPass, type FleetPass, type FleetWorld } from './lending.js';
+import type { PeerFleetMetrics } from './metrics.js';
+import type { EffectResult, LendingOperations } from './operations.js';
 import { judgeReadiness, readyCondition, type SecretField, type Verdict, type VerdictInput } from './verdict.js';
 
 /** What a probe needs from the peer: one namespaced list with our token. */
@@ -26,6 +35,21 @@ export interface PeerAccess {
   caPEM?: string | undefined;
 }
 
+/** What lending needs beside the verdict; absent, the reconciler judges readiness only. */
+export interface LendingDeps {
+  /** Our side of the pass: nodes, pods, mirrors and holder Leases as the informers hold them. */
+  world(fleet: PeerFleet): Pick<FleetWorld, 'clusterID' | 'nodes' | 'pods' | 'mirrors' | 'holders'>;
+  /** The PeerFleet namespace's Pod Security enforce label; null when it has none. */
+  podSecurity(namespace: string): string | null | undefined;
+  /** The peer queue for this access (the same client the probe uses). */
+  queue(access: PeerAccess): PeerQueue;
+  /** The peer's lendable Jobs as the watch holds them; undefined until the watch has listed them. */
+  peerJobs(access: PeerAccess): V1Job[] | undefined;
+  operations: Pick<LendingOperations, 'run'>;
+  finalizers: { add(fleet: PeerFleet): Promise<PeerFleet>; remove(fleet: PeerFleet): Promise<unknown> };
+  metrics?: PeerFleetMetrics;
+}
+
 export interface PeerFleetReconcilerDeps {
   fleets: ObjectCache<PeerFleet>;
   secrets: SecretDataReader;
@@ -36,7 +60,14 @@ export interface PeerFleetReconcilerDeps {
   status: Pick<StatusWriter, 'write'>;
   events: Pick<EventRecorder, 'record'>;
   now?: () => Date;
+  lending?: LendingDeps;
 }
+
+/** Kept on a PeerFleet until its last mirror has finished and the peer has its record. */
+export const LENDING_FINALIZER = 'leasehold.dev/peer-lending';
+
+/** How long a created mirror counts before the informer shows it. */
+const EXPECTATION_MS = 60_000;
 
 /** The first retry after the peer did not answer; doubled up to pollInterval. */
 export const UNREACHABLE_RETRY_MS = 1000;
@@ -49,25 +80,104 @@ const SECRET_USES = {
 export class PeerFleetReconciler {
   /** Consecutive polls each fleet found the peer down, for the backoff. */
   private readonly downStreak = new Map<string, number>();
+  /**
+   * Mirrors created and not yet seen by the informer, by namespace/name:
+   * the next pass counts them, so the room and the peer Job they took are
+   * not given again before the watch catches up.
+   */
+  private readonly expected = new Map<string, { job: V1Job; at: number }>();
 
   constructor(private readonly deps: PeerFleetReconcilerDeps) {}
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
     const [namespace = '', name = ''] = key.split('/');
-    const fleet = this.deps.fleets.get(namespace, name);
+    let fleet = this.deps.fleets.get(namespace, name);
     if (!fleet) {
       this.downStreak.delete(key);
       this.deps.forget?.(key);
       return;
     }
-    const verdict = judgeReadiness(await this.observe(key, fleet));
-    await this.record(fleet, verdict);
-    return { requeueAfter: this.nextPoll(key, fleet, verdict) };
+    const lending = this.deps.lending;
+    const deleting = !!fleet.metadata?.deletionTimestamp;
+    if (lending && deleting && !hasFinalizer(fleet, LENDING_FINALIZER)) return;
+    if (lending && !deleting && !hasFinalizer(fleet, LENDING_FINALIZER)) fleet = await lending.finalizers.add(fleet);
+    const { input, access } = await this.observe(key, fleet);
+    const verdict = judgeReadiness(input);
+    const now = this.now();
+    const pass = lending ? this.pass(lending, fleet, verdict, access, now) : undefined;
+    const written = await this.record(fleet, verdict, pass);
+    const poll = this.nextPoll(key, fleet, verdict);
+    if (!lending || !pass) return { requeueAfter: poll };
+    // Effects run only on a status that reached the API server: after a
+    // conflict the informer brings the newer object and a new pass.
+    if (!written) return { requeueAfter: poll };
+    const results = await this.runEffects(lending, fleet, pass, access, now);
+    lending.metrics?.observe(fleet, pass, results);
+    if (deleting && this.finished(fleet, pass, verdict)) await lending.finalizers.remove(fleet);
+    // A failed effect is tried again at the next poll, never in a tight loop.
+    if (results.some((r) => r.outcome === 'error')) return { requeueAfter: poll };
+    if (pass.again || results.some((r) => r.outcome === 'claimed' || r.outcome === 'started')) return { requeueAfter: 0 };
+    const wake = pass.wakeAt === undefined ? poll : Math.max(0, Math.min(poll, pass.wakeAt - now.getTime() + 100));
+    return { requeueAfter: wake };
   }
 
-  private async observe(key: string, fleet: PeerFleet): Promise<VerdictInput> {
+  private now(): Date {
+    return (this.deps.now ?? (() => new Date()))();
+  }
+
+  private pass(lending: LendingDeps, fleet: PeerFleet, verdict: Verdict, access: PeerAccess | undefined, now: Date): FleetPass {
+    const world = lending.world(fleet);
+    const seen = new Set(world.mirrors.map((m) => `${m.metadata?.namespace}/${m.metadata?.name}`));
+    for (const [k, e] of this.expected) if (seen.has(k) || now.getTime() - e.at > EXPECTATION_MS) this.expected.delete(k);
+    return lendingPass({
+      fleet,
+      ...world,
+      mirrors: [...world.mirrors, ...[...this.expected.values()].map((e) => e.job)],
+      peerJobs: access ? lending.peerJobs(access) : undefined,
+      verdict,
+      now: now.getTime(),
+    });
+  }
+
+  /**
+   * The PeerFleet may go once no mirror of it runs or waits and the peer has
+   * every record; or when it never had a session, whatever the peer says.
+   */
+  private finished(fleet: PeerFleet, pass: FleetPass, verdict: Verdict): boolean {
+    if (pass.unfinished > 0 || pass.effects.some((e) => e.kind !== 'deleteMirror' && e.kind !== 'freeNode')) return false;
+    const sessions = (fleet.status?.hosts ?? []).some((h) => h.session) || pass.hosts.some((h) => h.session);
+    return verdict.ready || !sessions;
+  }
+
+  private async runEffects(lending: LendingDeps, fleet: PeerFleet, pass: FleetPass, access: PeerAccess | undefined, now: Date): Promise<EffectResult[]> {
+    if (!access || pass.effects.length === 0) return [];
+    const world = lending.world(fleet);
+    const ctx = {
+      fleet,
+      clusterID: world.clusterID,
+      queue: lending.queue(access),
+      nodes: new Map(world.nodes.map((n) => [n.metadata?.name ?? '', n])),
+      holders: world.holders,
+      created: (mirror: V1Job) => this.expected.set(`${mirror.metadata?.namespace}/${mirror.metadata?.name}`, { job: mirror, at: now.getTime() }),
+      now,
+    };
+    const results: EffectResult[] = [];
+    for (const effect of pass.effects) {
+      const result = await lending.operations.run(effect, ctx);
+      results.push(result);
+      if (result.note) await this.deps.events.record(fleet, result.note.type, result.note.reason, result.note.message);
+      if (result.outcome === 'error') {
+        await this.deps.events.record(fleet, 'Warning', 'LendingError', `${effect.kind}: ${result.error ?? 'failed'}; retried at the next pass`);
+      }
+    }
+    return results;
+  }
+
+  private async observe(key: string, fleet: PeerFleet): Promise<{ input: VerdictInput; access?: PeerAccess }> {
     const namespace = fleet.metadata!.namespace!;
     const input: VerdictInput = { namespace, spec: fleet.spec };
+    const podSecurity = this.deps.lending?.podSecurity(namespace);
+    if (podSecurity !== undefined) input.podSecurity = podSecurity;
     const read = async (field: SecretField) => {
       const ref = field === 'spec.caSecretRef' ? fleet.spec.caSecretRef : fleet.spec.credentialSecretRef;
       if (!ref) return undefined;
@@ -80,19 +190,20 @@ export class PeerFleetReconciler {
       }
     };
     const token = await read('spec.credentialSecretRef');
-    if (input.secret || token === undefined) return input;
+    if (input.secret || token === undefined) return { input };
     const caPEM = await read('spec.caSecretRef');
-    if (input.secret) return input;
+    if (input.secret) return { input };
+    const access: PeerAccess = { fleetKey: key, origin: fleet.spec.origin, namespace: fleet.spec.namespace, token, caPEM };
     try {
-      await this.deps.peer({ fleetKey: key, origin: fleet.spec.origin, namespace: fleet.spec.namespace, token, caPEM }).probe();
+      await this.deps.peer(access).probe();
     } catch (err) {
       input.probeError = err;
     }
-    return input;
+    return { input, access };
   }
 
-  /** Writes the verdict only when it changed, with an event when its code changed. */
-  private async record(fleet: PeerFleet, verdict: Verdict): Promise<void> {
+  /** Writes the verdict and the pass when they changed, with an event when the verdict's code changed; false after a conflict. */
+  private async record(fleet: PeerFleet, verdict: Verdict, pass: FleetPass | undefined): Promise<boolean> {
     const generation = fleet.metadata?.generation;
     const before = fleet.status?.verdict;
     const status: PeerFleetStatus = {
@@ -104,20 +215,35 @@ export class PeerFleetReconciler {
         reasons: verdict.reasons,
         ...(verdict.failureClass ? { failureClass: verdict.failureClass } : {}),
       },
-      conditions: setCondition(fleet.status?.conditions, readyCondition(verdict), generation, (this.deps.now ?? (() => new Date()))()),
+      conditions: setCondition(fleet.status?.conditions, readyCondition(verdict), generation, this.now()),
     };
+    if (pass) {
+      status.hosts = pass.hosts;
+      status.summary = pass.summary;
+      if (pass.plan) status.plan = pass.plan;
+      else delete status.plan;
+      const acc = pass.accounting;
+      // Only a change of the numbers is written: a quiet fleet costs no writes.
+      if (acc) status.accounting = sameAccounting(acc, fleet.status?.accounting) ? fleet.status!.accounting! : acc;
+      for (const h of status.hosts) {
+        const had = fleet.status?.hosts?.find((p) => p.node === h.node)?.lent;
+        if (h.lent && had && sameAccounting(h.lent, had)) h.lent = had;
+      }
+    }
     try {
       await this.deps.status.write(PEERFLEET_RESOURCE, fleet, status);
     } catch (err) {
       // The cache was behind our own last write: the informer brings the
       // newer object and with it another reconcile.
-      if (isConflict(err)) return;
+      if (isConflict(err)) return false;
       throw err;
     }
     if (before?.code !== verdict.code) {
       const text = verdict.ready ? `the peer API server at ${fleet.spec.origin} answered with our token` : verdict.reasons.join('; ');
       await this.deps.events.record(fleet, verdict.ready ? 'Normal' : 'Warning', verdict.code, text);
     }
+    for (const note of pass?.notes ?? []) await this.deps.events.record(fleet, note.type, note.reason, note.message);
+    return true;
   }
 
   private nextPoll(key: string, fleet: PeerFleet, verdict: Verdict): number {
@@ -132,4 +258,10 @@ export class PeerFleetReconciler {
     this.downStreak.set(key, streak);
     return Math.min(poll, UNREACHABLE_RETRY_MS * 2 ** Math.min(streak - 1, 20));
   }
+}
+
+function sameAccounting(a: PeerFleetStatus['accounting'], b: PeerFleetStatus['accounting']): boolean {
+  if (!a || !b) return false;
+  const strip = ({ lastComputedAt: _, ...rest }: NonNullable<PeerFleetStatus['accounting']>) => rest;
+  return JSON.stringify(strip(a)) === JSON.stringify(strip(b));
 }

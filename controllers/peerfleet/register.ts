@@ -1,45 +1,132 @@
-// Wires the PeerFleet controller (readiness only, for now): an informer on
-// PeerFleets in the watched namespace, one reconcile per fleet, and one peer
-// client per fleet, kept while its origin, token and CA stay the same.
+// Wires the PeerFleet controller: informers on PeerFleets, our nodes, pods,
+// mirror Jobs and the nodes' holder Leases; per PeerFleet one peer client
+// and one watch of its peer queue, kept while the origin, token and CA stay
+// the same. Any change on either side enqueues the PeerFleets it may concern.
 import { createHash } from 'node:crypto';
+import type { KubernetesObject, V1Job, V1Lease, V1Namespace, V1Node, V1Pod } from '@kubernetes/client-node';
 import { PEERFLEET_RESOURCE, type PeerFleet } from '../../src/api/index.js';
+import { clusterClients, remoteKubeConfig } from '../../src/kube/clients.js';
+import type { ResilientInformer } from '../../src/kube/informer.js';
 import type { Manager } from '../../src/kube/manager.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { secretDataReader } from '../../src/kube/secrets.js';
+import { selects } from '../../src/kube/selector.js';
 import { KubePeerQueue } from '../../src/providers/peerqueue/kube.js';
-import { PeerFleetReconciler, type PeerAccess, type PeerProbe } from './reconciler.js';
+import { LENDABLE_LABEL } from '../../src/providers/peerqueue/types.js';
+import { holderLeaseName, HOLDER_LABEL } from './holder.js';
+import { PEERFLEET_LABEL } from './labels.js';
+import { PeerFleetMetrics } from './metrics.js';
+import { LendingOperations } from './operations.js';
+import { LENDING_FINALIZER, PeerFleetReconciler, type LendingDeps, type PeerAccess } from './reconciler.js';
+import { POD_SECURITY_LABEL } from './verdict.js';
 
-export function registerPeerFleetController(mgr: Manager): PeerFleetReconciler {
+export interface PeerFleetOptions {
+  /** This installation's id: the first part of every claim on a peer Job. */
+  installationID: string;
+  /** The controller's namespace: the nodes' holder Leases live there. */
+  controllerNamespace: string;
+  /** False: readiness verdicts only, and no read of nodes or pods (an install whose RBAC leaves lending out). */
+  lending?: boolean;
+}
+
+interface Peer {
+  fingerprint: string;
+  queue: KubePeerQueue;
+  /** The watch of the peer queue; absent when lending is off. */
+  jobs?: ResilientInformer<V1Job>;
+}
+
+export function registerPeerFleetController(mgr: Manager, opts: PeerFleetOptions): PeerFleetReconciler {
   const fleets = mgr.informer<PeerFleet>(resourcePath(PEERFLEET_RESOURCE, mgr.watchNamespace));
-  const peers = new Map<string, { fingerprint: string; queue: PeerProbe }>();
-  const peer = (access: PeerAccess): PeerProbe => {
+  const peers = new Map<string, Peer>();
+  let enqueueFleet: (key: string) => void = () => {};
+  const lend = opts.lending ?? true;
+
+  const peer = (access: PeerAccess): Peer => {
     // A hash, so that no token is kept beside the client that already holds it.
     const fingerprint = createHash('sha256').update(JSON.stringify([access.origin, access.namespace, access.token, access.caPEM ?? ''])).digest('hex');
     const kept = peers.get(access.fleetKey);
-    if (kept?.fingerprint === fingerprint) return kept.queue;
-    const queue = new KubePeerQueue({
-      name: `peer:${access.fleetKey}`,
-      server: access.origin,
-      token: access.token,
-      caPEM: access.caPEM,
-      namespace: access.namespace,
-      metrics: mgr.metrics,
-    });
-    peers.set(access.fleetKey, { fingerprint, queue });
-    return queue;
+    if (kept?.fingerprint === fingerprint) return kept;
+    if (kept?.jobs) void mgr.dropInformer(kept.jobs as unknown as ResilientInformer<KubernetesObject>);
+    const name = `peer:${access.fleetKey}`;
+    const remote = { name, server: access.origin, token: access.token, caPEM: access.caPEM };
+    const entry: Peer = { fingerprint, queue: new KubePeerQueue({ ...remote, namespace: access.namespace, metrics: mgr.metrics }) };
+    if (lend) {
+      // The queue is watched, never polled: an idle fleet costs the peer one open watch.
+      const cluster = clusterClients(name, remoteKubeConfig(remote), mgr.metrics, 'peer');
+      entry.jobs = mgr.informer<V1Job>(`/apis/batch/v1/namespaces/${access.namespace}/jobs`, { cluster, labelSelector: `${LENDABLE_LABEL}=true`, gates: false });
+      const wake = () => enqueueFleet(access.fleetKey);
+      entry.jobs.on('add', wake).on('update', wake).on('delete', wake);
+    }
+    peers.set(access.fleetKey, entry);
+    return entry;
   };
+
   const reconciler = new PeerFleetReconciler({
     fleets,
     secrets: secretDataReader(mgr.core),
-    peer,
-    forget: (key) => peers.delete(key),
+    peer: (access) => peer(access).queue,
+    forget: (key) => {
+      const kept = peers.get(key);
+      if (kept?.jobs) void mgr.dropInformer(kept.jobs as unknown as ResilientInformer<KubernetesObject>);
+      peers.delete(key);
+    },
     status: mgr.status,
     events: mgr.events,
+    ...(lend ? { lending: lendingDeps(mgr, opts, fleets, peer, (key) => enqueueFleet(key)) } : {}),
   });
   const queue = mgr.add({ name: 'peerfleet', concurrency: 2, reconcile: (key) => reconciler.reconcile(key) });
+  enqueueFleet = (key) => queue.add(key);
   const enqueue = (f: PeerFleet) => queue.add(objectKey(f));
-  fleets.on('add', enqueue);
-  fleets.on('update', enqueue);
-  fleets.on('delete', enqueue);
+  fleets.on('add', enqueue).on('update', enqueue).on('delete', enqueue);
   return reconciler;
+}
+
+function lendingDeps(
+  mgr: Manager,
+  opts: PeerFleetOptions,
+  fleets: ResilientInformer<PeerFleet>,
+  peer: (access: PeerAccess) => Peer,
+  enqueueFleet: (key: string) => void,
+): LendingDeps {
+  const ns = mgr.watchNamespace;
+  const nodes = mgr.informer<V1Node>('/api/v1/nodes');
+  const pods = mgr.informer<V1Pod>('/api/v1/pods');
+  const mirrors = mgr.informer<V1Job>(ns ? `/apis/batch/v1/namespaces/${ns}/jobs` : '/apis/batch/v1/jobs', { labelSelector: PEERFLEET_LABEL });
+  const holders = mgr.informer<V1Lease>(`/apis/coordination.k8s.io/v1/namespaces/${opts.controllerNamespace}/leases`, { labelSelector: HOLDER_LABEL });
+  const namespaces = mgr.informer<V1Namespace>('/api/v1/namespaces', ns ? { fieldSelector: `metadata.name=${ns}` } : {});
+  // Our side changed: every PeerFleet may see a node become busy, idle or free.
+  const all = () => {
+    for (const f of fleets.list()) enqueueFleet(objectKey(f));
+  };
+  for (const informer of [nodes, pods, mirrors, holders, namespaces] as ResilientInformer<KubernetesObject>[]) {
+    informer.on('add', all).on('update', all).on('delete', all);
+  }
+  return {
+    world: (fleet) => {
+      const selected = nodes.list().filter((n) => selects(fleet.spec.lendableNodes, n.metadata?.labels ?? {}));
+      const held = new Map<string, V1Lease>();
+      for (const n of selected) {
+        const lease = holders.get(opts.controllerNamespace, holderLeaseName(n.metadata?.name ?? ''));
+        if (lease) held.set(n.metadata?.name ?? '', lease);
+      }
+      return { clusterID: opts.installationID, nodes: selected, pods: pods.list(), mirrors: mirrors.list(), holders: held };
+    },
+    podSecurity: (namespace) => {
+      const found = namespaces.get(undefined, namespace);
+      if (!found) return namespaces.hasSynced() ? null : undefined;
+      return found.metadata?.labels?.[POD_SECURITY_LABEL] ?? null;
+    },
+    queue: (access) => peer(access).queue,
+    peerJobs: (access) => {
+      const jobs = peer(access).jobs;
+      return jobs?.hasSynced() ? jobs.list() : undefined;
+    },
+    operations: new LendingOperations({ batch: mgr.batch, core: mgr.core, coordination: mgr.coordination, leaseNamespace: opts.controllerNamespace }),
+    finalizers: {
+      add: (fleet) => mgr.finalizers.add(PEERFLEET_RESOURCE, fleet, LENDING_FINALIZER),
+      remove: (fleet) => mgr.finalizers.remove(PEERFLEET_RESOURCE, fleet, LENDING_FINALIZER),
+    },
+    metrics: new PeerFleetMetrics(mgr.metrics.registry, () => fleets.list()),
+  };
 }

@@ -28,6 +28,10 @@ describe('judgeReadiness', () => {
     ['the peer certificate is not trusted', { probeError: new PeerQueueError('Unreachable', 'self-signed certificate', 'config') }, 'PeerUnreachable', 'config', /spec.caSecretRef: kubectl -n <namespace> create secret generic <name> --from-file=ca.crt=/],
     ['the origin is not an API server', { probeError: new PeerQueueError('NotFound', '404') }, 'PeerUnreachable', 'config', /set spec.origin/],
     ['anything else', { probeError: new Error('boom') }, 'Unknown', 'infra_down', /boom/],
+    ['the namespace has no Pod Security label', { podSecurity: null }, 'NamespaceNotRestricted', 'config', /kubectl label namespace lending pod-security.kubernetes.io\/enforce=restricted --overwrite/],
+    ['the namespace enforces baseline only', { podSecurity: 'baseline' }, 'NamespaceNotRestricted', 'config', /has pod-security.kubernetes.io\/enforce=baseline/],
+    ['the namespace is restricted', { podSecurity: 'restricted' }, 'Ready', null, /^$/],
+    ['the peer fails first, then the namespace', { podSecurity: null, probeError: new PeerQueueError('Unauthorized', 'Unauthorized') }, 'PeerRefused', null, /401/],
   ])('%s: %s', (_name, over, code, failureClass, message) => {
     const v = judgeReadiness({ ...base, ...over });
     expect(v.code).toBe(code);

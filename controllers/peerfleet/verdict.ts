@@ -8,7 +8,7 @@ import type { ConditionInput } from '../../src/kube/conditions.js';
 import type { SecretKeyError } from '../../src/kube/secrets.js';
 import { isPeerQueueError, type FailureClass } from '../../src/providers/peerqueue/errors.js';
 
-export const VERDICT_CODES = ['Ready', 'PeerRefused', 'SecretAbsent', 'KeyAbsent', 'NotAuthorized', 'PeerUnreachable', 'Unknown'] as const;
+export const VERDICT_CODES = ['Ready', 'PeerRefused', 'SecretAbsent', 'KeyAbsent', 'NotAuthorized', 'PeerUnreachable', 'NamespaceNotRestricted', 'Unknown'] as const;
 export type VerdictCode = (typeof VERDICT_CODES)[number];
 
 export interface Verdict {
@@ -31,7 +31,12 @@ export interface VerdictInput {
   secret?: { field: SecretField; error: SecretKeyError };
   /** What the peer answered a namespaced list of Jobs with our token: undefined for an answer, else the error. */
   probeError?: unknown;
+  /** The PeerFleet namespace's pod-security.kubernetes.io/enforce label; undefined when it is not known. */
+  podSecurity?: string | null;
 }
+
+/** The Pod Security label a PeerFleet's namespace must carry: mirrors run there. */
+export const POD_SECURITY_LABEL = 'pod-security.kubernetes.io/enforce';
 
 const MAX_MESSAGE = 1024;
 const clip = (s: string) => (s.length > MAX_MESSAGE ? `${s.slice(0, MAX_MESSAGE - 1)}…` : s);
@@ -42,8 +47,13 @@ function verdict(code: Exclude<VerdictCode, 'Ready'>, message: string, failureCl
 
 export function judgeReadiness(input: VerdictInput): Verdict {
   if (input.secret) return secretVerdict(input, input.secret.field, input.secret.error);
-  if (input.probeError === undefined) return { ready: true, code: 'Ready', reasons: [] };
-  return peerVerdict(input, input.probeError);
+  if (input.probeError !== undefined) return peerVerdict(input, input.probeError);
+  // Checked after the peer, so that a namespace fixed first shows the next problem at once.
+  if (input.podSecurity !== undefined && input.podSecurity !== 'restricted') {
+    const now = input.podSecurity === null ? 'has no such label' : `has ${POD_SECURITY_LABEL}=${input.podSecurity}`;
+    return verdict('NamespaceNotRestricted', `peer Jobs run as mirror Jobs in namespace ${input.namespace}, which ${now}; lending needs the restricted Pod Security Standard there: kubectl label namespace ${input.namespace} ${POD_SECURITY_LABEL}=restricted --overwrite`, 'config');
+  }
+  return { ready: true, code: 'Ready', reasons: [] };
 }
 
 function secretVerdict({ namespace, spec }: VerdictInput, field: SecretField, error: SecretKeyError): Verdict {

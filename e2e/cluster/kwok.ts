@@ -9,10 +9,17 @@ export const KWOK_NODE_ANNOTATION = 'kwok.x-k8s.io/node';
 export const KWOK_RUN_FOR_ANNOTATION = 'pod-complete.stage.kwok.x-k8s.io/delay';
 /** Optional upper bound for a random run time; it must be at least the delay, or KWOK uses it as the delay. */
 export const KWOK_RUN_FOR_JITTER_ANNOTATION = 'pod-complete.stage.kwok.x-k8s.io/jitter-delay';
+/**
+ * The same run time read from the first container's env when the pod has no
+ * annotation: a lent peer Job reaches our node as a mirror whose pods carry
+ * none of the peer's annotations, but keep its containers.
+ */
+export const KWOK_RUN_FOR_ENV = 'KWOK_RUN_FOR';
 /** A Job's pod with this annotation fails with this exit code (1-255) instead of succeeding. */
 export const KWOK_EXIT_CODE_ANNOTATION = 'kwok.leasehold.dev/exit-code';
 
 const annotation = (key: string) => `.metadata.annotations["${key}"]`;
+const runForEnv = `(.spec.containers[0].env[]? | select(.name == "${KWOK_RUN_FOR_ENV}") | .value)`;
 
 interface StageSpec {
   name: string;
@@ -156,10 +163,10 @@ function jobPodEnd(name: string, exitCodeOperator: 'Exists' | 'DoesNotExist', ex
     delay: `  delay:
     durationMilliseconds: 1000
     durationFrom:
-      expressionFrom: '${annotation(KWOK_RUN_FOR_ANNOTATION)}'
+      expressionFrom: '${annotation(KWOK_RUN_FOR_ANNOTATION)} // ${runForEnv}'
     jitterDurationMilliseconds: 1000
     jitterDurationFrom:
-      expressionFrom: '${annotation(KWOK_RUN_FOR_JITTER_ANNOTATION)} // ${annotation(KWOK_RUN_FOR_ANNOTATION)}'
+      expressionFrom: '${annotation(KWOK_RUN_FOR_JITTER_ANNOTATION)} // ${annotation(KWOK_RUN_FOR_ANNOTATION)} // ${runForEnv}'
 `,
     next: `      conditions:
       {{ range list "Ready" "ContainersReady" }}

@@ -147,6 +147,7 @@ export const KINDS: readonly KindDefinition[] = [
       { name: 'Peer-Namespace', type: 'string', jsonPath: '.spec.namespace', description: 'Namespace of the peer queue.' },
       { name: 'Ready', type: 'boolean', jsonPath: '.status.verdict.ready', description: 'Whether lending can start.' },
       { name: 'Listed', type: 'boolean', jsonPath: '.spec.listed', description: 'Whether our nodes are offered.' },
+      { name: 'Hosts', type: 'string', jsonPath: '.status.summary', description: 'Lendable nodes by state.' },
       { name: 'Price/GPU-h', type: 'number', jsonPath: '.spec.pricePerGPUHour', description: 'US dollars per GPU-hour.' },
       { name: 'Earned', type: 'number', jsonPath: '.status.accounting.amountUSD', description: 'US dollars earned.' },
       age,

@@ -89,6 +89,10 @@ export const PeerFleetSpecSchema = z
       .boolean()
       .default(true)
       .describe('Whether our nodes are offered to the peer. Setting it to false drains running sessions. Defaults to true.'),
+    dryRun: z
+      .boolean()
+      .default(false)
+      .describe('Plan only: claim nothing, start no mirror Job and write nothing to the peer; status.plan says per node what would happen. Defaults to false.'),
   })
   .strict()
   .describe('Which peer queue to take work from, with which credential, and which of our nodes may run it.');
@@ -156,18 +160,34 @@ export const PeerHostSchema = z
         'Busy (our work runs there), Waiting (idle, within the idle window), Available (may lend, nothing to run), Lending (runs a peer job), Draining (finishing a peer job, taking no more) or Unlisted.',
       ),
     since: timestamp('When the node entered this state.').optional(),
+    idleSince: timestamp('When the node was last seen without our work, while it stays so; the idle window counts from here.').optional(),
+    reason: z.string().max(64).regex(re(REASON_PATTERN)).optional().describe('Why the node is in this state, in one CamelCase word.'),
+    message: message('Why the node is in this state, and what would change it.', 1024).optional(),
     session: PeerSessionSchema.optional(),
     lent: AccountingSchema.optional().describe('What this node lent: the peer jobs it ran, from the peer job records.'),
   })
   .describe('One of our lendable nodes.');
+
+export const PLAN_ACTIONS = ['Claim', 'Wait', 'Drain', 'None'] as const;
+
+export const PlanStepSchema = z
+  .object({
+    node: z.string().max(253).describe('Name of our node.'),
+    action: z.enum(PLAN_ACTIONS).describe('Claim (would claim a peer Job), Wait (idle window or the peer), Drain (would stop claiming) or None.'),
+    job: z.string().max(253).optional().describe('The peer Job a Claim would take.'),
+    message: message('Why.', 1024),
+  })
+  .describe('What one node would do in this pass, in a dry run.');
 
 export const PeerFleetStatusSchema = z
   .object({
     observedGeneration: count('The metadata.generation this status was computed from.').optional(),
     conditions: conditions('Ready: the peer answers with our token and lending can start.').optional(),
     verdict: VerdictSchema.optional(),
+    summary: message('Host counts by state, e.g. "2 Lending, 1 Draining, 3 Available".', 256).optional(),
     hosts: z.array(PeerHostSchema).max(1024).optional().describe('Each node lendableNodes selects, and what it is doing.'),
     accounting: AccountingSchema.optional(),
+    plan: z.array(PlanStepSchema).max(1024).optional().describe('With spec.dryRun: what each node would do, and why. Absent otherwise.'),
   })
   .describe('The observed state of lending to the peer fleet.');
 export type PeerFleetStatus = z.infer<typeof PeerFleetStatusSchema>;

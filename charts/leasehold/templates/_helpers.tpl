@@ -76,25 +76,30 @@ is one the controller sends (see README, "Install with Helm").
 - apiGroups: ["leasehold.dev"]
   resources: ["leases/status"]
   verbs: ["patch"]
+# PeerFleets: informer (list+watch), and status (verdict; with lending also
+# hosts, plan and accounting) written with a merge patch on the status
+# subresource. Their credential and CA Secrets are read by name in
+# secretNamespaces.
+- apiGroups: ["leasehold.dev"]
+  resources: ["peerfleets"]
+  verbs: ["list", "watch"]
+- apiGroups: ["leasehold.dev"]
+  resources: ["peerfleets/status"]
+  verbs: ["patch"]
 {{- end -}}
 
 {{/*
-Rules in the namespaces of PeerFleets, with leaseRules: in the ClusterRole
-when PeerFleets are watched in every namespace, a Role in watchNamespace
-otherwise; none with peerFleet.enabled false (the controller then runs
-without its PeerFleet controller).
+PeerFleet lending's rules in the namespaces of PeerFleets, with leaseRules:
+in the ClusterRole when PeerFleets are watched in every namespace, a Role in
+watchNamespace otherwise; none with peerFleet.enabled false (the controller
+then runs with --no-peer-lending: PeerFleets report readiness only).
 */}}
 {{- define "leasehold.peerFleetRules" -}}
-# PeerFleets: informer (list+watch); the finalizer leasehold.dev/peer-lending
-# added and removed with a merge patch (patch), so a deleted PeerFleet stays
-# until its mirror Jobs have finished and their status reached the peer.
-# Their credential and CA Secrets are read by name in secretNamespaces.
+# The finalizer leasehold.dev/peer-lending, added and removed with a merge
+# patch, so a deleted PeerFleet stays until its mirror Jobs have finished
+# and their status reached the peer.
 - apiGroups: ["leasehold.dev"]
   resources: ["peerfleets"]
-  verbs: ["list", "watch", "patch"]
-# Readiness verdict, hosts, plan and accounting: merge patch on /status.
-- apiGroups: ["leasehold.dev"]
-  resources: ["peerfleets/status"]
   verbs: ["patch"]
 # Mirror Jobs (label leasehold.dev/peerfleet, named after the peer Job's
 # uid): informer (list+watch), read by name so a restart finds the one it

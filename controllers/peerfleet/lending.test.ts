@@ -1,0 +1,214 @@
+import { describe, expect, it } from '@jest/globals';
+import type { V1Job, V1JobStatus, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { PeerFleet } from '../../src/api/index.js';
+import { lendingPass, type FleetWorld, type PeerHost } from './lending.js';
+
+const NOW = Date.parse('2026-12-03T10:00:00Z');
+const LONG_AGO = '2026-12-03T09:00:00Z';
+const UID = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
+
+const fleet = (spec: Partial<PeerFleet['spec']> = {}, hosts: PeerHost[] = [], extra: Partial<PeerFleet['metadata']> = {}): PeerFleet =>
+  ({
+    apiVersion: 'leasehold.dev/v1alpha1',
+    kind: 'PeerFleet',
+    metadata: { name: 'gpu', namespace: 'lend', uid: UID(99), ...extra },
+    spec: {
+      origin: 'https://peer.example:6443',
+      namespace: 'queue',
+      credentialSecretRef: { name: 'peer', key: 'token' },
+      lendableNodes: { matchLabels: { pool: 'gpu' } },
+      pricePerGPUHour: 2,
+      idleWindow: '10m',
+      pollInterval: '30s',
+      maxSessionDuration: '0s',
+      listed: true,
+      dryRun: false,
+      ...spec,
+    },
+    status: { hosts },
+  }) as PeerFleet;
+
+const node = (name: string, gpus = 2): V1Node => ({ metadata: { name, labels: { pool: 'gpu' } }, status: { allocatable: { cpu: '32', memory: '256Gi', pods: '110', 'nvidia.com/gpu': String(gpus) } } });
+
+const peerJob = (n: number, opts: { gpus?: number; claimedBy?: string; status?: V1JobStatus; created?: string } = {}): V1Job => ({
+  metadata: {
+    name: `job-${n}`,
+    namespace: 'queue',
+    uid: UID(n),
+    resourceVersion: String(100 + n),
+    creationTimestamp: new Date(opts.created ?? `2026-12-03T08:0${n}:00Z`),
+    labels: { 'leasehold.dev/lendable': 'true' },
+    annotations: opts.claimedBy ? { 'leasehold.dev/claimed-by': opts.claimedBy } : {},
+  },
+  spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': String(opts.gpus ?? 1) } } }] } } },
+  ...(opts.status ? { status: opts.status } : {}),
+});
+
+const START = new Date('2026-12-03T09:30:00Z');
+const DONE = new Date('2026-12-03T09:31:40Z');
+const COMPLETE: V1JobStatus = { startTime: START, completionTime: DONE, succeeded: 1, active: 0, ready: 0, terminating: 0, conditions: [{ type: 'SuccessCriteriaMet', status: 'True' }, { type: 'Complete', status: 'True' }] };
+
+const mirror = (n: number, nodeName: string, status: V1JobStatus = { active: 1, startTime: START }, fleetName = 'gpu', ns = 'lend'): V1Job => ({
+  metadata: { name: `lh-peer-${UID(n)}`, namespace: ns, labels: { 'leasehold.dev/peerfleet': fleetName, 'leasehold.dev/node': nodeName, 'leasehold.dev/peer-job-uid': UID(n) } },
+  spec: { template: { spec: { containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } } },
+  status,
+});
+
+const mirrorPod = (n: number, nodeName: string, exitCode?: number): V1Pod => ({
+  metadata: { name: `p-${n}`, namespace: 'lend', labels: { 'leasehold.dev/peerfleet': 'gpu', 'leasehold.dev/node': nodeName, 'leasehold.dev/peer-job-uid': UID(n) } },
+  spec: { nodeName, containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '1' } } }] },
+  status: exitCode === undefined ? { phase: 'Running' } : { phase: 'Succeeded', containerStatuses: [{ name: 'c', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode } } }] },
+});
+
+const ourPod = (name: string, nodeName?: string, annotations: Record<string, string> = {}): V1Pod => ({
+  metadata: { name, namespace: 'team', annotations },
+  spec: { ...(nodeName ? { nodeName } : {}), containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '1' } } }] },
+  status: { phase: nodeName ? 'Running' : 'Pending' },
+});
+
+const host = (nodeName: string, state: PeerHost['state'], more: Partial<PeerHost> = {}): PeerHost => ({ node: nodeName, state, since: LONG_AGO, idleSince: LONG_AGO, ...more });
+const CLAIM = (n: number, nodeName: string) => `cluster1/lend.gpu/${nodeName}`;
+
+function world(over: Partial<FleetWorld> = {}): FleetWorld {
+  return {
+    fleet: fleet(),
+    clusterID: 'cluster1',
+    nodes: [node('gpu-1')],
+    pods: [],
+    mirrors: [],
+    holders: new Map(),
+    peerJobs: [peerJob(1)],
+    verdict: { ready: true, code: 'Ready' },
+    now: NOW,
+    ...over,
+  };
+}
+
+const effects = (w: FleetWorld) => lendingPass(w).effects.map((e) => `${e.kind}:${'job' in e ? e.job.metadata?.name : 'mirror' in e ? e.mirror.metadata?.name : e.node}`);
+const states = (w: FleetWorld) => lendingPass(w).hosts.map((h) => `${h.node}=${h.state}`);
+
+describe('lendingPass', () => {
+  it.each<[string, Partial<FleetWorld>, string[], string[]]>([
+    ['a new node starts Busy-less: idle, inside the window', { fleet: fleet({}, []) }, ['gpu-1=Waiting'], []],
+    ['idle past the window: Available first', { fleet: fleet({}, [host('gpu-1', 'Waiting')]) }, ['gpu-1=Available'], []],
+    ['Available, a Job fits: the session starts and the claim is planned', { fleet: fleet({}, [host('gpu-1', 'Available')]) }, ['gpu-1=Lending'], ['claim:job-1']],
+    ['our pod runs there: Busy, no claim', { fleet: fleet({}, [host('gpu-1', 'Available')]), pods: [ourPod('x', 'gpu-1')] }, ['gpu-1=Busy'], []],
+    ['the peer is not Ready: waits', { fleet: fleet({}, [host('gpu-1', 'Available')]), verdict: { ready: false, code: 'PeerRefused' } }, ['gpu-1=Waiting'], []],
+    ['the peer queue not read yet: nothing to claim', { fleet: fleet({}, [host('gpu-1', 'Available')]), peerJobs: undefined }, ['gpu-1=Available'], []],
+    ['a Job too large for the node: nothing to claim', { fleet: fleet({}, [host('gpu-1', 'Available')]), peerJobs: [peerJob(1, { gpus: 4 })] }, ['gpu-1=Available'], []],
+    ['one Job, two Available nodes: one claim', { fleet: fleet({}, [host('gpu-1', 'Available'), host('gpu-2', 'Available')]), nodes: [node('gpu-1'), node('gpu-2')] }, ['gpu-1=Lending', 'gpu-2=Available'], ['claim:job-1']],
+    ['held by another PeerFleet: waits', {
+      fleet: fleet({}, [host('gpu-1', 'Available')]),
+      mirrors: [mirror(7, 'gpu-1', { active: 1 }, 'other', 'elsewhere')],
+    }, ['gpu-1=Waiting'], []],
+    ['a room taken by a mirror with no pod yet is not given again', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      nodes: [node('gpu-1', 1)],
+      mirrors: [mirror(2, 'gpu-1', {})],
+      peerJobs: [peerJob(1), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
+    }, ['gpu-1=Lending'], ['writeBack:job-2']],
+    ['lending, our pod queued with no value: drains, no claim', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      mirrors: [mirror(2, 'gpu-1')],
+      pods: [mirrorPod(2, 'gpu-1'), ourPod('wants')],
+      peerJobs: [peerJob(1), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { startTime: START, active: 1 } })],
+    }, ['gpu-1=Draining'], ['writeBack:job-2']],
+    ['lending, our queued pod worth the price (a tie): keeps lending and claims', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      mirrors: [mirror(2, 'gpu-1')],
+      pods: [mirrorPod(2, 'gpu-1'), ourPod('wants', undefined, { 'leasehold.dev/value-per-gpu-hour': '2' })],
+      peerJobs: [peerJob(1), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { startTime: START, active: 1, ready: 0 } })],
+    }, ['gpu-1=Lending'], ['writeBack:job-2', 'claim:job-1']],
+    ['a finished mirror whose peer Job has it all: the mirror goes', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      mirrors: [mirror(2, 'gpu-1', COMPLETE)],
+      pods: [mirrorPod(2, 'gpu-1', 0)],
+      peerJobs: [{ ...peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: COMPLETE }), metadata: { ...peerJob(2).metadata, annotations: { 'leasehold.dev/claimed-by': CLAIM(2, 'gpu-1'), 'leasehold.dev/host': 'cluster1/gpu-1', 'leasehold.dev/exit-code': '0' } } }],
+    }, ['gpu-1=Available'], ['deleteMirror:lh-peer-00000000-0000-4000-8000-000000000002']],
+    ['a finished mirror the peer lacks the exit code of: written back first', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      mirrors: [mirror(2, 'gpu-1', COMPLETE)],
+      pods: [mirrorPod(2, 'gpu-1', 0)],
+      peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: COMPLETE })],
+    }, ['gpu-1=Available'], ['writeBack:job-2']],
+    ['claimed before a restart, no mirror, still lending: started', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
+    }, ['gpu-1=Lending'], ['start:job-2']],
+    ['claimed before a restart, no mirror, our work came: released', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      pods: [ourPod('x', 'gpu-1')],
+      peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
+    }, ['gpu-1=Draining'], ['release:job-2']],
+    ['started here, mirror gone: reported lost, never run again', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { startTime: START, active: 1 } })],
+    }, ['gpu-1=Available'], ['writeBack:job-2']],
+    ['the peer not Ready: no record is judged', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      verdict: { ready: false, code: 'PeerUnreachable' },
+      peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
+    }, ['gpu-1=Lending'], []],
+    ['being deleted with a mirror running: drains', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })], { deletionTimestamp: new Date(NOW) }),
+      mirrors: [mirror(2, 'gpu-1')],
+      pods: [mirrorPod(2, 'gpu-1')],
+      peerJobs: [peerJob(1), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { startTime: START, active: 1, ready: 0 } })],
+    }, ['gpu-1=Draining'], ['writeBack:job-2']],
+  ])('%s', (_name, over, wantStates, wantEffects) => {
+    const w = world(over);
+    expect(states(w)).toEqual(wantStates);
+    expect(effects(w)).toEqual(wantEffects);
+  });
+
+  it('records the session before its claim, and the claim event', () => {
+    const pass = lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Available')]) }));
+    expect(pass.hosts[0]!.session).toEqual({ job: 'job-1', startedAt: '2026-12-03T10:00:00Z' });
+    expect(pass.sessionsStarted).toBe(1);
+    expect(pass.notes).toContainEqual(expect.objectContaining({ reason: 'Claimed', message: 'node gpu-1 claims peer Job job-1' }));
+    expect(pass.unfinished).toBe(0);
+  });
+
+  it('a dry run plans per node and plans no effect', () => {
+    const pass = lendingPass(world({ fleet: fleet({ dryRun: true }, [host('gpu-1', 'Available'), host('gpu-2', 'Waiting', { idleSince: '2026-12-03T09:59:00Z' })]), nodes: [node('gpu-1'), node('gpu-2')] }));
+    expect(pass.effects).toEqual([]);
+    expect(pass.plan).toEqual([
+      { node: 'gpu-1', action: 'Claim', job: 'job-1', message: 'would claim peer Job job-1 (1 GPU)' },
+      { node: 'gpu-2', action: 'Wait', message: expect.stringMatching(/idle window until 2026-12-03T10:09:00.000Z/) },
+    ]);
+    expect(pass.hosts.map((h) => h.state)).toEqual(['Available', 'Waiting']);
+  });
+
+  it('drains with the reason, counts it once, and wakes for the window end', () => {
+    const lending = world({
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } }), host('gpu-2', 'Waiting', { idleSince: '2026-12-03T09:55:00Z' })]),
+      nodes: [node('gpu-1'), node('gpu-2')],
+      mirrors: [mirror(2, 'gpu-1')],
+      pods: [mirrorPod(2, 'gpu-1'), ourPod('x', 'gpu-1')],
+      peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { startTime: START, active: 1, ready: 0 } })],
+    });
+    const pass = lendingPass(lending);
+    expect(pass.drains).toEqual(['OurWorkRunning']);
+    expect(pass.hosts[0]!.session!.drainReason).toBe('OurWorkRunning');
+    expect(pass.notes).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'Drain' }));
+    expect(pass.wakeAt).toBe(Date.parse('2026-12-03T10:05:00Z'));
+    expect(pass.unfinished).toBe(1);
+    expect(pass.summary).toBe('1 Draining, 1 Waiting');
+  });
+
+  it('accounts from the peer records, per node and in total', () => {
+    const done = (n: number, nodeName: string) => peerJob(n, { gpus: 2, claimedBy: CLAIM(n, nodeName), status: COMPLETE });
+    const pass = lendingPass(world({ peerJobs: [done(1, 'gpu-1'), done(2, 'gpu-1'), peerJob(3, { claimedBy: 'other/lend.gpu/gpu-1', status: COMPLETE })] }));
+    expect(pass.accounting).toMatchObject({ jobs: 2, gpuSeconds: 400, amountUSD: 0.222222 });
+    expect(pass.hosts[0]!.lent).toMatchObject({ jobs: 2, gpuSeconds: 400 });
+  });
+
+  it('ends the session where the node is once its last mirror is gone, and gives the holder Lease up', () => {
+    const lease: V1Lease = { metadata: { name: 'leasehold-peer-gpu-1' }, spec: { holderIdentity: 'lend/gpu', renewTime: new Date(NOW) as never, leaseDurationSeconds: 120 } };
+    const pass = lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Draining', { session: { job: 'job-2', startedAt: LONG_AGO, drainReason: 'OurWorkRunning' } })]), pods: [ourPod('x', 'gpu-1')], holders: new Map([['gpu-1', lease]]), peerJobs: [] }));
+    expect(pass.hosts[0]).toMatchObject({ state: 'Busy' });
+    expect(pass.hosts[0]!.session).toBeUndefined();
+    expect(pass.effects).toEqual([{ kind: 'freeNode', node: 'gpu-1' }]);
+    expect(pass.notes.map((n) => n.reason)).toContain('SessionEnded');
+  });
+});

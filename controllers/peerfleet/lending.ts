@@ -1,0 +1,276 @@
+// One lending pass of a PeerFleet, pure: from what the informers hold (our
+// nodes, pods and mirror Jobs, the nodes' holder Leases, the watched peer
+// queue) and the status of the last pass, each node's machine takes one
+// step; the pass returns the status to write and the effects to run after
+// it is written. Effects come in the safety order: what brings the peer up
+// to date with a mirror first, then releases, then new claims (each claim
+// names the node and its session, written in the status before the claim).
+import type { V1Job, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
+import { durationMs, type Accounting, type PeerFleet, type PeerHostState } from '../../src/api/index.js';
+import { rfc3339 } from '../../src/kube/conditions.js';
+import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION, parseClaimant, type StatusWrite } from '../../src/providers/peerqueue/types.js';
+import { account } from './accounting.js';
+import { drainDecision, type DrainReason } from './drain.js';
+import { chooseJob, freeAllocatable, GPU, jobRequests, type Resources } from './fit.js';
+import { holding } from './holder.js';
+import { idleClock, occupancy } from './idle.js';
+import { NODE_LABEL, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from './labels.js';
+import { restore, step, type HostEffect } from './machine.js';
+import { hostEvent } from './observe.js';
+import { recover } from './recovery.js';
+import type { Verdict } from './verdict.js';
+import { lostStatusWrite, peerStatusWrite } from './writeback.js';
+
+export type PeerHost = NonNullable<NonNullable<PeerFleet['status']>['hosts']>[number];
+export type PlanStep = NonNullable<NonNullable<PeerFleet['status']>['plan']>[number];
+
+export interface FleetWorld {
+  fleet: PeerFleet;
+  /** This installation's id: the first part of every claim. */
+  clusterID: string;
+  /** Our nodes that lendableNodes selects. */
+  nodes: readonly V1Node[];
+  /** Every pod of our cluster (idleness and free room need all of them). */
+  pods: readonly V1Pod[];
+  /** Every mirror Job of every PeerFleet this controller runs. */
+  mirrors: readonly V1Job[];
+  /** The nodes' holder Leases, by node. */
+  holders: ReadonlyMap<string, V1Lease>;
+  /** The peer's lendable Jobs as the watch holds them; undefined until its first list. */
+  peerJobs: readonly V1Job[] | undefined;
+  verdict: Pick<Verdict, 'ready' | 'code'>;
+  now: number;
+}
+
+export type LendEffect =
+  /** Hold the node, claim the peer Job with its resourceVersion, start its mirror (or refuse the Job). */
+  | { kind: 'claim'; node: string; job: V1Job }
+  /** The Job is claimed and has no mirror yet (a restart between the two): start it. */
+  | { kind: 'start'; node: string; job: V1Job }
+  | { kind: 'release'; job: V1Job; message: string }
+  | { kind: 'writeBack'; job: V1Job; write: StatusWrite; lost?: boolean }
+  | { kind: 'deleteMirror'; mirror: V1Job }
+  /** The session ended: give the node's holder Lease up. */
+  | { kind: 'freeNode'; node: string };
+
+export interface HostNote {
+  type: 'Normal' | 'Warning';
+  reason: string;
+  message: string;
+}
+
+export interface FleetPass {
+  hosts: PeerHost[];
+  summary: string;
+  plan?: PlanStep[];
+  accounting?: Accounting;
+  effects: LendEffect[];
+  notes: HostNote[];
+  drains: DrainReason[];
+  sessionsStarted: number;
+  /** Mirrors of this PeerFleet that have not finished, and claims that wait for one. */
+  unfinished: number;
+  /** A node became Available with a Job that fits: run the next pass at once. */
+  again?: boolean;
+  /** When a node's idle window or session ends next: the pass to run then. */
+  wakeAt?: number;
+}
+
+/** `<namespace>.<name>`: the PeerFleet part of a claim, unique in our cluster. */
+export function fleetID(fleet: PeerFleet): string {
+  return `${fleet.metadata?.namespace}.${fleet.metadata?.name}`;
+}
+
+/** `<namespace>/<name>`: the holder of a node's Lease. */
+export const fleetKey = (fleet: PeerFleet) => `${fleet.metadata?.namespace}/${fleet.metadata?.name}`;
+
+const finished = (job: V1Job) => job.status?.conditions?.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True') ?? false;
+const uidOf = (job: V1Job) => job.metadata?.labels?.[PEER_JOB_UID_LABEL] ?? '';
+
+/** The exit code of a mirror's first container, from its last finished pod. */
+export function exitCodeOf(mirror: V1Job, pods: readonly V1Pod[]): number | undefined {
+  const uid = uidOf(mirror);
+  const mine = pods.filter((p) => p.metadata?.namespace === mirror.metadata?.namespace && p.metadata?.labels?.[PEER_JOB_UID_LABEL] === uid);
+  for (const pod of mine.reverse()) {
+    const code = pod.status?.containerStatuses?.[0]?.state?.terminated?.exitCode;
+    if (code !== undefined) return code;
+  }
+  return undefined;
+}
+
+/**
+ * Room a mirror holds before its pod exists: the Job controller makes the
+ * pod a moment after the mirror, and a pass in between must not give the
+ * same room to a second peer Job.
+ */
+function podlessMirrors(node: string, mirrors: readonly V1Job[], pods: readonly V1Pod[]): Resources {
+  const held: Resources = {};
+  const withPods = new Set(pods.map((p) => p.metadata?.labels?.[PEER_JOB_UID_LABEL]).filter(Boolean));
+  for (const m of mirrors) {
+    if (m.metadata?.labels?.[NODE_LABEL] !== node || finished(m) || withPods.has(uidOf(m))) continue;
+    const r = jobRequests(m);
+    if (r.ok) for (const [k, v] of Object.entries(r.requests)) held[k] = (held[k] ?? 0n) + v;
+  }
+  return held;
+}
+
+export function lendingPass(world: FleetWorld): FleetPass {
+  const { fleet, now } = world;
+  const spec = fleet.spec;
+  const me = fleetKey(fleet);
+  const prefix = `${world.clusterID}/${fleetID(fleet)}/`;
+  const deleting = !!fleet.metadata?.deletionTimestamp;
+  const mine = world.mirrors.filter((m) => m.metadata?.namespace === fleet.metadata?.namespace && m.metadata?.labels?.[PEERFLEET_LABEL] === fleet.metadata?.name);
+  const claims = (world.peerJobs ?? []).filter((j) => j.metadata?.annotations?.[CLAIMED_BY_ANNOTATION]?.startsWith(prefix));
+  const mirrored = new Set(mine.map(uidOf));
+  const waitingClaims = claims.filter((j) => !mirrored.has(j.metadata?.uid ?? '') && !finished(j) && !j.status?.startTime);
+  // A Job with a mirror of ours is taken even while the watch still shows it unclaimed.
+  const queue = (world.peerJobs ?? []).filter((j) => {
+    const a = j.metadata?.annotations ?? {};
+    return !a[CLAIMED_BY_ANNOTATION] && !a[REFUSED_ANNOTATION] && !finished(j) && !mirrored.has(j.metadata?.uid ?? '');
+  });
+  const windowMs = durationMs(spec.idleWindow);
+  const previous = new Map((fleet.status?.hosts ?? []).map((h) => [h.node, h]));
+  const out: FleetPass = { hosts: [], summary: '', effects: [], notes: [], drains: [], sessionsStarted: 0, unfinished: 0 };
+  const plan: PlanStep[] = [];
+  const claimsNow: LendEffect[] = [];
+  const wake = (at: number | undefined) => {
+    if (at !== undefined && at > now && (out.wakeAt === undefined || at < out.wakeAt)) out.wakeAt = at;
+  };
+
+  for (const node of [...world.nodes].sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''))) {
+    const name = node.metadata?.name ?? '';
+    const prev = previous.get(name);
+    const occ = occupancy(node, world.pods);
+    const clock = idleClock(occ.kind === 'idle', prev?.idleSince, now, windowMs);
+    const drain = drainDecision({ spec, deleting, node, occupancy: occ, sessionStartedAt: prev?.session?.startedAt, now });
+    const running = mine.filter((m) => m.metadata?.labels?.[NODE_LABEL] === name && !finished(m)).length;
+    const pending = waitingClaims.filter((j) => parseClaimant(j.metadata?.annotations?.[CLAIMED_BY_ANNOTATION])?.node === name).length;
+    const lendingTo = [...new Set(world.mirrors
+      .filter((m) => m.metadata?.labels?.[NODE_LABEL] === name && !finished(m))
+      .map((m) => `${m.metadata?.namespace}/${m.metadata?.labels?.[PEERFLEET_LABEL]}`))];
+    const hold = holding({ lease: world.holders.get(name), me, node: name, lendingTo, now });
+    const free = freeAllocatable(node, world.pods, drain.drain ? 0 : drain.withheldGPUs);
+    for (const [k, v] of Object.entries(podlessMirrors(name, world.mirrors, world.pods))) free[k] = (free[k] ?? 0n) - v;
+    const choice = world.peerJobs === undefined
+      ? { kind: 'none' as const, message: 'the peer queue has not been read yet' }
+      : chooseJob(queue, node, free);
+    const state: PeerHostState = prev?.state ?? 'Busy';
+    const observation = { state, node: name, mirrorsRunning: running + pending, occupancy: occ, clock, drain, verdict: world.verdict, holding: hold, choice, dryRun: spec.dryRun ?? false };
+    const event = hostEvent(observation);
+    const snapshot = restore(state, { reason: prev?.reason ?? 'Observed', message: prev?.message ?? '', drainReason: prev?.session?.drainReason as DrainReason | undefined });
+    const next = event ? step(snapshot, event) : { state, context: snapshot.context, effects: [] as HostEffect[], accepted: false };
+    out.unfinished += running + pending;
+
+    const host: PeerHost = {
+      node: name,
+      state: next.state,
+      since: next.state === state && prev?.since ? prev.since : rfc3339(new Date(now)),
+      ...(clock.idleSince ? { idleSince: clock.idleSince } : {}),
+      ...(next.context.reason ? { reason: next.context.reason } : {}),
+      ...(next.context.message ? { message: next.context.message.slice(0, 1024) } : {}),
+      ...(prev?.session && (next.state === 'Lending' || next.state === 'Draining') ? { session: { ...prev.session } } : {}),
+      ...(prev?.lent ? { lent: prev.lent } : {}),
+    };
+    if (host.session) {
+      if (next.context.drainReason) host.session.drainReason = next.context.drainReason;
+      else delete host.session.drainReason;
+    }
+    for (const effect of next.effects) {
+      if (effect === 'startSession' && choice.kind === 'claim') {
+        host.session = { job: choice.job.metadata?.name ?? '', startedAt: rfc3339(new Date(now)) };
+        out.sessionsStarted++;
+      }
+      if (effect === 'claim' && choice.kind === 'claim') {
+        if (host.session) host.session.job = choice.job.metadata?.name ?? '';
+        out.notes.push({ type: 'Normal', reason: 'Claimed', message: next.context.message });
+        claimsNow.push({ kind: 'claim', node: name, job: choice.job });
+        // One Job per pass for all nodes: the next node chooses among the rest.
+        queue.splice(queue.indexOf(choice.job), 1);
+      }
+      if (effect === 'endSession' && hold.kind === 'mine') out.effects.push({ kind: 'freeNode', node: name });
+      if (effect === 'announce' && !next.effects.includes('claim')) {
+        const draining = next.state === 'Draining';
+        if (draining && next.context.drainReason) out.drains.push(next.context.drainReason);
+        out.notes.push({ type: draining || next.state === 'Unlisted' ? 'Warning' : 'Normal', reason: draining ? 'Drain' : next.context.reason, message: next.context.message });
+      }
+    }
+    if (next.effects.includes('endSession')) out.notes.push({ type: 'Normal', reason: 'SessionEnded', message: `node ${name}: the lending session ended (${next.context.message})` });
+    out.hosts.push(host);
+
+    if (spec.dryRun) plan.push(planStep(name, observation.verdict.ready, occ.kind, clock, drain, hold.kind === 'held' ? hold.message : undefined, choice));
+    if (next.state === 'Waiting') wake(clock.windowEndsAt);
+    // A node claims only from Available: one that just became so claims in the next pass, at once.
+    if (next.state === 'Available' && event?.type === 'AVAILABLE' && choice.kind === 'claim' && !spec.dryRun && !drain.drain) out.again = true;
+    const max = durationMs(spec.maxSessionDuration);
+    if (host.session && max > 0) wake(Date.parse(host.session.startedAt) + max);
+  }
+
+  // The peer's records are judged only from a complete list and while the
+  // peer answers: a stale or partial view proves nothing.
+  if (world.peerJobs !== undefined && world.verdict.ready && !spec.dryRun) {
+    const lendingNodes = new Set(out.hosts.filter((h) => h.state === 'Lending').map((h) => h.node));
+    const nodes = new Map(world.nodes.map((n) => [n.metadata?.name ?? '', n]));
+    for (const r of recover({ claims, mirrors: mine, mayStart: (node) => lendingNodes.has(node) && nodes.has(node) })) {
+      if (r.kind === 'writeBack' || r.kind === 'deleteMirror') {
+        const mirror = r.mirror;
+        const job = r.kind === 'writeBack' ? r.peerJob : claims.find((c) => c.metadata?.uid === uidOf(mirror));
+        const node = mirror.metadata?.labels?.[NODE_LABEL] ?? '';
+        const write = job && peerStatusWrite({ peerJob: job, mirror, host: `${world.clusterID}/${node}`, exitCode: exitCodeOf(mirror, world.pods) });
+        // A mirror goes only once the peer has all of its record, the exit code included.
+        if (job && write) out.effects.push({ kind: 'writeBack', job, write });
+        else if (r.kind === 'deleteMirror') out.effects.push({ kind: 'deleteMirror', mirror });
+      } else if (r.kind === 'start') {
+        out.effects.push({ kind: 'start', node: r.node, job: r.peerJob });
+      } else if (r.kind === 'release') {
+        out.effects.push({ kind: 'release', job: r.peerJob, message: r.message });
+      } else if (r.kind === 'reportLost') {
+        const node = parseClaimant(r.peerJob.metadata?.annotations?.[CLAIMED_BY_ANNOTATION])?.node ?? '';
+        out.effects.push({ kind: 'writeBack', job: r.peerJob, write: lostStatusWrite(r.peerJob, `${world.clusterID}/${node}`, new Date(now)), lost: true });
+        out.notes.push({ type: 'Warning', reason: 'MirrorLost', message: r.message });
+      }
+    }
+    const ledger = account(claims, spec.pricePerGPUHour, now);
+    out.accounting = ledger.total;
+    for (const h of out.hosts) {
+      const lent = ledger.hosts.get(h.node);
+      if (lent) h.lent = lent;
+    }
+  } else if (fleet.status?.accounting) {
+    out.accounting = fleet.status.accounting;
+  }
+  out.effects.push(...claimsNow);
+  out.summary = summarize(out.hosts);
+  if (spec.dryRun) out.plan = plan;
+  return out;
+}
+
+function planStep(
+  node: string,
+  ready: boolean,
+  occ: string,
+  clock: { elapsed: boolean; windowEndsAt?: number },
+  drain: ReturnType<typeof drainDecision>,
+  held: string | undefined,
+  choice: ReturnType<typeof chooseJob> | { kind: 'none'; message: string },
+): PlanStep {
+  if (drain.drain) return { node, action: 'Drain', message: drain.message };
+  if (occ !== 'idle') return { node, action: 'None', message: `node ${node} has our work` };
+  if (!clock.elapsed) return { node, action: 'Wait', message: `node ${node} is within its idle window until ${new Date(clock.windowEndsAt ?? 0).toISOString()}` };
+  if (!ready) return { node, action: 'Wait', message: 'the PeerFleet is not Ready; see its Ready condition' };
+  if (held) return { node, action: 'Wait', message: held };
+  if (choice.kind === 'claim') {
+    const job = choice.job.metadata?.name ?? '';
+    const gpus = jobRequests(choice.job);
+    const n = gpus.ok ? Number(gpus.requests[GPU] ?? 0n) / 1000 : 0;
+    return { node, action: 'Claim', job, message: `would claim peer Job ${job} (${n} GPU)` };
+  }
+  return { node, action: 'None', message: choice.message };
+}
+
+function summarize(hosts: readonly PeerHost[]): string {
+  const counts = new Map<string, number>();
+  for (const h of hosts) counts.set(h.state, (counts.get(h.state) ?? 0) + 1);
+  const order = ['Lending', 'Draining', 'Available', 'Waiting', 'Busy', 'Unlisted'];
+  return order.filter((s) => counts.has(s)).map((s) => `${counts.get(s)} ${s}`).join(', ') || 'no lendable nodes';
+}
