@@ -2,7 +2,8 @@
 // kube-controller-manager, kube-scheduler, KWOK playing the kubelet of fake
 // GPU nodes) and a peer (etcd, kube-apiserver, kube-controller-manager)
 // whose queue is managedBy Jobs, reached with a token that may only read and
-// patch them. The controller runs as a process against our cluster.
+// patch them. The controller runs as a process against our cluster, with
+// exactly the chart's RBAC (rendered by helm, a TokenRequest token).
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -10,6 +11,7 @@ import { ControlPlane } from './cluster/controlplane.js';
 import { createFakeNodes, KWOK_RUN_FOR_ENV } from './cluster/kwok.js';
 import { createPeerCredential, type PeerCredential } from './cluster/peer.js';
 import { startController, type ControllerProcess } from './support/controller.js';
+import { chartIdentity } from './support/helm.js';
 import { waitFor } from './support/kube.js';
 
 let ours: ControlPlane;
@@ -127,7 +129,15 @@ beforeAll(async () => {
     { name: 'gpu-b', gpus: 2, labels: POOL },
     { name: 'cpu-only', labels: { 'leasehold.dev/pool': 'other' } },
   ]);
-  controller = await startController(ours.info.kubeconfig, ['--namespace', 'default', '--leader-election-namespace', 'default']);
+  // Installed in default, watching every namespace; the token Secrets are in NS.
+  const kubeconfig = await chartIdentity({
+    kubectl: ours.kubectl.bind(ours),
+    release: 'lender',
+    namespace: 'default',
+    set: [`secretNamespaces={default,${NS}}`],
+    file: join(ours.info.dir, 'chart-identity.kubeconfig'),
+  });
+  controller = await startController(kubeconfig, ['--namespace', 'default', '--leader-election-namespace', 'default']);
 }, 400_000);
 
 afterAll(async () => {
@@ -245,5 +255,11 @@ describe('PeerFleet lending', () => {
     expect(f.metadata.finalizers).toContain('leasehold.dev/peer-lending');
     await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=180s', 'job/last']);
     await must(ours, ['-n', NS, 'wait', '--for=delete', '--timeout=120s', 'peerfleet.leasehold.dev/gpu']);
+  });
+
+  it("needed no right beyond the chart's RBAC", async () => {
+    expect(await controller.metric('leasehold_kube_responses_total', { code: '403' })).toBe(0);
+    const log = await readFile(controller.logFile, 'utf8');
+    expect(log.split('\n').filter((l) => /forbidden|\b403\b/i.test(l))).toEqual([]);
   });
 });

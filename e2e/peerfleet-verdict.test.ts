@@ -4,18 +4,16 @@
 // by the TokenRequest API), and each failure made the way a user would make it.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomBytes } from 'node:crypto';
-import { readFile, writeFile } from 'node:fs/promises';
+import { readFile } from 'node:fs/promises';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
 import { ControlPlane, freePort } from './cluster/controlplane.js';
 import { createPeerCredential, type PeerCredential } from './cluster/peer.js';
-import { kubeconfigYAML } from './cluster/pki.js';
 import { startController, type ControllerProcess } from './support/controller.js';
-import { chartDir, docs, kubeVersionArgs, testHelm } from './support/helm.js';
+import { chartIdentity } from './support/helm.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
 
 const kubectl = testKubectl();
-const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
 
 let peer: ControlPlane;
 let lender: PeerCredential;
@@ -31,28 +29,6 @@ async function must(args: string[], input?: string): Promise<string> {
   const r = await kubectl(args, input);
   if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}${r.stdout}`);
   return r.stdout;
-}
-
-/** The chart's ServiceAccount and RBAC for a namespaced install in `ns`, applied, and a kubeconfig with a token for it. */
-async function chartIdentity(): Promise<string> {
-  const { helmOK } = testHelm();
-  const rendered = docs((await helmOK(['template', release, chartDir, ...(await kubeVersionArgs(kubectl)), '--namespace', ns,
-    '--set', `watchNamespace=${ns}`, '--set', `secretNamespaces={${ns}}`])).stdout);
-  const rbac = rendered.filter((d) => RBAC_KINDS.has(d.kind));
-  const sa = rbac.find((d) => d.kind === 'ServiceAccount');
-  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'List', items: rbac }));
-  // Our control plane runs no kube-controller-manager: the token comes from the TokenRequest API.
-  const token = (await must(['create', 'token', sa.metadata.name, '-n', ns, '--duration=2h'])).trim();
-  const file = join(process.env.E2E_CP_DIR!, `${release}.kubeconfig`);
-  await writeFile(file, kubeconfigYAML({
-    server: (await must(['config', 'view', '--minify', '-o', 'jsonpath={.clusters[0].cluster.server}'])).trim(),
-    ca: join(process.env.E2E_CP_DIR!, 'pki', 'ca.crt'),
-    clusterName: release,
-    userName: sa.metadata.name,
-    user: { token },
-    namespace: ns,
-  }), { mode: 0o600 });
-  return file;
 }
 
 async function secret(namespace: string, name: string, data: Record<string, string>): Promise<void> {
@@ -109,7 +85,14 @@ beforeAll(async () => {
   await secret(ns, 'peer-ca', { 'ca.crt': peerCA });
   plainHTTP = createServer((_, res) => res.end('plain http')).listen(0, '127.0.0.1');
   await new Promise((r) => plainHTTP.once('listening', r));
-  const kubeconfig = await chartIdentity();
+  // The chart's own RBAC for a namespaced install in ns.
+  const kubeconfig = await chartIdentity({
+    kubectl,
+    release,
+    namespace: ns,
+    set: [`watchNamespace=${ns}`, `secretNamespaces={${ns}}`],
+    file: join(process.env.E2E_CP_DIR!, `${release}.kubeconfig`),
+  });
   controller = await startController(kubeconfig, ['--watch-namespace', ns, '--namespace', ns, '--leader-election-namespace', ns]);
 }, 300_000);
 

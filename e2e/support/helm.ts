@@ -1,7 +1,9 @@
 // The repository's helm against the test control plane, for tests of charts/leasehold.
+import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { runTool } from '../cluster/controlplane.js';
+import { kubeconfigYAML } from '../cluster/pki.js';
 import type { Kubectl } from './kube.js';
 
 export const chartDir = join(process.cwd(), 'charts/leasehold');
@@ -30,4 +32,49 @@ export async function kubeVersionArgs(kubectl: Kubectl): Promise<string[]> {
   const r = await kubectl(['version', '-o', 'json']);
   if (r.code !== 0) throw new Error(`kubectl version: ${r.stderr}`);
   return ['--kube-version', JSON.parse(r.stdout).serverVersion.gitVersion as string];
+}
+
+const RBAC_KINDS = new Set(['ServiceAccount', 'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding']);
+
+export interface ChartIdentityOptions {
+  /** kubectl (as an admin) on the cluster to make the identity in. */
+  kubectl: Kubectl;
+  release: string;
+  /** The release namespace: the ServiceAccount and the Roles of the controller's own objects go there. */
+  namespace: string;
+  /** Chart values, as helm --set takes them. */
+  set: string[];
+  /** Where the kubeconfig is written. */
+  file: string;
+}
+
+/**
+ * The chart's ServiceAccount and RBAC, rendered by helm and applied, and a
+ * kubeconfig for that ServiceAccount with a TokenRequest token (no
+ * kube-controller-manager needed): a controller run with it has exactly the
+ * rights the chart gives. Returns the kubeconfig's path.
+ */
+export async function chartIdentity(o: ChartIdentityOptions): Promise<string> {
+  const must = async (args: string[], input?: string) => {
+    const r = await o.kubectl(args, input);
+    if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}${r.stdout}`);
+    return r.stdout.trim();
+  };
+  const { helmOK } = testHelm();
+  const set = o.set.flatMap((v) => ['--set', v]);
+  const rendered = docs((await helmOK(['template', o.release, chartDir, ...(await kubeVersionArgs(o.kubectl)), '--namespace', o.namespace, ...set])).stdout);
+  const rbac = rendered.filter((d) => RBAC_KINDS.has(d.kind));
+  const sa = rbac.find((d) => d.kind === 'ServiceAccount');
+  await must(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: rbac }));
+  const token = await must(['create', 'token', sa.metadata.name, '-n', o.namespace, '--duration=2h']);
+  const view = (path: string) => must(['config', 'view', '--minify', '--raw', '-o', `jsonpath={.clusters[0].cluster.${path}}`]);
+  await writeFile(o.file, kubeconfigYAML({
+    server: await view('server'),
+    ca: await view('certificate-authority'),
+    clusterName: o.release,
+    userName: sa.metadata.name,
+    user: { token },
+    namespace: o.namespace,
+  }), { mode: 0o600 });
+  return o.file;
 }
