@@ -90,8 +90,9 @@ export class Compute {
     const i: EmulatedInstance = { ...instance, id: numericId(), status: 'PROVISIONING', address: this.nextAddress(), sshPort: undefined, hostKeys: [], preempted: false };
     this.instances.set(this.key(i.zone, i.name), i);
     const op = this.newOperation(user, 'insert', i, i.requestId);
+    // Decided now, so that a refusal armed later does not hit inserts already under way.
+    const refusal = this.refusalFor(i.zone, i.machineType, 'operation');
     void this.run(op, async () => {
-      const refusal = this.refusalFor(i.zone, i.machineType, 'operation');
       if (refusal) {
         await this.sleep(this.settings.runningMs);
         this.instances.delete(this.key(i.zone, i.name));
