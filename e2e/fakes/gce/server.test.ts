@@ -80,7 +80,7 @@ describe('Compute Engine emulator', () => {
     g.requestsPerSecond = 0;
   });
 
-  const insert = (name: string, over: Record<string, unknown> = {}, requestId = randomUUID()) => call(g, token, 'POST', `/zones/${ZONE}/instances?requestId=${requestId}`, instanceBody(name, over));
+  const insert = (name: string, over: Record<string, unknown> = {}, requestId: string = randomUUID()) => call(g, token, 'POST', `/zones/${ZONE}/instances?requestId=${requestId}`, instanceBody(name, over));
   const waitOp = async (zone: string, name: string) => (await call(g, token, 'POST', `/zones/${zone}/operations/${name}/wait`)).body;
 
   describe('token endpoint', () => {
@@ -353,7 +353,7 @@ describe('Compute Engine emulator', () => {
       expectGoogleError(await call(g, token, 'GET', `/zones/${ZONE}/instances/keys-off/getGuestAttributes?queryPath=hostkeys%2F`), 404, 'notFound');
     });
 
-    it('boots through onInstanceRunning and tells onInstanceGone', async () => {
+    it('boots through onInstanceRunning and tells onInstanceGone of deletes and preemptions', async () => {
       const booted: EmulatedInstance[] = [];
       const gone: string[] = [];
       const h = await startGceEmulator({
@@ -378,6 +378,11 @@ describe('Compute Engine emulator', () => {
         ]);
         await call(h, t, 'DELETE', `/zones/${ZONE}/instances/hooked-1`);
         await until('onInstanceGone', () => (gone.includes('hooked-1') ? true : undefined));
+        await call(h, t, 'POST', `/zones/${ZONE}/instances`, instanceBody('hooked-2', { scheduling: { provisioningModel: 'SPOT', instanceTerminationAction: 'STOP' } }));
+        await h.waitForStatus(ZONE, 'hooked-2', 'RUNNING');
+        h.preempt(ZONE, 'hooked-2');
+        await until('onInstanceGone after preemption', () => (gone.includes('hooked-2') ? true : undefined));
+        expect(h.instance(ZONE, 'hooked-2')!.status).toBe('TERMINATED');
       } finally {
         await h.stop();
       }

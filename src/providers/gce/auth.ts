@@ -8,12 +8,11 @@ import { z } from 'zod';
 import { ProviderError } from '../errors.js';
 import { privateKeyFrom, signJwt } from '../jwt.js';
 import { sanitize, sendRest } from '../rest.js';
+import { TokenCache } from '../tokencache.js';
 
 export const GOOGLE_TOKEN_URL = 'https://oauth2.googleapis.com/token';
 export const COMPUTE_SCOPE = 'https://www.googleapis.com/auth/compute';
 const JWT_BEARER = 'urn:ietf:params:oauth:grant-type:jwt-bearer';
-/** A token is renewed this long before Google says it expires. */
-const RENEW_BEFORE_MS = 5 * 60_000;
 
 const KeyFile = z.object({
   type: z.literal('service_account'),
@@ -57,8 +56,7 @@ export interface TokenSourceOptions {
 }
 
 export class GoogleTokenSource {
-  private cached: { token: string; renewAt: number } | undefined;
-  private pending: Promise<string> | undefined;
+  private readonly cache = new TokenCache((signal) => this.fetchToken(signal));
   private readonly tokenUrl: string;
 
   constructor(private readonly opts: TokenSourceOptions) {
@@ -66,20 +64,16 @@ export class GoogleTokenSource {
   }
 
   /** A valid access token; one token request at a time however many callers wait. */
-  async token(signal?: AbortSignal): Promise<string> {
-    if (this.cached && Date.now() < this.cached.renewAt) return this.cached.token;
-    this.pending ??= this.fetchToken(signal).finally(() => {
-      this.pending = undefined;
-    });
-    return this.pending;
+  token(signal?: AbortSignal): Promise<string> {
+    return this.cache.token(signal);
   }
 
   /** Forgets the token (after the API refused it). */
   invalidate(): void {
-    this.cached = undefined;
+    this.cache.invalidate();
   }
 
-  private async fetchToken(signal?: AbortSignal): Promise<string> {
+  private async fetchToken(signal?: AbortSignal): Promise<{ token: string; ttlMs: number }> {
     const { key } = this.opts;
     const now = Math.floor(Date.now() / 1000);
     const assertion = signJwt({ iss: key.clientEmail, scope: this.opts.scopes.join(' '), aud: this.tokenUrl, iat: now, exp: now + 3600 }, key.privateKey, { kid: key.privateKeyId });
@@ -100,8 +94,6 @@ export class GoogleTokenSource {
       const kind = answer.status === 400 || answer.status === 401 || answer.status === 403 ? 'Unauthorized' : 'Unknown';
       throw new ProviderError(kind, `${what}: refused (${sanitize(why)}); check the service-account key Secret and that the key is not disabled`, kind === 'Unknown' ? {} : { retryable: false });
     }
-    const ttlMs = (typeof body.expires_in === 'number' ? body.expires_in : 3600) * 1000;
-    this.cached = { token: body.access_token, renewAt: Date.now() + Math.max(ttlMs - RENEW_BEFORE_MS, ttlMs / 2) };
-    return body.access_token;
+    return { token: body.access_token, ttlMs: (typeof body.expires_in === 'number' ? body.expires_in : 3600) * 1000 };
   }
 }

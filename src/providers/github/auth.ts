@@ -1,15 +1,14 @@
 // The token GitHub calls carry: a token from a Secret as is, or a GitHub App
 // installation token, made from an App JWT (RS256 with the App's private
-// key) and kept until five minutes before it expires. No token or key
+// key) and kept until shortly before it expires. No token or key
 // reaches an error message.
 import type { KeyObject } from 'node:crypto';
 import { ProviderError } from '../errors.js';
 import { privateKeyFrom, signJwt } from '../jwt.js';
 import { sanitize, sendRest } from '../rest.js';
+import { TokenCache } from '../tokencache.js';
 
 export type GitHubCredentials = { token: string } | { appId: string | number; installationId: string | number; privateKey: string };
-
-const RENEW_BEFORE_MS = 5 * 60_000;
 
 export interface TokenSource {
   token(signal?: AbortSignal): Promise<string>;
@@ -23,8 +22,7 @@ export function tokenSource(creds: GitHubCredentials, api: string, headers: Reco
 }
 
 class InstallationTokens implements TokenSource {
-  private cached: { token: string; renewAt: number } | undefined;
-  private pending: Promise<string> | undefined;
+  private readonly cache = new TokenCache((signal) => this.fetchToken(signal));
 
   constructor(
     private readonly appId: string | number,
@@ -36,20 +34,16 @@ class InstallationTokens implements TokenSource {
     private readonly fetchImpl?: typeof fetch,
   ) {}
 
-  async token(signal?: AbortSignal): Promise<string> {
-    if (this.cached && Date.now() < this.cached.renewAt) return this.cached.token;
-    this.pending ??= this.fetchToken(signal).finally(() => {
-      this.pending = undefined;
-    });
-    return this.pending;
+  token(signal?: AbortSignal): Promise<string> {
+    return this.cache.token(signal);
   }
 
   invalidate(): boolean {
-    this.cached = undefined;
+    this.cache.invalidate();
     return true;
   }
 
-  private async fetchToken(signal?: AbortSignal): Promise<string> {
+  private async fetchToken(signal?: AbortSignal): Promise<{ token: string; ttlMs: number }> {
     const now = Math.floor(Date.now() / 1000);
     // iat a minute back against clock drift; GitHub refuses exp more than 10 minutes after iat.
     const jwt = signJwt({ iat: now - 60, exp: now + 540, iss: String(this.appId) }, this.key);
@@ -70,8 +64,6 @@ class InstallationTokens implements TokenSource {
       throw new ProviderError(auth ? 'Unauthorized' : 'Unknown', `${what}: refused (HTTP ${answer.status}: ${sanitize(why)}); check the App ID, installation ID and private key Secret`, auth ? { retryable: false } : {});
     }
     const expires = typeof body.expires_at === 'string' ? Date.parse(body.expires_at) : NaN;
-    const ttl = Number.isNaN(expires) ? 3_600_000 : expires - Date.now();
-    this.cached = { token: body.token, renewAt: Date.now() + Math.max(ttl - RENEW_BEFORE_MS, ttl / 2) };
-    return body.token;
+    return { token: body.token, ttlMs: Number.isNaN(expires) ? 3_600_000 : expires - Date.now() };
   }
 }
