@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { PeerFleet } from '../../src/api/index.js';
+import { canonical } from '../../src/kube/canonical.js';
 import { StatusWriter } from '../../src/kube/status.js';
 import { PeerQueueError } from '../../src/providers/peerqueue/errors.js';
 import { PeerFleetReconciler, UNREACHABLE_RETRY_MS, type PeerAccess } from './reconciler.js';
@@ -182,6 +183,19 @@ describe('PeerFleetReconciler', () => {
       expect(h.order).toEqual(['finalizer+', 'status', 'claim']);
       expect(h.current!.status!.hosts![0]).toMatchObject({ state: 'Lending', session: { job: 'train' } });
       expect(h.events.map((e) => e.reason)).toContain('Claimed');
+    });
+
+    it('a quiet pass writes nothing, though the server hands the accounting back with its keys sorted and time moved on', async () => {
+      const h = lendingHarness(fleet({}, { hosts: [{ node: 'gpu-1', state: 'Available', since: '2026-11-30T00:00:00Z', idleSince: '2026-11-30T00:00:00Z', reason: 'Available', message: 'node gpu-1 may lend: the peer queue has no Job to run' }] }));
+      const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[] }; now: () => Date } }).deps;
+      deps.lending.peerJobs = () => [];
+      await h.reconciler.reconcile('lend/gpu');
+      const written = h.writes.length;
+      const sorted = JSON.parse(canonical(h.current!.status));
+      Object.assign(h.current!, { status: sorted });
+      deps.now = () => new Date('2026-12-01T00:05:00Z');
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.writes).toHaveLength(written);
     });
 
     it('a status write that conflicts runs no effect', async () => {

@@ -9,6 +9,7 @@
 import { DEFAULT_POLL_INTERVAL, durationMs, PEERFLEET_RESOURCE, type PeerFleet, type PeerFleetStatus } from '../../src/api/index.js';
 import type { V1Job } from '@kubernetes/client-node';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
+import { canonical } from '../../src/kube/canonical.js';
 import { isConflict } from '../../src/kube/client.js';
 import { setCondition } from '../../src/kube/conditions.js';
 import type { EventRecorder } from '../../src/kube/events.js';
@@ -263,5 +264,5 @@ export class PeerFleetReconciler {
 function sameAccounting(a: PeerFleetStatus['accounting'], b: PeerFleetStatus['accounting']): boolean {
   if (!a || !b) return false;
   const strip = ({ lastComputedAt: _, ...rest }: NonNullable<PeerFleetStatus['accounting']>) => rest;
-  return JSON.stringify(strip(a)) === JSON.stringify(strip(b));
+  return canonical(strip(a)) === canonical(strip(b));
 }
