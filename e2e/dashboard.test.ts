@@ -5,16 +5,19 @@
 // is checked against the controller's /metrics: each metric selector of its
 // PromQL has at least one matching sample (histograms with observations), and
 // instant gauge aggregations are evaluated. No Grafana binary is used.
-// The PeerFleet row is checked against the lending metrics' definitions
-// (names, types, labels and label values) instead: this run lends nothing.
+// This run lends nothing, so the PeerFleet row is checked apart: against the
+// lending metrics' names, types, labels and label values, and against what
+// the controller's own PeerFleet metrics expose for a fleet that lends.
 //
 // This file runs its own control plane (restarted once, for informer restarts
 // and reconcile errors), so it never disturbs the shared one.
 import { describe, it, expect } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { Registry } from 'prom-client';
 import { DRAIN_REASONS } from '../controllers/peerfleet/drain.js';
-import { HOST_STATES } from '../src/api/index.js';
+import { PeerFleetMetrics } from '../controllers/peerfleet/metrics.js';
+import { HOST_STATES, type PeerFleet } from '../src/api/index.js';
 import { ControlPlane } from './cluster/controlplane.js';
 import { waitFor } from './support/kube.js';
 import { BAD_TARGET_PROVIDER, sshdCommands } from './support/leases.js';
@@ -245,6 +248,43 @@ describe('the Grafana dashboard against a real controller', () => {
     expect(peerFleetQueryProblems('sum(increase(leasehold_peerfleet_drains_total{reason=~"Busy|Idle"}[1m]))')).toEqual([expect.stringMatching(/matches none of Deleted/)]);
     expect(peerFleetQueryProblems('sum(leasehold_peerfleet_sessions_total)')).toEqual(['leasehold_peerfleet_sessions_total is a counter, read without rate() or increase()']);
     expect(peerFleetQueryProblems('rate(leasehold_peerfleet_lent_amount_usd[1m])')).toEqual(['leasehold_peerfleet_lent_amount_usd is a gauge, read with rate() or increase()']);
+  });
+
+  it("PeerFleet panels match the series the controller's PeerFleet metrics expose for a lending fleet", async () => {
+    const fleet = {
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'PeerFleet',
+      metadata: { name: 'gpu', namespace: 'lend' },
+      status: {
+        hosts: [{ node: 'gpu-1', state: 'Lending' }, { node: 'gpu-2', state: 'Draining' }, { node: 'gpu-3', state: 'Available' }],
+        accounting: { gpuSeconds: 7200, amountUSD: 4, jobs: 2, unmeasured: 1 },
+      },
+    } as unknown as PeerFleet;
+    const registry = new Registry();
+    const m = new PeerFleetMetrics(registry, () => [fleet]);
+    const l = { namespace: 'lend', peerfleet: 'gpu' };
+    m.sessions.inc(l);
+    for (const outcome of ['claimed', 'conflict', 'refused']) m.claims.inc({ ...l, outcome });
+    m.drains.inc({ ...l, reason: 'OurWorkRunning' });
+    for (const outcome of ['ok', 'error']) m.writebacks.inc({ ...l, outcome });
+    const samples = parseExposition(await registry.metrics());
+
+    const missing: string[] = [];
+    for (const p of peerPanels) {
+      for (const t of p.targets ?? []) {
+        for (const sel of selectorsOf(t.expr)) if (!samples.some((x) => matches(x, sel))) missing.push(`${p.title} ${t.refId}: ${sel.text}`);
+      }
+    }
+    expect(missing).toEqual([]);
+    const one = (title: string) => evaluate(peerPanels.find((p) => p.title === title)!.targets![0]!.expr, samples)?.[0]?.value;
+    expect(one('Lending hosts')).toBe(1);
+    expect(one('Lent amount')).toBe(4);
+    expect(one('Unmeasured peer jobs')).toBe(1);
+    expect(evaluate(peerPanels.find((p) => p.title === 'Hosts by state')!.targets![0]!.expr, samples)).toEqual(expect.arrayContaining([
+      { labels: { state: 'Lending' }, value: 1 },
+      { labels: { state: 'Draining' }, value: 1 },
+      { labels: { state: 'Busy' }, value: 0 },
+    ]));
   });
 
   it('every panel target matches scraped series, with bounded labels', async () => {
