@@ -66,6 +66,11 @@ describe('demand', () => {
       { spec: { ...spec, maxHosts: 3 }, hosts: [host('d0', 'Draining'), host('d1', 'Deleting')], observation: { jobs: times(5, () => job('queued')), runners: [] } },
       { desired: 3, launch: 1 },
     ],
+    [
+      'a marked orphan is no capacity',
+      { hosts: [host('o', 'Registering', { orphanSince: '2026-12-03T11:55:00Z' }), host('h0', 'Idle')], observation: { jobs: times(2, () => job('queued')), runners: [runner('h0')] } },
+      { desired: 2, launch: 1, surplus: 0 },
+    ],
     ['jobs the runners cannot take do not count', { observation: { jobs: times(4, () => job('queued', ['ubuntu-latest'])), runners: [] } }, { queued: 0, desired: 1 }],
     ['the budget holds launches back', { affordableLaunches: 2, observation: { jobs: times(6, () => job('queued')), runners: [] } }, { desired: 6, launch: 2, heldByBudget: 4 }],
     ['no budget left, not even the floor', { affordableLaunches: 0 }, { desired: 1, launch: 0, heldByBudget: 1 }],

@@ -2,7 +2,8 @@
 // a followed repository, every runs-on label one the runners have) plus the
 // jobs they run, between floor and maxHosts, and only as many launches as
 // the budget allows. Idle runners absorb queued jobs first, so they count
-// as capacity; so do hosts still launching or registering.
+// as capacity; so do hosts still launching or registering (within their
+// boot grace: a marked orphan is none).
 import type { RunnerHost, RunnerTargetSpec } from '../../src/api/index.js';
 import type { Observation, PoolRunner, WorkflowJob } from './observation.js';
 
@@ -68,7 +69,8 @@ export function demand({ spec, hosts, observation, affordableLaunches }: DemandI
   const busyNames = busyRunners(observation.runners, observation.jobs);
   const busy = busyNames.size;
   const idle = observation.runners.filter((r) => r.status === 'online' && !busyNames.has(r.name)).length;
-  const capacity = hosts.filter((h) => CAPACITY_STATES.includes(h.state)).length;
+  // A host marked as an orphan has had no runner past its boot grace: it takes no jobs, so it is no capacity.
+  const capacity = hosts.filter((h) => CAPACITY_STATES.includes(h.state) && !h.orphanSince).length;
   const desired = Math.min(spec.maxHosts, Math.max(spec.floor, busy + queued));
   // Draining and deleting hosts are still VMs: maxHosts counts them until they are gone.
   const room = Math.max(0, spec.maxHosts - hosts.length);

@@ -55,22 +55,7 @@ export type CheckEvent =
   | { type: 'WRITE_NOT_DURABLE'; reason: 'StatusWriteFailed' | 'StatusConflict' | 'StatusUnknown'; message: string }
   | { type: 'FAILED'; reason: string; message: string };
 
-/** Effects the reconciler runs for a transition, in order. */
-export const CHECK_EFFECTS = [
-  'acquireLease',
-  'observe',
-  'waitForSample',
-  'plan',
-  'recordIntent',
-  'callProvider',
-  'settleReceipt',
-  'writePlan',
-  'writeStatus',
-  'releaseLease',
-  'announce',
-] as const;
-export type CheckEffect = (typeof CHECK_EFFECTS)[number];
-
+/** The reason a transition records when its event carries none. */
 const REASONS: Record<CheckEvent['type'], string> = {
   START: 'CheckStarted',
   LEASE_ACQUIRED: 'LeaseAcquired',
@@ -86,6 +71,22 @@ const REASONS: Record<CheckEvent['type'], string> = {
   WRITE_NOT_DURABLE: 'NotDurable',
   FAILED: 'CheckFailed',
 };
+
+/** Effects the reconciler runs for a transition, in order. */
+export const CHECK_EFFECTS = [
+  'acquireLease',
+  'observe',
+  'waitForSample',
+  'plan',
+  'recordIntent',
+  'callProvider',
+  'settleReceipt',
+  'writePlan',
+  'writeStatus',
+  'releaseLease',
+  'announce',
+] as const;
+export type CheckEffect = (typeof CHECK_EFFECTS)[number];
 
 type ActionName = 'note' | 'startCheck' | 'countChanges' | 'countDone' | CheckEffect;
 const effects = (...names: ActionName[]) => names;
