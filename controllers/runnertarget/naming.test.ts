@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { hostNames, namePrefix } from './naming.js';
+import { hostNames, isPoolRunner, namePrefix } from './naming.js';
 
 describe('namePrefix', () => {
   it.each<[string, string | undefined, string]>([
@@ -20,5 +20,21 @@ describe('hostNames', () => {
     expect(hostNames('pool', 'check-1', 5, new Set())).toEqual(names);
     expect(hostNames('pool', 'check-1', 2, new Set([names[0]!]))).toEqual([names[1], names[2]]);
     expect(hostNames('pool', 'check-2', 1, new Set())[0]).not.toBe(names[0]);
+  });
+});
+
+describe('isPoolRunner', () => {
+  it.each<[string, string, boolean]>([
+    ['pool-0a1b2c3d', 'pool', true],
+    ['pool-0A1B2C3D', 'pool', false],
+    ['pool-0a1b2c3', 'pool', false],
+    ['pool-big-0a1b2c3d', 'pool', false],
+    ['pool-big-0a1b2c3d', 'pool-big', true],
+    ['other-0a1b2c3d', 'pool', false],
+    ['laptop-runner', 'pool', false],
+  ])('%s of %s: %s', (name, prefix, want) => expect(isPoolRunner(name, prefix)).toBe(want));
+
+  it('every name hostNames makes is a pool runner', () => {
+    for (const n of hostNames('pool', 'seed', 20, new Set())) expect(isPoolRunner(n, 'pool')).toBe(true);
   });
 });

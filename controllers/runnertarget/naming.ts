@@ -24,3 +24,12 @@ export function hostNames(prefix: string, seed: string, count: number, taken: Re
   }
   return out;
 }
+
+/**
+ * Whether a runner registration of the org is one of the pool's: named as
+ * hostNames names hosts. Ghost removal only ever considers these, so the
+ * org's other runners are never touched.
+ */
+export function isPoolRunner(name: string, prefix: string): boolean {
+  return name.length > prefix.length + 1 && name.startsWith(`${prefix}-`) && /^[0-9a-f]{8}$/.test(name.slice(prefix.length + 1));
+}

@@ -15,7 +15,7 @@ export interface WorkflowJob {
   runnerName?: string | undefined;
 }
 
-/** A runner registration of the org that carries the pool's name prefix. */
+/** A runner registration of the pool: isPoolRunner (naming.ts) filters the org's list. */
 export interface PoolRunner {
   id: number;
   name: string;

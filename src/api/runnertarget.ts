@@ -291,7 +291,7 @@ export const RunnerTargetStatusSchema = z
   .object({
     observedGeneration: count('The metadata.generation this status was computed from.').optional(),
     conditions: conditions(
-      'Ready: the last check completed. Durable: status writes succeed; False stops every provider call of the check (never cleared by overwriting). BudgetExhausted: no launch fits dailyBudgetUSD today. Held: another controller holds the check lease.',
+      'Ready: the last check completed. Durable: status writes succeed; False stops every provider call of the check (never cleared by overwriting). BudgetExhausted: no launch fits dailyBudgetUSD today. Held: True while a check holds the target\'s lease, naming the holder (a check that finds the lease held elsewhere writes no status, only an event).',
     ).optional(),
     hosts: z.array(RunnerHostSchema).max(1000).optional().describe('Hosts the pool has.'),
     counts: z
