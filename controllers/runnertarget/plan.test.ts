@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { Receipt, RunnerHost, RunnerTargetStatus } from '../../src/api/index.js';
 import type { HostProbe, Observation } from './observation.js';
 import { parsePressure, type PressureEvidence } from './pressure.js';
-import { planCheck, type Change, type CheckPlan, type PlanInput } from './plan.js';
+import { planCheck, plannedStatus, type Change, type CheckPlan, type PlanInput } from './plan.js';
 import { NOW, ago, host, iso, job, runner, spec, times, vm } from './testing.js';
 
 const observation = (over: Partial<Observation> = {}): Observation => ({ at: NOW, jobs: [], runners: [], vms: [], probes: new Map(), ...over });
@@ -98,6 +98,13 @@ describe('planCheck', () => {
     expect(p.changes[0]).toEqual({ kind: 'resume', receipt: open });
   });
 
+  it('a Launching host with no VM and no open receipt was never launched: it is dropped, not counted', () => {
+    const failed: Receipt = { id: 'launch-2', action: 'Launch', phase: 'Failed', at: ago(300), hosts: ['never'] };
+    const p = plan({ hosts: [host('never', 'Launching'), host('unwritten', 'Launching'), idleHost('f')], receipts: [failed] }, { ...up(['f']), jobs: times(2, () => job('queued')) });
+    expect(p.hosts.map((h) => h.name)).toEqual(['f', expect.stringMatching(/^pool-/)]);
+    expect(p.ended).toEqual([]);
+  });
+
   it('a deleting host whose VM is gone leaves status; one whose VM still runs is deleted again', () => {
     const p = plan({ hosts: [host('gone', 'Deleting'), host('stuck', 'Deleting'), host('going', 'Deleting'), idleHost('f')] }, { vms: [vm('stuck'), vm('going', 'STOPPING'), vm('f')], runners: [runner('f')] });
     expect(p.hosts.map((h) => h.name)).toEqual(['stuck', 'going', 'f']);
@@ -140,6 +147,14 @@ describe('planCheck', () => {
       expect(p.tier.tier).toMatchObject({ machineType: 'n2d-standard-8', high: 1 });
       expect(p.lastSample?.at).toBe(ago(60));
     });
+  });
+
+  it('plannedStatus carries what the plan decided and keeps receipts and conditions', () => {
+    const before: RunnerTargetStatus = { receipts: [{ id: 'x', action: 'Delete', phase: 'Done', at: ago(600), hosts: ['z'] }], conditions: [], spendDay: '2026-12-03', spendEndedUSD: 0.5 };
+    const p = plan(before, { jobs: [job('queued')] });
+    const next = plannedStatus(before, p);
+    expect(next).toMatchObject({ receipts: before.receipts, conditions: [], hosts: p.hosts, counts: p.counts, plan: p.plan, tier: p.tier.tier, spendDay: '2026-12-03', spendEndedUSD: 0.5, spendTodayUSD: 0.5 });
+    expect(next.lastSample?.at).toBe(iso(NOW));
   });
 
   it('a dry run plans the same, marked dry', () => {

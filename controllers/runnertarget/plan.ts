@@ -93,9 +93,13 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   const resuming = new Set(open.flatMap((r) => r.hosts));
   const changes: Change[] = open.map((receipt) => ({ kind: 'resume', receipt }));
 
-  let hosts = observeHosts(status.hosts ?? [], observation, spec.gce.machineTypeTiers);
   const vms = new Map(observation.vms.map((v) => [v.name, v]));
-  const orphans = findOrphans({ hosts, vms: observation.vms, runners: observation.runners, launching: launchingHosts(receipts), now, bootGraceMs: settings.bootGraceMs });
+  const launching = launchingHosts(receipts);
+  // A Launching host with no VM and no open Launch receipt was never launched (the check
+  // ended before its receipt, or every placement failed): it costs nothing and is no capacity.
+  const planned = (status.hosts ?? []).filter((h) => h.state !== 'Launching' || vms.has(h.name) || launching.has(h.name));
+  let hosts = observeHosts(planned, observation, spec.gce.machineTypeTiers);
+  const orphans = findOrphans({ hosts, vms: observation.vms, runners: observation.runners, launching, now, bootGraceMs: settings.bootGraceMs });
 
   // Hosts that left: preempted, or deleted and now gone. Their hours of today stay in spend.
   const leaving = new Set([...orphans.preempted, ...hosts.filter((h) => h.state === 'Deleting' && !vms.has(h.name) && !resuming.has(h.name)).map((h) => h.name)]);
@@ -208,5 +212,24 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
       reason: `${want.reason}${budgetNote}; ${tier.reason}`,
     },
     events,
+  };
+}
+
+/**
+ * The status a check writes with its first receipt (or alone, when nothing
+ * changes): everything the plan observed and decided. Receipts and
+ * conditions are the reconciler's, written as it goes.
+ */
+export function plannedStatus(status: RunnerTargetStatus, plan: CheckPlan): RunnerTargetStatus {
+  return {
+    ...status,
+    hosts: plan.hosts,
+    counts: plan.counts,
+    ...(plan.lastSample ? { lastSample: plan.lastSample } : {}),
+    tier: plan.tier.tier,
+    plan: plan.plan,
+    spendTodayUSD: plan.spend.todayUSD,
+    spendEndedUSD: plan.spend.endedUSD,
+    spendDay: plan.spend.day,
   };
 }

@@ -21,6 +21,17 @@ describe('receipt identity', () => {
     expect(id).not.toBe('00000000-0000-0000-0000-000000000000');
   });
 
+  it.each<[Receipt['action'], boolean]>([
+    ['Launch', true],
+    ['Delete', true],
+    ['Deregister', false],
+    ['Register', false],
+    ['RemoveRunner', false],
+  ])('receiptFor gives a %s a requestId: %s', (action, has) => {
+    const receipt = receiptFor({ action, hosts: ['a'] }, NOW, 'uid-1');
+    expect(receipt.requestId).toBe(has ? requestIdFor('uid-1', receipt.id) : undefined);
+  });
+
   it('receiptFor records an Intended receipt at now', () => {
     expect(receiptFor({ action: 'Delete', hosts: ['a'], requestId: 'x' }, NOW)).toEqual({
       id: receiptID('Delete', ['a'], NOW),

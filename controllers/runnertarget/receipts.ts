@@ -31,9 +31,11 @@ export function requestIdFor(targetUID: string, id: string): string {
 
 export type Intent = Omit<Receipt, 'id' | 'phase' | 'at'>;
 
-/** A new Intended receipt for `intent`. */
-export function receiptFor(intent: Intent, now: number): Receipt {
-  return { id: receiptID(intent.action, intent.hosts, now), phase: 'Intended', at: rfc3339(new Date(now)), ...intent };
+/** A new Intended receipt for `intent`; Launch and Delete get their Compute Engine requestId from the target's UID. */
+export function receiptFor(intent: Intent, now: number, targetUID?: string): Receipt {
+  const id = receiptID(intent.action, intent.hosts, now);
+  const compute = intent.action === 'Launch' || intent.action === 'Delete';
+  return { id, phase: 'Intended', at: rfc3339(new Date(now)), ...intent, ...(compute && targetUID ? { requestId: requestIdFor(targetUID, id) } : {}) };
 }
 
 /** The list with `receipt` appended, newest last, at most RECEIPTS_KEPT, dropping the oldest finished first. */
