@@ -155,7 +155,7 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   const drain: string[] = [];
   for (const h of live) {
     if (h.state !== 'Draining' || resuming.has(h.name)) continue;
-    const next = drainStep(h, runners.get(h.name), observation.probes.get(h.name), want.queued);
+    const next = drainStep(h, runners.get(h.name), busy.has(h.name), observation.probes.get(h.name), want.queued);
     if (next.action === 'delete') {
       changes.push({ kind: 'delete', intent: { action: 'Delete', hosts: [h.name], zone: h.zone, message: next.reason }, reason: 'Drained' });
       deleting.add(h.name);

@@ -48,25 +48,30 @@ describe('afterDeregister', () => {
 describe('drainStep', () => {
   const draining = host('a', 'Draining');
   const probe = (job: HostProbe['job']): HostProbe => ({ job });
-  it.each<[string, PoolRunner | undefined, HostProbe | undefined, number, DrainStep['action']]>([
-    ['runner gone, no job: delete', undefined, probe('none'), 0, 'delete'],
-    ['runner gone, no job, jobs waiting: still delete (a fresh host takes them)', undefined, probe('none'), 3, 'delete'],
-    ['a job runs, nothing waits: leave', undefined, probe('running'), 0, 'leave'],
-    ['a job runs, jobs wait: re-register', undefined, probe('running'), 2, 'reregister'],
-    ['SSH failed: wait, never delete', undefined, probe('unknown'), 0, 'wait'],
-    ['not probed: wait', undefined, undefined, 0, 'wait'],
-    ['the runner is still registered: deregister first', runner('a'), probe('none'), 0, 'deregister'],
-    ['the runner reads not busy but is registered: deregister first', runner('a', false), undefined, 0, 'deregister'],
-  ])('%s', (_name, r, p, waiting, action) => {
-    expect(drainStep(draining, r, p, waiting).action).toBe(action);
+  it.each<[string, PoolRunner | undefined, boolean, HostProbe | undefined, number, DrainStep['action']]>([
+    ['runner gone, no job: delete', undefined, false, probe('none'), 0, 'delete'],
+    ['runner gone, no job, jobs waiting: still delete (a fresh host takes them)', undefined, false, probe('none'), 3, 'delete'],
+    ['a job runs, nothing waits: leave', undefined, false, probe('running'), 0, 'leave'],
+    ['a job runs, jobs wait: re-register', undefined, false, probe('running'), 2, 'reregister'],
+    ['SSH failed: wait, never delete', undefined, false, probe('unknown'), 0, 'wait'],
+    ['not probed: wait', undefined, false, undefined, 0, 'wait'],
+    ['the runner is still registered: deregister first', runner('a'), false, probe('none'), 0, 'deregister'],
+    ['the runner is registered, not probed: deregister first', runner('a'), false, undefined, 0, 'deregister'],
+    ['the runner is registered and busy: leave, never deregister', runner('a', true), true, probe('none'), 0, 'leave'],
+    ['the runner is registered, its flag false but a job in progress: leave', runner('a'), true, undefined, 0, 'leave'],
+    ['the runner is registered and SSH sees a job: leave', runner('a'), false, probe('running'), 0, 'leave'],
+  ])('%s', (_name, r, busy, p, waiting, action) => {
+    expect(drainStep(draining, r, busy, p, waiting).action).toBe(action);
   });
 
-  it('deletes only with the runner gone and no job confirmed', () => {
+  it('deletes only with the runner gone and no job confirmed; deregisters only a runner with no job', () => {
     for (const r of [undefined, runner('a'), runner('a', true)]) {
       for (const job of ['running', 'none', 'unknown'] as const) {
         for (const waiting of [0, 1]) {
-          const deletes = drainStep(draining, r, { job }, waiting).action === 'delete';
-          expect({ r: r?.name, job, waiting, deletes }).toEqual({ r: r?.name, job, waiting, deletes: r === undefined && job === 'none' });
+          const busy = r?.busy ?? false;
+          const action = drainStep(draining, r, busy, { job }, waiting).action;
+          expect({ r: r?.name, busy, job, waiting, deletes: action === 'delete' }).toEqual({ r: r?.name, busy, job, waiting, deletes: r === undefined && job === 'none' });
+          if (action === 'deregister') expect({ busy, job }).toEqual({ busy: false, job: expect.not.stringMatching(/^running$/) });
         }
       }
     }

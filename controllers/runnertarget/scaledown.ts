@@ -76,10 +76,16 @@ export type DrainStep =
   /** The runner is still registered: remove it first. */
   | { action: 'deregister'; reason: string };
 
-/** The next step for a Draining host, from this check's look at its runner and its processes. */
-export function drainStep(host: RunnerHost, runner: PoolRunner | undefined, probe: HostProbe | undefined, jobsWaiting: number): DrainStep {
-  if (runner) return { action: 'deregister', reason: `runner ${host.name} is still registered; it is removed before the VM` };
+/**
+ * The next step for a Draining host, from this check's look at its runner
+ * (`busy`: its flag, a job in progress on it, or a job process SSH saw) and
+ * its processes. A runner still registered is removed first, but never
+ * while it may be running a job: removing a busy runner can succeed.
+ */
+export function drainStep(host: RunnerHost, runner: PoolRunner | undefined, busy: boolean, probe: HostProbe | undefined, jobsWaiting: number): DrainStep {
   const job = probe?.job ?? 'unknown';
+  if (runner && (busy || job === 'running')) return { action: 'leave', reason: `runner ${host.name} is still registered and runs a job; the host is kept until it ends` };
+  if (runner) return { action: 'deregister', reason: `runner ${host.name} is still registered; it is removed before the VM` };
   if (job === 'none') return { action: 'delete', reason: `runner removed and no job process runs on ${host.name}` };
   if (job === 'unknown') return { action: 'wait', reason: `could not confirm over SSH that no job runs on ${host.name}; the VM is kept and looked at again next check` };
   if (jobsWaiting > 0) return { action: 'reregister', reason: `a job still runs on ${host.name} after its runner was removed, and ${jobsWaiting} job${jobsWaiting === 1 ? '' : 's'} wait: it gets a new runner` };
