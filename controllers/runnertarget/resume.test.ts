@@ -12,6 +12,7 @@ describe('resumeStep', () => {
     ['launch: no VM yet, insert again', receipt('Launch'), seen({}), 'repeat'],
     ['launch: VM provisioning, wait', receipt('Launch'), seen({ vms: [vm('a', 'PROVISIONING')] }), 'waitForBoot'],
     ['launch: VM staging, wait', receipt('Launch'), seen({ vms: [vm('a', 'STAGING')] }), 'waitForBoot'],
+    ['launch: VM repairing, wait', receipt('Launch'), seen({ vms: [vm('a', 'REPAIRING')] }), 'waitForBoot'],
     ['launch: VM running, no runner: deliver the config', receipt('Launch'), seen({ vms: [vm('a')] }), 'deliverConfig'],
     ['launch: runner registered: done', receipt('Launch'), seen({ vms: [vm('a')], runners: [runner('a')] }), 'done'],
     ['launch: preempted while booting: failed', receipt('Launch'), seen({ vms: [vm('a', 'TERMINATED')] }), 'failed'],

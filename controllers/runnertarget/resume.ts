@@ -21,7 +21,7 @@ export type ResumeStep =
   /** The change cannot complete: settle Failed; a launched VM is deleted as an orphan. */
   | { step: 'failed'; message: string };
 
-const BOOTING = ['PROVISIONING', 'STAGING'];
+const BOOTING = ['PROVISIONING', 'STAGING', 'REPAIRING'];
 const STOPPED = ['TERMINATED', 'STOPPED', 'STOPPING', 'SUSPENDING', 'SUSPENDED'];
 
 export function resumeStep(receipt: Receipt, observation: Pick<Observation, 'vms' | 'runners' | 'at'>, launchTimeoutMs = LAUNCH_TIMEOUT_MS): ResumeStep {
