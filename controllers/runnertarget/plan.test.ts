@@ -85,10 +85,11 @@ describe('planCheck', () => {
     expect(second.plan.delete).toEqual(['o']);
   });
 
-  it('a ghost runner is removed', () => {
+  it('a ghost runner is removed, and its busy flag is no demand', () => {
     const p = plan({ hosts: [idleHost('f')] }, { vms: [vm('f')], runners: [runner('f'), runner('pool-gone', true)] });
     expect(kinds(p)).toEqual(['removeRunner pool-gone']);
     expect(p.plan.removeRunners).toEqual(['pool-gone']);
+    expect(p.demand).toMatchObject({ busy: 0, desired: 1, launch: 0 });
   });
 
   it('an Intended receipt from a dead check is resumed first, and its host is not acted on again', () => {

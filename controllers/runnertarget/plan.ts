@@ -150,7 +150,10 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   const spend = spendToday(status, live, ended, now);
   const order = placementOrder(spec.gce, nextTier);
   const budget = affordableLaunches(spend, live.map((h) => h.pricePerHour), order[0]!.pricePerHour, spec.dailyBudgetUSD, now, settings.launchHorizonMs);
-  const want = demand({ spec, hosts: live, observation, affordableLaunches: budget.launches });
+  // Ghost runners (their VM is gone) take no jobs, whatever their busy flag says.
+  const ghosts = new Set(orphans.removeRunners.map((r) => r.name));
+  const pooled = { jobs: observation.jobs, runners: observation.runners.filter((r) => !ghosts.has(r.name)) };
+  const want = demand({ spec, hosts: live, observation: pooled, affordableLaunches: budget.launches });
 
   const drain: string[] = [];
   for (const h of live) {
