@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { busyRunners, demand, jobFits, runnerLabels, type Demand, type DemandInput } from './demand.js';
-import { host, job, runner, spec, times } from './testing.js';
+import { host, job, runner, spec, times } from './testing/pool.js';
 
 const input = (over: Partial<DemandInput> = {}): DemandInput => ({
   spec,

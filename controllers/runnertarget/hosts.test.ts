@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { RunnerHost } from '../../src/api/index.js';
 import { observeHosts, priceOf } from './hosts.js';
 import type { HostProbe, Observation } from './observation.js';
-import { NOW, ago, host, iso, job, runner, spec, vm } from './testing.js';
+import { NOW, ago, host, iso, job, runner, spec, vm } from './testing/pool.js';
 
 const observation = (over: Partial<Observation> = {}): Observation => ({ at: NOW, jobs: [], runners: [], vms: [], probes: new Map(), ...over });
 const tiers = spec.gce.machineTypeTiers;

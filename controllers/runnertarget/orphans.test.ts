@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { RunnerHost } from '../../src/api/index.js';
 import type { PoolRunner, PoolVM } from './observation.js';
 import { findOrphans, type OrphanReport } from './orphans.js';
-import { NOW, ago, host, runner, vm } from './testing.js';
+import { NOW, ago, host, runner, vm } from './testing/pool.js';
 
 const HOUR = 3600;
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { launchErrorKind, nextPlacement, placementOrder, tierOrder, type LaunchErrorKind, type LaunchFailure, type Placement } from './placement.js';
-import { spec } from './testing.js';
+import { spec } from './testing/pool.js';
 
 const gce = { ...spec.gce, zones: ['us-central1-a', 'us-central1-b'] };
 /** "spot 8 a": SPOT n2d-standard-8 in us-central1-a. */

@@ -7,7 +7,7 @@ import * as fc from 'fast-check';
 import type { RunnerHost, RunnerTargetStatus } from '../../src/api/index.js';
 import type { HostProbe, Observation, PoolRunner, PoolVM, WorkflowJob } from './observation.js';
 import { planCheck } from './plan.js';
-import { NOW, ago, host, spec } from './testing.js';
+import { NOW, ago, host, spec } from './testing/pool.js';
 
 const NAMES = ['pool-00000001', 'pool-00000002', 'pool-00000003', 'pool-00000004', 'pool-00000005', 'pool-00000006'];
 const STATES: RunnerHost['state'][] = ['Launching', 'Registering', 'Idle', 'Busy', 'Draining', 'Deleting'];

@@ -3,7 +3,7 @@ import type { Receipt, RunnerHost, RunnerTargetStatus } from '../../src/api/inde
 import type { HostProbe, Observation } from './observation.js';
 import { parsePressure, type PressureEvidence } from './pressure.js';
 import { planCheck, plannedStatus, type Change, type CheckPlan, type PlanInput } from './plan.js';
-import { NOW, ago, host, iso, job, runner, spec, times, vm } from './testing.js';
+import { NOW, ago, host, iso, job, runner, spec, times, vm } from './testing/pool.js';
 
 const observation = (over: Partial<Observation> = {}): Observation => ({ at: NOW, jobs: [], runners: [], vms: [], probes: new Map(), ...over });
 const plan = (status: RunnerTargetStatus, obs: Partial<Observation>, over: Partial<PlanInput> = {}): CheckPlan =>

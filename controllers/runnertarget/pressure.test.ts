@@ -12,7 +12,7 @@ import {
   type PressureLevel,
 } from './pressure.js';
 import type { SampleTiming } from './sample.js';
-import { NOW, spec } from './testing.js';
+import { NOW, spec } from './testing/pool.js';
 
 const psi = (some60: number, full = true) =>
   `some avg10=1.00 avg60=${some60.toFixed(2)} avg300=0.50 total=123456\n` + (full ? 'full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n' : '');

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Receipt } from '../../src/api/index.js';
 import { launchingHosts, openReceipts, receiptFor, receiptID, requestIdFor, settled, withReceipt } from './receipts.js';
-import { NOW, times } from './testing.js';
+import { NOW, times } from './testing/pool.js';
 
 const r = (id: string, phase: Receipt['phase'], action: Receipt['action'] = 'Launch', hosts = [id]): Receipt => ({ id, action, phase, at: '2026-12-03T12:00:00Z', hosts });
 

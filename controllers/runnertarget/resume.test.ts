@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { Receipt } from '../../src/api/index.js';
 import type { Observation } from './observation.js';
 import { resumeStep, type ResumeStep } from './resume.js';
-import { NOW, ago, runner, vm } from './testing.js';
+import { NOW, ago, runner, vm } from './testing/pool.js';
 
 const receipt = (action: Receipt['action'], agoS = 120): Receipt => ({ id: 'r-1', action, phase: 'Intended', at: ago(agoS), hosts: ['a'], requestId: 'req' });
 const seen = (over: Partial<Pick<Observation, 'vms' | 'runners'>>) => ({ at: NOW, vms: [], runners: [], ...over });

@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { RunnerHost } from '../../src/api/index.js';
 import type { HostProbe, PoolRunner } from './observation.js';
 import { afterDeregister, drainStep, pickDrains, type DrainStep } from './scaledown.js';
-import { NOW, ago, host, runner } from './testing.js';
+import { NOW, ago, host, runner } from './testing/pool.js';
 
 const SMALL = 'n2d-standard-8';
 

@@ -10,7 +10,7 @@ import type { HostProbe, Observation, PoolRunner, PoolVM, WorkflowJob } from './
 import { nextPlacement, type LaunchFailure } from './placement.js';
 import { planCheck, plannedStatus } from './plan.js';
 import { afterDeregister } from './scaledown.js';
-import { NOW, spec } from './testing.js';
+import { NOW, spec } from './testing/pool.js';
 
 interface SimJob {
   id: number;

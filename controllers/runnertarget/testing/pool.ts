@@ -1,6 +1,6 @@
 // Builders shared by the policy tests: a target spec, hosts, runners, jobs, VMs.
-import type { RunnerHost, RunnerTargetSpec } from '../../src/api/index.js';
-import type { PoolRunner, PoolVM, WorkflowJob } from './observation.js';
+import type { RunnerHost, RunnerTargetSpec } from '../../../src/api/index.js';
+import type { PoolRunner, PoolVM, WorkflowJob } from '../observation.js';
 
 export const NOW = Date.parse('2026-12-03T12:00:00Z');
 export const iso = (ms: number) => new Date(ms).toISOString().replace(/\.000Z$/, 'Z');
