@@ -1,8 +1,8 @@
 // PeerFleet soak: many KWOK GPU nodes lend to a peer queue of Jobs of random
 // length while our own Jobs arrive at random and drain nodes. At the end no
 // peer Job was cut off or run twice, and the accounting equals the sum of the
-// peer's own records to the second. `make test` runs the short form; set
-// PEERFLEET_SOAK=full for the long one (300 Jobs, 50 or more drains).
+// peer's own records to the second. `make test` runs 300 peer Jobs with 50
+// or more drains (a few minutes); PEERFLEET_SOAK=full runs 1000 with 150 or more.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -14,9 +14,9 @@ import { waitFor } from './support/kube.js';
 
 const FULL = process.env.PEERFLEET_SOAK === 'full';
 const NODES = 20;
-const PEER_JOBS = FULL ? 300 : 120;
-const OUR_JOBS = FULL ? 70 : 24;
-const MIN_DRAINS = FULL ? 50 : 10;
+const PEER_JOBS = FULL ? 1000 : 300;
+const OUR_JOBS = FULL ? 200 : 60;
+const MIN_DRAINS = FULL ? 150 : 50;
 const NS = 'soak';
 const QUEUE = 'queue';
 const POOL = { 'leasehold.dev/pool': 'soak' };
