@@ -69,6 +69,20 @@ describe('PeerFleetReconciler', () => {
     expect(h.events).toHaveLength(1);
   });
 
+  it('stamps checkedAt when the verdict changes, and keeps it while the verdict stays', async () => {
+    let down = true;
+    const h = harness(fleet(), { probe: async () => { if (down) throw new PeerQueueError('Unauthorized', 'HTTP 401'); } });
+    await h.reconciler.reconcile('lend/gpu');
+    expect(h.current!.status!.verdict!.checkedAt).toBe('2026-12-01T00:00:00Z');
+    const deps = (h.reconciler as unknown as { deps: { now: () => Date } }).deps;
+    deps.now = () => new Date('2026-12-01T00:01:00Z');
+    await h.reconciler.reconcile('lend/gpu');
+    expect(h.current!.status!.verdict!.checkedAt).toBe('2026-12-01T00:00:00Z');
+    down = false;
+    await h.reconciler.reconcile('lend/gpu');
+    expect(h.current!.status!.verdict).toMatchObject({ code: 'Ready', checkedAt: '2026-12-01T00:01:00Z' });
+  });
+
   it('reads the Secret in the fleet namespace unless the reference names another', async () => {
     const h = harness(fleet({ credentialSecretRef: { name: 'peer', namespace: 'vault', key: 'token' } }), { forbidden: 'vault' });
     await h.reconciler.reconcile('lend/gpu');
@@ -114,7 +128,7 @@ describe('PeerFleetReconciler', () => {
     expect(h.events.filter((e) => e.reason === 'PeerUnreachable')).toHaveLength(1);
     down = false;
     expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 5000 });
-    expect(h.current!.status!.verdict).toEqual({ ready: true, code: 'Ready', reasons: [] });
+    expect(h.current!.status!.verdict).toEqual({ ready: true, code: 'Ready', reasons: [], checkedAt: '2026-12-01T00:00:00Z' });
     down = true;
     expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: UNREACHABLE_RETRY_MS });
   });
