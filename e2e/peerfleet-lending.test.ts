@@ -7,21 +7,23 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { ControlPlane } from './cluster/controlplane.js';
-import { createFakeNodes, KWOK_RUN_FOR_ENV } from './cluster/kwok.js';
-import { createPeerCredential, type PeerCredential } from './cluster/peer.js';
+import type { ControlPlane } from './cluster/controlplane.js';
+import { createFakeNodes } from './cluster/kwok.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { chartIdentity } from './support/helm.js';
 import { waitFor } from './support/kube.js';
+import {
+  apply, fleetManifest, json, lendingNamespace, must, ourJob as ourJobIn, peerJob, QUEUE, startLendingClusters,
+  type JobOptions, type LendingClusters,
+} from './support/lending.js';
 
+let clusters: LendingClusters;
 let ours: ControlPlane;
 let peer: ControlPlane;
-let lender: PeerCredential;
 let controller: ControllerProcess;
 /** Every controller process this file ran, for the final check of their logs. */
 const runs: ControllerProcess[] = [];
 const NS = 'lend';
-const QUEUE = 'queue';
 const POOL = { 'leasehold.dev/pool': 'lendable' };
 const CONTROLLER_ARGS = ['--namespace', NS, '--watch-namespace', NS, '--leader-election-namespace', NS];
 
@@ -42,86 +44,10 @@ async function lenderAs(namespace: string, args: string[]): Promise<ControllerPr
   return c;
 }
 
-async function must(cp: ControlPlane, args: string[], input?: string): Promise<string> {
-  const res = await cp.kubectl(args, input);
-  if (res.code !== 0) throw new Error(`kubectl ${args.join(' ')} on ${cp.info.clusterName}: ${res.stderr}${res.stdout}`);
-  return res.stdout;
-}
-const json = async (cp: ControlPlane, args: string[]) => JSON.parse(await must(cp, [...args, '-o', 'json']));
-const apply = (cp: ControlPlane, obj: unknown) => must(cp, ['apply', '-f', '-'], JSON.stringify(obj));
-
-interface PeerJobOptions {
-  gpus?: number;
-  runFor?: string;
-  /** Extra pod spec fields (to make a template unsafe). */
-  pod?: Record<string, unknown>;
-  container?: Record<string, unknown>;
-}
-
-/** A lendable Job in the peer queue, left to us by spec.managedBy. */
-function peerJob(name: string, opts: PeerJobOptions = {}) {
-  return {
-    apiVersion: 'batch/v1',
-    kind: 'Job',
-    metadata: { name, namespace: QUEUE, labels: { 'leasehold.dev/lendable': 'true' } },
-    spec: {
-      managedBy: 'leasehold.dev/peer-lending',
-      backoffLimit: 0,
-      template: {
-        spec: {
-          restartPolicy: 'Never',
-          containers: [{
-            name: 'train',
-            image: 'registry.invalid/train:1',
-            env: [{ name: KWOK_RUN_FOR_ENV, value: opts.runFor ?? '4s' }],
-            resources: { limits: { 'nvidia.com/gpu': String(opts.gpus ?? 1) } },
-            ...opts.container,
-          }],
-          ...opts.pod,
-        },
-      },
-    },
-  };
-}
-
-/** Our own GPU work: a Job in our cluster that the scheduler may put on a lendable node. */
-function ourJob(name: string, namespace: string, runFor: string, gpus = 1, annotations: Record<string, string> = {}) {
-  return {
-    apiVersion: 'batch/v1',
-    kind: 'Job',
-    metadata: { name, namespace },
-    spec: {
-      backoffLimit: 0,
-      template: {
-        metadata: { annotations },
-        spec: {
-          restartPolicy: 'Never',
-          nodeSelector: POOL,
-          containers: [{ name: 'ours', image: 'registry.invalid/ours:1', env: [{ name: KWOK_RUN_FOR_ENV, value: runFor }], resources: { limits: { 'nvidia.com/gpu': String(gpus) } } }],
-        },
-      },
-    },
-  };
-}
-
-function fleet(name: string, spec: Record<string, unknown> = {}, namespace = NS) {
-  return {
-    apiVersion: 'leasehold.dev/v1alpha1',
-    kind: 'PeerFleet',
-    metadata: { name, namespace },
-    spec: {
-      origin: peer.info.server,
-      namespace: QUEUE,
-      credentialSecretRef: { name: 'peer-token' },
-      caSecretRef: { name: 'peer-ca' },
-      lendableNodes: { matchLabels: POOL },
-      pricePerGPUHour: 2,
-      idleWindow: '3s',
-      pollInterval: '2s',
-      ...spec,
-    },
-  };
-}
+const ourJob = (name: string, namespace: string, runFor: string, gpus = 1, annotations: Record<string, string> = {}) =>
+  ourJobIn(name, namespace, POOL, { runFor, gpus, annotations });
+const fleet = (name: string, spec: Record<string, unknown> = {}, namespace = NS) =>
+  fleetManifest(peer, name, namespace, { lendableNodes: { matchLabels: POOL }, idleWindow: '3s', pollInterval: '2s', ...spec });
 
 const getFleet = (name: string) => json(ours, ['-n', NS, 'get', 'peerfleet.leasehold.dev', name]);
 const getPeerJob = (name: string) => json(peer, ['-n', QUEUE, 'get', 'job', name]);
@@ -131,24 +57,12 @@ async function events(reason: string): Promise<string[]> {
   return list.items.map((e: { message: string }) => e.message);
 }
 
-/** A restricted namespace with the peer token and CA Secrets. */
-async function lendingNamespace(name: string): Promise<void> {
-  await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } });
-  await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: name }, stringData: { token: lender.token } });
-  await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: name }, stringData: { 'ca.crt': await readFile(join(peer.info.dir, 'pki', 'ca.crt'), 'utf8') } });
-}
-
 beforeAll(async () => {
-  [ours, peer] = await Promise.all([
-    ControlPlane.start({ name: 'lender', controllers: true, scheduler: true, kwok: true }),
-    // A peer that allows privileged pods: what it may ask for, our side must refuse.
-    ControlPlane.start({ name: 'peer', controllers: true, apiServerArgs: ['--allow-privileged=true'] }),
-  ]);
-  await must(ours, ['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
-  await must(ours, ['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
-  lender = await createPeerCredential(peer, { namespace: QUEUE });
+  // A peer that allows privileged pods: what it may ask for, our side must refuse.
+  clusters = await startLendingClusters('lender', ['--allow-privileged=true']);
+  ({ ours, peer } = clusters);
   await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'work' } });
-  await lendingNamespace(NS);
+  await lendingNamespace(clusters, NS);
   await createFakeNodes(ours.kubectl.bind(ours), [
     { name: 'gpu-a', gpus: 2, labels: POOL },
     { name: 'gpu-b', gpus: 2, labels: POOL },
@@ -203,7 +117,7 @@ describe('PeerFleet lending', () => {
     expect(await controller.metric('leasehold_peerfleet_claims_total', { peerfleet: 'gpu', outcome: 'claimed' })).toBeGreaterThanOrEqual(1);
   });
 
-  it.each<[string, PeerJobOptions, RegExp]>([
+  it.each<[string, JobOptions, RegExp]>([
     ['a hostPath volume', { pod: { volumes: [{ name: 'root', hostPath: { path: '/' } }] } }, /hostPath volume/],
     ['env from one of our Secrets', { container: { env: [{ name: 'T', valueFrom: { secretKeyRef: { name: 'peer-token', key: 'token' } } }] } }, /secret/i],
     ['a privileged container', { container: { securityContext: { privileged: true } } }, /privileged/],
@@ -350,7 +264,7 @@ describe('PeerFleet lending', () => {
     // A second installation (its own namespace, installation ID and nodes) lends to the same queue.
     const NS2 = 'lend2';
     const POOL2 = { 'leasehold.dev/pool': 'lendable2' };
-    await lendingNamespace(NS2);
+    await lendingNamespace(clusters, NS2);
     await createFakeNodes(ours.kubectl.bind(ours), [{ name: 'gpu-c', gpus: 2, labels: POOL2 }, { name: 'gpu-d', gpus: 2, labels: POOL2 }]);
     const second = await lenderAs(NS2, ['--namespace', NS2, '--watch-namespace', NS2, '--leader-election-namespace', NS2]);
     try {
@@ -377,6 +291,28 @@ describe('PeerFleet lending', () => {
     } finally {
       await second.stop();
     }
+  });
+
+  it('the peer gone mid-session: the running mirror finishes, nothing is claimed, and the peer hears of it once back', async () => {
+    await apply(peer, peerJob('away', { runFor: '12s' }));
+    const running = await waitFor('peer Job away running', async () => {
+      const j = await getPeerJob('away');
+      return j.status?.startTime && j.metadata.annotations?.['leasehold.dev/host'] ? j : undefined;
+    }, 120_000);
+    const claims = await controller.metric('leasehold_peerfleet_claims_total', { peerfleet: 'gpu' });
+    await peer.stopAPIServer();
+    try {
+      await waitFor('verdict PeerUnreachable', async () => (await getFleet('gpu')).status?.verdict?.code === 'PeerUnreachable', 120_000);
+      await must(ours, ['wait', '-n', NS, '--for=condition=complete', '--timeout=120s', `job/lh-peer-${running.metadata.uid}`]);
+      // The finished mirror stays until the peer has its record: it is the record's only source.
+      expect((await json(ours, ['-n', NS, 'get', 'job', `lh-peer-${running.metadata.uid}`])).status.succeeded).toBe(1);
+    } finally {
+      await peer.startAPIServer();
+    }
+    await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=180s', 'job/away']);
+    const done = await getPeerJob('away');
+    expect((Date.parse(done.status.completionTime) - Date.parse(done.status.startTime)) / 1000).toBeGreaterThanOrEqual(12);
+    expect(await controller.metric('leasehold_peerfleet_claims_total', { peerfleet: 'gpu' })).toBe(claims);
   });
 
   it('a quiet fleet costs no writes on either side', async () => {

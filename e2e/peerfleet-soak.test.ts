@@ -4,88 +4,37 @@
 // peer's own records to the second. `make test` runs 300 peer Jobs with 50
 // or more drains (a few minutes); PEERFLEET_SOAK=full runs 1000 with 150 or more.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { ControlPlane } from './cluster/controlplane.js';
-import { createFakeNodes, KWOK_RUN_FOR_ENV } from './cluster/kwok.js';
-import { createPeerCredential } from './cluster/peer.js';
+import type { ControlPlane } from './cluster/controlplane.js';
+import { createFakeNodes } from './cluster/kwok.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { waitFor } from './support/kube.js';
+import { apply, fleetManifest, json, lendingNamespace, must, ourJob, peerJob, QUEUE, startLendingClusters } from './support/lending.js';
 
 const FULL = process.env.PEERFLEET_SOAK === 'full';
 const NODES = 20;
 const PEER_JOBS = FULL ? 1000 : 300;
-const OUR_JOBS = FULL ? 200 : 60;
+const OUR_JOBS = FULL ? 300 : 100;
 const MIN_DRAINS = FULL ? 150 : 50;
 const NS = 'soak';
-const QUEUE = 'queue';
 const POOL = { 'leasehold.dev/pool': 'soak' };
 
 let ours: ControlPlane;
 let peer: ControlPlane;
 let controller: ControllerProcess;
 
-async function must(cp: ControlPlane, args: string[], input?: string): Promise<string> {
-  const res = await cp.kubectl(args, input);
-  if (res.code !== 0) throw new Error(`kubectl ${args.join(' ')} on ${cp.info.clusterName}: ${res.stderr}${res.stdout}`);
-  return res.stdout;
-}
-const json = async (cp: ControlPlane, args: string[]) => JSON.parse(await must(cp, [...args, '-o', 'json']));
-const apply = (cp: ControlPlane, obj: unknown) => must(cp, ['apply', '-f', '-'], JSON.stringify(obj));
-
 // A fixed seed: a failure can be run again as it was.
 let seed = 20261203;
 const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
 const between = (lo: number, hi: number) => lo + Math.floor(random() * (hi - lo + 1));
 
-function job(name: string, namespace: string, gpus: number, runFor: string, peerSide: boolean) {
-  return {
-    apiVersion: 'batch/v1',
-    kind: 'Job',
-    metadata: { name, namespace, ...(peerSide ? { labels: { 'leasehold.dev/lendable': 'true' } } : {}) },
-    spec: {
-      ...(peerSide ? { managedBy: 'leasehold.dev/peer-lending' } : {}),
-      backoffLimit: 0,
-      template: {
-        spec: {
-          restartPolicy: 'Never',
-          ...(peerSide ? {} : { nodeSelector: POOL }),
-          containers: [{ name: 'c', image: 'registry.invalid/c:1', env: [{ name: KWOK_RUN_FOR_ENV, value: runFor }], resources: { limits: { 'nvidia.com/gpu': String(gpus) } } }],
-        },
-      },
-    },
-  };
-}
-
 beforeAll(async () => {
-  [ours, peer] = await Promise.all([
-    ControlPlane.start({ name: 'soak', controllers: true, scheduler: true, kwok: true }),
-    ControlPlane.start({ name: 'soak-peer', controllers: true }),
-  ]);
-  await must(ours, ['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
-  await must(ours, ['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
-  const lender = await createPeerCredential(peer, { namespace: QUEUE });
-  await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } });
+  const clusters = await startLendingClusters('soak');
+  ({ ours, peer } = clusters);
   await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'work' } });
-  await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: NS }, stringData: { token: lender.token } });
-  await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: NS }, stringData: { 'ca.crt': await readFile(join(peer.info.dir, 'pki', 'ca.crt'), 'utf8') } });
+  await lendingNamespace(clusters, NS);
   await createFakeNodes(ours.kubectl.bind(ours), Array.from({ length: NODES }, (_, i) => ({ name: `soak-${i}`, gpus: 2, labels: POOL })), '240s');
   controller = await startController(ours.info.kubeconfig, ['--namespace', NS, '--watch-namespace', NS, '--leader-election-namespace', NS, '--log-level', 'info']);
-  await apply(ours, {
-    apiVersion: 'leasehold.dev/v1alpha1',
-    kind: 'PeerFleet',
-    metadata: { name: 'soak', namespace: NS },
-    spec: {
-      origin: peer.info.server,
-      namespace: QUEUE,
-      credentialSecretRef: { name: 'peer-token' },
-      caSecretRef: { name: 'peer-ca' },
-      lendableNodes: { matchLabels: POOL },
-      pricePerGPUHour: 3,
-      idleWindow: '2s',
-      pollInterval: '5s',
-    },
-  });
+  await apply(ours, fleetManifest(peer, 'soak', NS, { lendableNodes: { matchLabels: POOL }, pricePerGPUHour: 3, idleWindow: '2s', pollInterval: '5s' }));
   await must(ours, ['wait', '-n', NS, '--for=condition=Ready', '--timeout=120s', 'peerfleet.leasehold.dev/soak']);
 }, 600_000);
 
@@ -97,8 +46,9 @@ afterAll(async () => {
 describe('PeerFleet soak', () => {
   it(`${PEER_JOBS} peer Jobs on ${NODES} nodes with our work arriving: none cut off, none run twice, the accounting to the second`, async () => {
     const peerNames = Array.from({ length: PEER_JOBS }, (_, i) => `p-${i}`);
-    const peerJobs = peerNames.map((n) => job(n, QUEUE, between(1, 2), `${between(2, 8)}s`, true));
-    const ourJobs = Array.from({ length: OUR_JOBS }, (_, i) => job(`o-${i}`, 'work', between(1, 2), `${between(1, 3)}s`, false));
+    const peerJobs = peerNames.map((n) => peerJob(n, { gpus: between(1, 2), runFor: `${between(2, 8)}s` }));
+    // Ours take a whole node: while the pool lends they wait, and a waiting pod drains every node it could run on.
+    const ourJobs = Array.from({ length: OUR_JOBS }, (_, i) => ourJob(`o-${i}`, 'work', POOL, { gpus: 2, runFor: `${between(1, 3)}s` }));
     // The peer queue fills in batches while our Jobs arrive between them.
     const batches = 6;
     for (let b = 0; b < batches; b++) {
