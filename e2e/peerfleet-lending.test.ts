@@ -354,7 +354,8 @@ describe('PeerFleet lending', () => {
     expect(runs.length).toBeGreaterThanOrEqual(4);
     for (const run of runs) {
       const log = await readFile(run.logFile, 'utf8');
-      expect({ log: run.logFile, refused: log.split('\n').filter((l) => /forbidden|\b403\b/i.test(l)) }).toEqual({ log: run.logFile, refused: [] });
+      // A refusal reads "HTTP 403: ... is forbidden" (a bare 403 could be a retry delay in ms).
+      expect({ log: run.logFile, refused: log.split('\n').filter((l) => /forbidden|HTTP 403/i.test(l)) }).toEqual({ log: run.logFile, refused: [] });
     }
   });
 });
