@@ -61,6 +61,13 @@ chart-lint: binaries
 demo: deps binaries
 	node --import tsx e2e/demo/main.ts
 
+# The PeerFleet act, on this machine with no network: our cluster (with kube-scheduler and
+# kwok's three fake GPU nodes) lends idle nodes to a peer cluster's Job queue, drains one for
+# our own Job without cutting the peer Job off, and shows the accounting. Ctrl-C cleans up.
+.PHONY: demo-peer
+demo-peer: deps binaries
+	node --import tsx e2e/demo/peer.ts
+
 # A local control plane in the foreground; prints the KUBECONFIG to export.
 # CLUSTER_FLAGS="--all --gpu-nodes=3 --peer" adds kube-controller-manager, kube-scheduler, kwok
 # with fake GPU nodes and a peer control plane (e2e/cluster/main.ts --help lists the flags).
