@@ -241,3 +241,48 @@ export async function createFakeNodes(kubectl: Kubectl, nodes: FakeNode[], timeo
   const ready = await kubectl(['wait', '--for=condition=Ready', `--timeout=${timeout}`, ...nodes.map((n) => `node/${n.name}`)]);
   if (ready.code !== 0) throw new Error(`fake nodes not Ready (is kwok running?): ${ready.stderr}${ready.stdout}`);
 }
+
+export interface KwokJob {
+  /** How long its pod runs on a KWOK node, as a Go duration (`20s`). */
+  runFor: string;
+  /** `nvidia.com/gpu` the container asks for; 1 when absent. */
+  gpus?: number;
+  labels?: Record<string, string>;
+  podAnnotations?: Record<string, string>;
+  /** Fields over the Job's spec. */
+  spec?: Record<string, unknown>;
+  /** Fields over the pod spec (nodeSelector, volumes, hostNetwork, ...). */
+  pod?: Record<string, unknown>;
+  /** Fields over the one container (name, image, securityContext; env replaces the run time). */
+  container?: Record<string, unknown>;
+}
+
+/**
+ * A batch/v1 Job of one pod that KWOK runs for `runFor` and then completes.
+ * The run time is in the container's env, so a mirror of the Job keeps it.
+ */
+export function kwokJobManifest(name: string, namespace: string, job: KwokJob): Record<string, unknown> {
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { name, namespace, ...(job.labels ? { labels: job.labels } : {}) },
+    spec: {
+      backoffLimit: 0,
+      ...job.spec,
+      template: {
+        ...(job.podAnnotations ? { metadata: { annotations: job.podAnnotations } } : {}),
+        spec: {
+          restartPolicy: 'Never',
+          containers: [{
+            name: 'train',
+            image: 'registry.invalid/train:1',
+            env: [{ name: KWOK_RUN_FOR_ENV, value: job.runFor }],
+            resources: { limits: { 'nvidia.com/gpu': String(job.gpus ?? 1) } },
+            ...job.container,
+          }],
+          ...job.pod,
+        },
+      },
+    },
+  };
+}

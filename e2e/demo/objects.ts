@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { say, seconds, Stopping } from './output.js';
 import type { KubectlTarget } from './session.js';
+import { Waiters } from './waiters.js';
 
 /** An object as kubectl prints it: read field by field, like the tests read `kubectl -o json`. */
 export type Obj = Record<string, any>;
@@ -13,7 +14,7 @@ export type Obj = Record<string, any>;
 export class ObjectWatch {
   readonly objects = new Map<string, Obj>();
   private child: ChildProcess | undefined;
-  private waiters: Array<() => void> = [];
+  private readonly waiters = new Waiters();
   private ended: string | undefined;
 
   constructor(
@@ -44,28 +45,18 @@ export class ObjectWatch {
     createInterface({ input: child.stderr! }).on('line', (line) => say(`kubectl: ${line}`));
     child.once('exit', (code, signal) => {
       this.ended = `kubectl get ${this.args.join(' ')} -w exited (${signal ?? code})`;
-      this.wake();
+      this.waiters.wake();
     });
   }
 
   /** Resolves with what `probe` finds once it finds something; rejects on a dead watch, stopping or the timeout. */
   until<T>(what: string, probe: () => T | undefined | false, timeoutMs: number): Promise<T> {
-    return new Promise((resolve, reject) => {
-      const deadline = setTimeout(() => done(new Error(`${what}: not seen within ${seconds(timeoutMs)}`)), timeoutMs);
-      const check = () => {
-        const found = probe();
-        if (found) return done(undefined, found);
-        if (this.ended) return done(new Error(`${what}: ${this.ended}`));
-        if (this.stopping()) return done(new Stopping('stopping'));
-      };
-      const done = (err?: Error, found?: T) => {
-        clearTimeout(deadline);
-        this.waiters = this.waiters.filter((w) => w !== check);
-        if (err) reject(err);
-        else resolve(found!);
-      };
-      this.waiters.push(check);
-      check();
+    return this.waiters.wait(`${what}: not seen within ${seconds(timeoutMs)}`, timeoutMs, () => {
+      const found = probe();
+      if (found) return { value: found };
+      if (this.ended) return new Error(`${what}: ${this.ended}`);
+      if (this.stopping()) return new Stopping('stopping');
+      return undefined;
     });
   }
 
@@ -74,10 +65,6 @@ export class ObjectWatch {
     const previous = this.objects.get(key);
     this.objects.set(key, obj);
     this.onChange(obj, previous);
-    this.wake();
-  }
-
-  private wake(): void {
-    for (const w of [...this.waiters]) w();
+    this.waiters.wake();
   }
 }

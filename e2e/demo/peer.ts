@@ -18,8 +18,8 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { ControlPlane } from '../cluster/controlplane.js';
-import { createFakeNodes, KWOK_RUN_FOR_ENV } from '../cluster/kwok.js';
-import { createPeerCredential } from '../cluster/peer.js';
+import { createFakeNodes, kwokJobManifest } from '../cluster/kwok.js';
+import { createPeerCredential, lendableJobManifest, peerFleetManifest } from '../cluster/peer.js';
 import { ObjectWatch, type Obj } from './objects.js';
 import { block, say, seconds, started } from './output.js';
 import { alive, DemoSession, stopChild, type Attempt, type KubectlTarget } from './session.js';
@@ -120,46 +120,15 @@ function narrateOurPod(pod: Obj, previous: Obj | undefined): void {
 
 // ---- the manifests ----------------------------------------------------------
 
-function peerJob(name: string, gpus: number, runFor: number): Obj {
-  return {
-    apiVersion: 'batch/v1',
-    kind: 'Job',
-    metadata: { name, namespace: QUEUE, labels: { 'leasehold.dev/lendable': 'true' } },
-    spec: {
-      managedBy: 'leasehold.dev/peer-lending',
-      backoffLimit: 0,
-      template: {
-        spec: {
-          restartPolicy: 'Never',
-          containers: [{
-            name: 'train',
-            image: 'registry.invalid/peer-train:1',
-            env: [{ name: KWOK_RUN_FOR_ENV, value: `${runFor}s` }],
-            resources: { limits: { 'nvidia.com/gpu': String(gpus) } },
-          }],
-        },
-      },
-    },
-  };
-}
+const peerJob = (name: string, gpus: number, runFor: number) => lendableJobManifest(name, QUEUE, { runFor: `${runFor}s`, gpus, container: { image: 'registry.invalid/peer-train:1' } });
 
-function ourJob(node: string): Obj {
-  return {
-    apiVersion: 'batch/v1',
-    kind: 'Job',
-    metadata: { name: OUR_JOB, namespace: WORK },
-    spec: {
-      backoffLimit: 0,
-      template: {
-        spec: {
-          restartPolicy: 'Never',
-          nodeSelector: { ...POOL, 'kubernetes.io/hostname': node },
-          containers: [{ name: 'train', image: 'registry.invalid/our-train:1', env: [{ name: KWOK_RUN_FOR_ENV, value: '10s' }], resources: { limits: { 'nvidia.com/gpu': '2' } } }],
-        },
-      },
-    },
-  };
-}
+/** Our own 2-GPU work, on one node of the pool. */
+const ourJob = (node: string) => kwokJobManifest(OUR_JOB, WORK, {
+  runFor: '10s',
+  gpus: 2,
+  pod: { nodeSelector: { ...POOL, 'kubernetes.io/hostname': node } },
+  container: { image: 'registry.invalid/our-train:1' },
+});
 
 // ---- the demo ----------------------------------------------------------------
 
@@ -222,21 +191,13 @@ async function main(): Promise<void> {
     if (pod.metadata.deletionTimestamp && pod.status?.phase === 'Running') cutOff.add(pod.metadata.name);
   });
   const mirrorPod = (peerJobUID: string) => [...mirrorPods.objects.values()].find((pod) => pod.metadata.labels?.['leasehold.dev/peer-job-uid'] === peerJobUID);
-  const fleet = {
-    apiVersion: 'leasehold.dev/v1alpha1',
-    kind: 'PeerFleet',
-    metadata: { name: FLEET, namespace: NS },
-    spec: {
-      origin: peer.info.server,
-      namespace: QUEUE,
-      credentialSecretRef: { name: 'peer-token' },
-      caSecretRef: { name: 'peer-ca' },
-      lendableNodes: { matchLabels: POOL },
-      pricePerGPUHour: PRICE,
-      idleWindow: '5s',
-      pollInterval: '2s',
-    },
-  };
+  const fleet = peerFleetManifest(FLEET, {
+    namespace: NS,
+    origin: peer.info.server,
+    queue: QUEUE,
+    lendableLabels: POOL,
+    spec: { pricePerGPUHour: PRICE, idleWindow: '5s', pollInterval: '2s' },
+  });
   say('applying the PeerFleet:');
   block(stringify(fleet, { lineWidth: 0 }));
   await apply(oursK, fleet);
