@@ -20,6 +20,8 @@ import { stringify } from 'yaml';
 import { ControlPlane } from '../cluster/controlplane.js';
 import { createFakeNodes, kwokJobManifest } from '../cluster/kwok.js';
 import { createPeerCredential, lendableJobManifest, peerFleetManifest } from '../cluster/peer.js';
+import { PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from '../../controllers/peerfleet/labels.js';
+import { CLAIMED_BY_ANNOTATION } from '../../src/providers/peerqueue/types.js';
 import { ObjectWatch, type Obj } from './objects.js';
 import { block, say, seconds, started } from './output.js';
 import { alive, DemoSession, stopChild, type Attempt, type KubectlTarget } from './session.js';
@@ -40,7 +42,6 @@ const PEER_JOBS: Array<[string, number, number]> = [
   ['peer-5', 1, 35],
 ];
 const OUR_JOB = 'train';
-const CLAIMED_BY = 'leasehold.dev/claimed-by';
 
 const { values: flags } = parseArgs({
   options: {
@@ -71,7 +72,7 @@ async function teardown(attempt: Attempt): Promise<void> {
 
 // ---- what the demo shows ----------------------------------------------------
 
-const nodeOf = (job: Obj): string | undefined => job.metadata?.annotations?.[CLAIMED_BY]?.split('/').pop();
+const nodeOf = (job: Obj): string | undefined => job.metadata?.annotations?.[CLAIMED_BY_ANNOTATION]?.split('/').pop();
 const isTrue = (obj: Obj, type: string) => (obj.status?.conditions ?? []).some((c: Obj) => c.type === type && c.status === 'True');
 const gpusOf = (job: Obj) => Number(job.spec?.template?.spec?.containers?.[0]?.resources?.limits?.['nvidia.com/gpu'] ?? 0);
 const ranFor = (job: Obj) => (Date.parse(job.status.completionTime) - Date.parse(job.status.startTime)) / 1000;
@@ -103,8 +104,8 @@ function narrateEvent(event: Obj): void {
 function narratePeerJob(job: Obj, previous: Obj | undefined): void {
   const name = job.metadata.name;
   if (!previous) say(`peer: Job ${name} queued (${gpusOf(job)} GPU)`);
-  const claim = job.metadata.annotations?.[CLAIMED_BY];
-  if (claim && claim !== previous?.metadata?.annotations?.[CLAIMED_BY]) say(`peer: Job ${name} claimed by ${claim}`);
+  const claim = job.metadata.annotations?.[CLAIMED_BY_ANNOTATION];
+  if (claim && claim !== previous?.metadata?.annotations?.[CLAIMED_BY_ANNOTATION]) say(`peer: Job ${name} claimed by ${claim}`);
   if (job.status?.startTime && !previous?.status?.startTime) say(`peer: Job ${name} running on our node ${nodeOf(job)}`);
   if (isTrue(job, 'Complete') && !(previous && isTrue(previous, 'Complete'))) say(`peer: Job ${name} Complete after ${ranFor(job)}s on ${nodeOf(job)}`);
   if (isTrue(job, 'Failed') && !(previous && isTrue(previous, 'Failed'))) say(`peer: Job ${name} FAILED`);
@@ -187,10 +188,10 @@ async function main(): Promise<void> {
   const ourPods = watch(o, ['-n', WORK, 'pods'], narrateOurPod);
   // The mirror pods of peer work: a pod deleted while it still ran would be a peer Job cut off.
   const cutOff = new Set<string>();
-  const mirrorPods = watch(o, ['-n', NS, 'pods', '-l', 'leasehold.dev/peerfleet'], (pod) => {
+  const mirrorPods = watch(o, ['-n', NS, 'pods', '-l', PEERFLEET_LABEL], (pod) => {
     if (pod.metadata.deletionTimestamp && pod.status?.phase === 'Running') cutOff.add(pod.metadata.name);
   });
-  const mirrorPod = (peerJobUID: string) => [...mirrorPods.objects.values()].find((pod) => pod.metadata.labels?.['leasehold.dev/peer-job-uid'] === peerJobUID);
+  const mirrorPod = (peerJobUID: string) => [...mirrorPods.objects.values()].find((pod) => pod.metadata.labels?.[PEER_JOB_UID_LABEL] === peerJobUID);
   const fleet = peerFleetManifest(FLEET, {
     namespace: NS,
     origin: peer.info.server,
