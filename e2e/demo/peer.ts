@@ -279,6 +279,8 @@ async function main(): Promise<void> {
   const off = rows.filter((r) => (r.ours?.gpuSeconds ?? 0) !== r.fromPeer).map((r) => r.what.trim());
   if (off.length) throw new Error(`the accounting differs from the peer records: ${off.join(', ')}`);
   say('the accounting equals the sum of the peer records, to the second, in all and per host');
+  await fleetWatch.until('every node Available again', () => everyHost('Available'), 60_000);
+  say('our Job is done and the peer queue is empty: every node is Available again');
   block(await oursK(['-n', NS, 'get', 'peerfleets']));
   say(`whole demo: ${seconds(Date.now() - started)}`);
 }
