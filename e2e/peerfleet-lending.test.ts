@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ControlPlane } from './cluster/controlplane.js';
-import { createFakeNodes, kwokJobManifest } from './cluster/kwok.js';
-import { createPeerCredential, lendableJobManifest, peerFleetManifest, type PeerCredential } from './cluster/peer.js';
+import { createFakeNodes, KWOK_RUN_FOR_ENV } from './cluster/kwok.js';
+import { createPeerCredential, type PeerCredential } from './cluster/peer.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { waitFor } from './support/kube.js';
 
@@ -38,28 +38,67 @@ interface PeerJobOptions {
 
 /** A lendable Job in the peer queue, left to us by spec.managedBy. */
 function peerJob(name: string, opts: PeerJobOptions = {}) {
-  return lendableJobManifest(name, QUEUE, { runFor: opts.runFor ?? '4s', gpus: opts.gpus ?? 1, pod: opts.pod, container: opts.container });
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { name, namespace: QUEUE, labels: { 'leasehold.dev/lendable': 'true' } },
+    spec: {
+      managedBy: 'leasehold.dev/peer-lending',
+      backoffLimit: 0,
+      template: {
+        spec: {
+          restartPolicy: 'Never',
+          containers: [{
+            name: 'train',
+            image: 'registry.invalid/train:1',
+            env: [{ name: KWOK_RUN_FOR_ENV, value: opts.runFor ?? '4s' }],
+            resources: { limits: { 'nvidia.com/gpu': String(opts.gpus ?? 1) } },
+            ...opts.container,
+          }],
+          ...opts.pod,
+        },
+      },
+    },
+  };
 }
 
 /** Our own GPU work: a Job in our cluster that the scheduler may put on a lendable node. */
 function ourJob(name: string, namespace: string, runFor: string, gpus = 1, annotations: Record<string, string> = {}) {
-  return kwokJobManifest(name, namespace, {
-    runFor,
-    gpus,
-    podAnnotations: annotations,
-    pod: { nodeSelector: POOL },
-    container: { name: 'ours', image: 'registry.invalid/ours:1' },
-  });
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { name, namespace },
+    spec: {
+      backoffLimit: 0,
+      template: {
+        metadata: { annotations },
+        spec: {
+          restartPolicy: 'Never',
+          nodeSelector: POOL,
+          containers: [{ name: 'ours', image: 'registry.invalid/ours:1', env: [{ name: KWOK_RUN_FOR_ENV, value: runFor }], resources: { limits: { 'nvidia.com/gpu': String(gpus) } } }],
+        },
+      },
+    },
+  };
 }
 
 function fleet(name: string, spec: Record<string, unknown> = {}) {
-  return peerFleetManifest(name, {
-    namespace: NS,
-    origin: peer.info.server,
-    queue: QUEUE,
-    lendableLabels: POOL,
-    spec: { pricePerGPUHour: 2, idleWindow: '3s', pollInterval: '2s', ...spec },
-  });
+  return {
+    apiVersion: 'leasehold.dev/v1alpha1',
+    kind: 'PeerFleet',
+    metadata: { name, namespace: NS },
+    spec: {
+      origin: peer.info.server,
+      namespace: QUEUE,
+      credentialSecretRef: { name: 'peer-token' },
+      caSecretRef: { name: 'peer-ca' },
+      lendableNodes: { matchLabels: POOL },
+      pricePerGPUHour: 2,
+      idleWindow: '3s',
+      pollInterval: '2s',
+      ...spec,
+    },
+  };
 }
 
 const getFleet = (name: string) => json(ours, ['-n', NS, 'get', 'peerfleet.leasehold.dev', name]);

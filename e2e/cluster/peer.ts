@@ -3,9 +3,7 @@
 // namespace, and a token for it minted through the TokenRequest API.
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { LENDABLE_LABEL, PEER_LENDING_MANAGER } from '../../src/providers/peerqueue/types.js';
 import type { ControlPlane } from './controlplane.js';
-import { kwokJobManifest, type KwokJob } from './kwok.js';
 import { kubeconfigYAML } from './pki.js';
 
 export interface PeerCredential {
@@ -71,42 +69,4 @@ export async function createPeerCredential(peer: ControlPlane, opts: PeerCredent
     namespace,
   }), { mode: 0o600 });
   return { namespace, serviceAccount, token, kubeconfig };
-}
-
-/** A Job of the peer's queue that a lender may claim: labelled lendable, and left to it by spec.managedBy. */
-export function lendableJobManifest(name: string, namespace: string, job: KwokJob): Record<string, unknown> {
-  return kwokJobManifest(name, namespace, {
-    ...job,
-    labels: { [LENDABLE_LABEL]: 'true', ...job.labels },
-    spec: { managedBy: PEER_LENDING_MANAGER, ...job.spec },
-  });
-}
-
-export interface LenderFleet {
-  /** The PeerFleet's namespace, holding Secrets `peer-token` (key token) and `peer-ca` (key ca.crt). */
-  namespace: string;
-  /** The peer's API server, and its queue namespace. */
-  origin: string;
-  queue: string;
-  /** The labels that make our nodes lendable. */
-  lendableLabels: Record<string, string>;
-  /** Fields over the spec (price, idle window, poll interval, dryRun, ...). */
-  spec: Record<string, unknown>;
-}
-
-/** A PeerFleet on our side for the peer's queue, with the credential Secrets the e2e setups create. */
-export function peerFleetManifest(name: string, fleet: LenderFleet): Record<string, unknown> {
-  return {
-    apiVersion: 'leasehold.dev/v1alpha1',
-    kind: 'PeerFleet',
-    metadata: { name, namespace: fleet.namespace },
-    spec: {
-      origin: fleet.origin,
-      namespace: fleet.queue,
-      credentialSecretRef: { name: 'peer-token' },
-      caSecretRef: { name: 'peer-ca' },
-      lendableNodes: { matchLabels: fleet.lendableLabels },
-      ...fleet.spec,
-    },
-  };
 }
