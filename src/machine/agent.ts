@@ -284,8 +284,21 @@ function line(key: { type: string; blob: Buffer; comment: string }): string {
   return [key.type, key.blob.toString('base64'), key.comment].filter(Boolean).join(' ');
 }
 
+/**
+ * The remote command that runs `command` (a shell command line, as ssh
+ * takes one) as a job through leasehold-run, so that probes count the
+ * machine busy while it runs.
+ */
+export function jobCommand(command: string): string {
+  return sh(`exec "\${LEASEHOLD_HOME:-$HOME/.leasehold}/bin/leasehold-run" sh -c ${quote(command)}`);
+}
+
 function sh(script: string): string {
-  return `sh -c '${script.replaceAll("'", `'\\''`)}'`;
+  return `sh -c ${quote(script)}`;
+}
+
+function quote(text: string): string {
+  return `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
 function excerpt(text: string): string {

@@ -1,0 +1,148 @@
+// leasehold run against the real control plane, the real controller and
+// real sshd machines, as a user bound only to the chart's lease-editor role.
+import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { chmodSync, existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cliUser, newDevice, runCLI, type CLIUser } from './support/cli.js';
+import { getJSON, waitFor } from './support/kube.js';
+import { sshdCommands } from './support/leases.js';
+import { leaseSuite } from './support/suite.js';
+
+// The Leases stay Ready between tests (each test builds on the one before): machines outlive tests.
+const fx = leaseSuite('cli', { machinesOutliveTests: true });
+let user: CLIUser;
+let offer: string;
+const laptop = newDevice();
+const run = (args: string[], device = laptop, countOnly = false) => runCLI(args, { kubeconfig: user.kubeconfig, device, countOnly });
+const leases = async () => (await getJSON(fx.kubectl, ['-n', fx.ns, 'leases.leasehold.dev']))!.items as any[];
+const jobsStarted = (leaseID: string) => readFileSync(join(fx.machines, leaseID, 'home', 'jobs.log'), 'utf8').trim().split('\n').length;
+
+beforeAll(async () => {
+  user = await cliUser(fx.kubectl, fx.ns, 'cli-user', `lh-cli-${fx.suffix}`);
+  offer = await fx.offer('box', { ...sshdCommands(), idleTimeout: '10m', maxLifetime: '1h', pricePerHour: 0.25 });
+}, 60_000);
+
+afterAll(async () => {
+  for (const l of await leases().catch(() => [])) await fx.kubectl(['-n', fx.ns, 'delete', 'leases.leasehold.dev', l.metadata.name, '--timeout=60s']);
+  for (const r of user?.clusterRoles ?? []) await fx.kubectl(['delete', 'clusterrole', r, '--ignore-not-found']);
+}, 120_000);
+
+describe('leasehold run', () => {
+  it('creates a Lease on first use and runs the command there through the job wrapper, with the pinned key', async () => {
+    const r = await run(['run', '--where', 'cpus>=1', '--', 'uname', '-a']);
+    expect(r.stderr).toMatch(/no Lease in .* matches cpus>=1; creating Lease cpus-1-[0-9a-f]{4}/);
+    expect(r.stderr).toMatch(/Offer box-\w+, \$0\.25\/h; launching/);
+    expect(r.stderr).toMatch(/ready after \d+s \(linux\/amd64, \d+ cpu\)/);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^Linux /);
+    const [lease, ...others] = await leases();
+    expect(others).toHaveLength(0);
+    expect(lease.metadata.annotations['leasehold.dev/created-by']).toBe('leasehold-run');
+    expect(lease.metadata.annotations['leasehold.dev/activity']).toBeDefined();
+    expect(lease.metadata.annotations['leasehold.dev/waiters']).toBeUndefined();
+    expect(lease.spec.sshKeys).toEqual([readFileSync(join(laptop, 'leasehold', 'id_ed25519.pub'), 'utf8').trim()]);
+    expect(jobsStarted(lease.status.leaseID)).toBe(1);
+  });
+
+  it('reuses the Lease, renews its idle window, and exits with the remote code', async () => {
+    const [before] = await leases();
+    const r = await run(['run', '--where', 'cpus>=1', '--', 'exit', '3']);
+    expect(r.stderr).toMatch(new RegExp(`reusing Lease ${before.metadata.name} \\((Ready|Idle), Offer ${offer}, \\$0\\.25/h\\)`));
+    expect(r.code).toBe(3);
+    const [after, ...others] = await leases();
+    expect(others).toHaveLength(0);
+    expect(jobsStarted(after.status.leaseID)).toBe(2);
+    const marked = after.metadata.annotations['leasehold.dev/activity'];
+    expect(Date.parse(marked)).toBeGreaterThan(Date.parse(before.metadata.annotations['leasehold.dev/activity']));
+    // The controller counts the run as activity: the idle window starts again from it.
+    await waitFor('lastActivityAt renewed', async () => Date.parse((await fx.status(after.metadata.name)).lastActivityAt) >= Date.parse(marked), 30_000);
+  });
+
+  it('lets a second device share the Lease with a key of its own', async () => {
+    const phone = newDevice();
+    const r = await run(['run', '--where', 'cpus>=1', '--', 'echo', 'from-phone'], phone);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('from-phone\n');
+    const [lease, ...others] = await leases();
+    expect(others).toHaveLength(0);
+    expect(lease.spec.sshKeys).toHaveLength(2);
+    expect(lease.spec.sshKeys[1]).toBe(readFileSync(join(phone, 'leasehold', 'id_ed25519.pub'), 'utf8').trim());
+    expect((await run(['run', '--where', 'cpus>=1', '--', 'echo', 'from-laptop'])).stdout).toBe('from-laptop\n');
+  });
+
+  it('refuses a device key other users can read, before touching the cluster', async () => {
+    const shared = newDevice();
+    expect((await run(['leases'], shared)).code).toBe(0);
+    await run(['run', '--where', 'cpus>=1', '--', 'true'], shared);
+    const key = join(shared, 'leasehold', 'id_ed25519');
+    const [before] = await leases();
+    chmodSync(key, 0o644);
+    const r = await run(['run', '--where', 'cpus>=1', '--', 'touch', '/tmp/never'], shared);
+    expect(r.code).toBe(255);
+    expect(r.stderr).toContain(`${key} has mode 644, so other users can read the private key; run chmod 600 ${key}`);
+    const [after] = await leases();
+    expect(after.spec.sshKeys).toEqual(before.spec.sshKeys);
+    expect(after.metadata.annotations['leasehold.dev/activity']).toBe(before.metadata.annotations['leasehold.dev/activity']);
+  });
+
+  it('streams 100 MB of stdout with flat memory', async () => {
+    const small = await run(['run', '--where', 'cpus>=1', '--', 'head', '-c', '1000', '/dev/zero']);
+    const big = await run(['run', '--where', 'cpus>=1', '--', 'head', '-c', '100000000', '/dev/zero'], laptop, true);
+    expect(big.code).toBe(0);
+    expect(big.stdoutBytes).toBe(100_000_000);
+    process.stdout.write(`leasehold run peak RSS: ${(small.peakRSS / 2 ** 20).toFixed(0)} MiB for 1 kB of output, ${(big.peakRSS / 2 ** 20).toFixed(0)} MiB for 100 MB\n`);
+    expect(small.peakRSS).toBeGreaterThan(0);
+    expect(big.peakRSS - small.peakRSS).toBeLessThan(64 * 2 ** 20);
+  });
+
+  it('ssh: runs OpenSSH with the device key and only the pinned host key, or prints that command', async () => {
+    const [lease] = await leases();
+    const r = await run(['ssh', lease.metadata.name, '--', 'echo', 'over-openssh']);
+    expect(r.stderr).toBe('');
+    expect(r.code).toBe(0);
+    expect(r.stdout).toBe('over-openssh\n');
+    const printed = await run(['ssh', lease.metadata.name, '--print']);
+    expect(printed.code).toBe(0);
+    expect(printed.stdout).toMatch(/^ssh -i \S+id_ed25519 -o IdentitiesOnly=yes -o UserKnownHostsFile=\S+ .*-o StrictHostKeyChecking=yes .*-p \d+ \S+@127\.0\.0\.1\n$/);
+  });
+
+  it('refuses a run once the release is recorded, before anything runs', async () => {
+    const [lease] = await leases();
+    const name = lease.metadata.name;
+    // A finalizer of the test's keeps the Lease readable after the controller's release.
+    await fx.kubectl(['-n', fx.ns, 'patch', 'leases.leasehold.dev', name, '--type=json', '-p', JSON.stringify([{ op: 'add', path: '/metadata/finalizers/-', value: 'e2e.leasehold.dev/hold' }])]);
+    await fx.kubectl(['-n', fx.ns, 'delete', 'leases.leasehold.dev', name, '--wait=false']);
+    const r = await run(['run', '--lease', name, '--', 'touch', join(fx.machines, lease.status.leaseID, 'ran')]);
+    expect(r.code).toBe(253);
+    expect(r.stderr).toMatch(new RegExp(`Lease ${name} (is being deleted|is Releasing|is Released)`));
+    expect(existsSync(join(fx.machines, lease.status.leaseID, 'ran'))).toBe(false);
+    await fx.waitPhase(name, 'Released');
+    await fx.kubectl(['-n', fx.ns, 'patch', 'leases.leasehold.dev', name, '--type=merge', '-p', '{"metadata":{"finalizers":null}}']);
+    expect(fx.sshdFor(lease.status.leaseID)).toBe('');
+  });
+});
+
+describe('the other commands', () => {
+  it('lists Leases, names a missing one, and exits 2 on a bad flag', async () => {
+    const r = await run(['leases', '--json']);
+    expect(r.code).toBe(0);
+    expect(Array.isArray(JSON.parse(r.stdout))).toBe(true);
+    const missing = await run(['release', 'no-such-lease']);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain('Lease no-such-lease not found in namespace');
+    // Offers are cluster-scoped: a RoleBinding to lease-editor does not reach them, a ClusterRoleBinding to lease-viewer does.
+    const refused = await run(['offers']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toMatch(/offers: forbidden .*leasehold-lease-viewer/);
+    expect((await fx.kubectl(['create', 'clusterrolebinding', `lh-cli-${fx.suffix}-viewer`, `--clusterrole=lh-cli-${fx.suffix}-lease-viewer`, '--user=cli-user'])).code).toBe(0);
+    const listed = await waitFor('offers readable', async () => {
+      const o = await run(['offers']);
+      return o.code === 0 && o;
+    });
+    expect(listed.stdout).toMatch(new RegExp(`^${offer}\\s+command\\s+linux/amd64, 1 cpu\\s+\\$0\\.25`, 'm'));
+    await fx.kubectl(['delete', 'clusterrolebinding', `lh-cli-${fx.suffix}-viewer`]);
+    const bad = await run(['leases', '--all']);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('unknown flag --all');
+  });
+});
