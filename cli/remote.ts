@@ -28,7 +28,7 @@ export interface JobIO {
 export interface RemoteJob {
   /** The command's exit code (128 + N when a signal N ended it). */
   readonly exit: Promise<number>;
-  /** Sends SIGINT to the command's process group. */
+  /** Sends SIGINT to the command's process group (over a second session on the same connection). */
   interrupt(): void;
   /** Leaves the command running and closes the connection; `exit` rejects with DetachedError. */
   detach(): void;
@@ -38,8 +38,14 @@ export class DetachedError extends Error {
   override readonly name = 'DetachedError';
 }
 
-/** Connects and starts `command` (already the full remote command line). Rejects when no session or exec could be had. */
-export function startJob(target: SshTarget, privateKey: string, keyPath: string, command: string, io: JobIO, timeoutMs = 30_000): Promise<RemoteJob> {
+/** The remote command lines: the job, and what interrupts it. */
+export interface JobCommands {
+  run: string;
+  interrupt: string;
+}
+
+/** Connects with the pinned host key and starts the job. Rejects when no session or exec could be had. */
+export function startJob(target: SshTarget, privateKey: string, keyPath: string, command: JobCommands, io: JobIO, timeoutMs = 30_000): Promise<RemoteJob> {
   const where = `${target.user}@${target.host}:${target.port}`;
   const pinned = parsePublicKey(target.hostKey);
   if (!pinned.ok) return Promise.reject(new Error(`the Lease's status.machine.ssh.hostKey cannot be used: ${pinned.error}`));
@@ -58,13 +64,13 @@ export function startJob(target: SshTarget, privateKey: string, keyPath: string,
       reject(new Error(`SSH to ${where} failed: ${err.message}`));
     });
     client.on('ready', () => {
-      client.exec(command, (err, channel) => {
+      client.exec(command.run, (err, channel) => {
         if (err) {
           client.end();
           return reject(new Error(`cannot start the command on ${where}: ${err.message}`));
         }
         started = true;
-        resolve(job(client, channel, io, where));
+        resolve(job(client, channel, io, where, command.interrupt));
       });
     });
     client.connect({
@@ -86,7 +92,7 @@ export function startJob(target: SshTarget, privateKey: string, keyPath: string,
   });
 }
 
-function job(client: InstanceType<typeof Client>, channel: ClientChannel, io: JobIO, where: string): RemoteJob {
+function job(client: InstanceType<typeof Client>, channel: ClientChannel, io: JobIO, where: string, interruptCommand: string): RemoteJob {
   let detached = false;
   const exit = new Promise<number>((resolve, reject) => {
     let code: number | undefined;
@@ -110,11 +116,11 @@ function job(client: InstanceType<typeof Client>, channel: ClientChannel, io: Jo
   return {
     exit,
     interrupt: () => {
-      try {
-        channel.signal('INT');
-      } catch {
-        // the channel is already closing
-      }
+      client.exec(interruptCommand, (err, stream) => {
+        if (err) return io.stderr.write(`leasehold: could not forward Ctrl-C to ${where}: ${err.message}\n`);
+        stream.resume();
+        stream.stderr.resume();
+      });
     },
     detach: () => {
       detached = true;

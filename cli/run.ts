@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Readable, Writable } from 'node:stream';
 import type { Lease } from '../src/api/lease.js';
 import { parseWhere } from '../src/api/where.js';
-import { jobCommand } from '../src/machine/agent.js';
+import { interruptJobCommand, jobCommand } from '../src/machine/agent.js';
 import { createLease, leave, leaseName, newLease, reusable, waitUsable, type Waiting } from './acquire.js';
 import { defaultKeyPath, loadDeviceKey, type DeviceKey } from './device-key.js';
 import { EXIT, ExitError } from './exit-codes.js';
@@ -111,7 +111,7 @@ export async function run(args: string[], io: RunIO): Promise<number> {
     if (interrupted) throw new ExitError('interrupted before the command started', EXIT.interrupted);
     const ssh = lease.status!.machine!.ssh!;
     progress.done();
-    const job = await startJob({ host: ssh.host, port: ssh.port ?? 22, user: ssh.user, hostKey: ssh.hostKey }, key.privateKey, key.path, jobCommand(flags.command), {
+    const job = await startJob({ host: ssh.host, port: ssh.port ?? 22, user: ssh.user, hostKey: ssh.hostKey }, key.privateKey, key.path, { run: jobCommand(flags.command, runID), interrupt: interruptJobCommand(runID) }, {
       stdout: io.stdout,
       stderr: io.stderr,
       stdin: io.stdin.isTTY ? undefined : io.stdin,

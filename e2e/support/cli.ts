@@ -57,6 +57,7 @@ export interface CLIRun {
   child: ChildProcess;
   result: Promise<CLIResult>;
   stderrSoFar(): string;
+  stdoutSoFar(): string;
 }
 
 /** A fresh XDG_CONFIG_HOME: a device of its own. */
@@ -93,7 +94,7 @@ export function startCLI(args: string[], opts: { kubeconfig: string; device: str
       resolve({ code, stdout, stderr, stdoutBytes, peakRSS });
     });
   });
-  return { child, result, stderrSoFar: () => stderr };
+  return { child, result, stderrSoFar: () => stderr, stdoutSoFar: () => stdout };
 }
 
 export function runCLI(args: string[], opts: { kubeconfig: string; device: string; countOnly?: boolean }): Promise<CLIResult> {
