@@ -130,7 +130,10 @@ export async function waitUsable(w: Waiting, lease: Lease, key: DeviceKey, creat
       }
       const refused = st.phase === 'Pending' ? pendingExitCode(st.reason) : undefined;
       if (refused !== undefined) {
-        throw new ExitError(`Lease ${nameOf(current)} cannot be scheduled (${st.reason}): ${st.message ?? ''}`, refused);
+        // A refused Lease left Pending would launch once the limit clears, billing with nobody waiting.
+        const withdrawn = await leave(w, current, true);
+        joined = false;
+        throw new ExitError(`Lease ${nameOf(current)} cannot be scheduled (${st.reason}): ${st.message ?? ''}${withdrawn ? '; withdrew it' : ''}`, refused);
       }
       if (st.phase === 'Ready' || st.phase === 'Idle') {
         current = await addDeviceKey(w.api, current, key);

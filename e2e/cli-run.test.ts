@@ -1,9 +1,12 @@
 // leasehold run against the real control plane, the real controller and
 // real sshd machines, as a user bound only to the chart's lease-editor role.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { chmodSync, existsSync, readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { promisify } from 'node:util';
 import { join } from 'node:path';
-import { cliUser, newDevice, runCLI, type CLIUser } from './support/cli.js';
+import { cliUser, newDevice, runCLI, type CLIOptions, type CLIUser } from './support/cli.js';
 import { getJSON, waitFor } from './support/kube.js';
 import { sshdCommands } from './support/leases.js';
 import { leaseSuite } from './support/suite.js';
@@ -13,7 +16,7 @@ const fx = leaseSuite('cli', { machinesOutliveTests: true });
 let user: CLIUser;
 let offer: string;
 const laptop = newDevice();
-const run = (args: string[], device = laptop, countOnly = false) => runCLI(args, { kubeconfig: user.kubeconfig, device, countOnly });
+const run = (args: string[], device = laptop, countOnly = false, program?: CLIOptions['program']) => runCLI(args, { kubeconfig: user.kubeconfig, device, countOnly, ...(program ? { program } : {}) });
 const leases = async () => (await getJSON(fx.kubectl, ['-n', fx.ns, 'leases.leasehold.dev']))!.items as any[];
 const jobsStarted = (leaseID: string) => readFileSync(join(fx.machines, leaseID, 'home', 'jobs.log'), 'utf8').trim().split('\n').length;
 
@@ -106,6 +109,56 @@ describe('leasehold run', () => {
     expect(printed.stdout).toMatch(/^ssh -i \S+id_ed25519 -o IdentitiesOnly=yes -o UserKnownHostsFile=\S+ .*-o StrictHostKeyChecking=yes .*-p \d+ \S+@127\.0\.0\.1\n$/);
   });
 
+  it('installs as kubectl-leasehold from the production build, and measures run overhead on a Ready Lease against plain ssh', async () => {
+    // The production build, as npm installs it: bin entries point at dist/cmd/leasehold.js, started by its shebang.
+    await promisify(execFile)('npm', ['run', '--silent', 'build'], { timeout: 300_000 });
+    const entry = join(process.cwd(), 'dist/cmd/leasehold.js');
+    chmodSync(entry, 0o755);
+    const bin = mkdtempSync(join(tmpdir(), 'leasehold-bin-'));
+    symlinkSync(entry, join(bin, 'kubectl-leasehold'));
+    const viaKubectl = await run(['leasehold', 'leases'], laptop, false, { command: join(process.env.E2E_BIN_DIR!, 'kubectl'), args: [], path: bin });
+    expect(viaKubectl.code).toBe(0);
+    expect(viaKubectl.stdout).toMatch(/^NAME\s+PHASE\s+WHERE/);
+    const compiled = { command: entry, args: [] };
+
+    const [lease] = await leases();
+    const ssh = lease.status.machine.ssh;
+    const knownHosts = join(laptop, 'known_hosts');
+    writeFileSync(knownHosts, `[${ssh.host}]:${ssh.port} ${ssh.hostKey}\n`);
+    const key = join(laptop, 'leasehold', 'id_ed25519');
+    // From the command's start to the remote process's start (one clock: the machine is this host).
+    const startDelay = async (command: () => Promise<string>) => {
+      const t0 = Date.now();
+      const remoteNs = (await command()).trim();
+      return Number(BigInt(remoteNs) / 1000n) / 1000 - t0;
+    };
+    const plain = () => promisify(execFile)('ssh', ['-i', key, '-o', 'IdentitiesOnly=yes', '-o', `UserKnownHostsFile=${knownHosts}`, '-o', 'StrictHostKeyChecking=yes', '-o', 'BatchMode=yes',
+      '-p', String(ssh.port), `${ssh.user}@${ssh.host}`, 'date +%s%N']).then((r) => r.stdout);
+    const viaRun = async () => {
+      const r = await run(['run', '--where', 'cpus>=1', '--', 'date', '+%s%N'], laptop, false, compiled);
+      expect(r.code).toBe(0);
+      return r.stdout;
+    };
+    const startup = async () => {
+      const t0 = Date.now();
+      expect((await run(['--help'], laptop, false, compiled)).code).toBe(0);
+      return Date.now() - t0;
+    };
+    const runs: number[] = [];
+    const ssh1: number[] = [];
+    const boots: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      runs.push(await startDelay(viaRun));
+      ssh1.push(await startDelay(plain));
+      boots.push(await startup());
+    }
+    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+    const [r, p, b] = [median(runs), median(ssh1), median(boots)];
+    process.stdout.write(`command start to remote process start, median of 5: leasehold run ${r.toFixed(0)} ms, plain ssh ${p.toFixed(0)} ms (x${(r / p).toFixed(1)}); ` +
+      `of the run's, starting the compiled CLI alone (--help) ${b.toFixed(0)} ms, the rest API reads and writes and the SSH session\n`);
+    expect(Math.min(...runs, ...ssh1)).toBeGreaterThan(0);
+  });
+
   it('refuses a run once the release is recorded, before anything runs', async () => {
     const [lease] = await leases();
     const name = lease.metadata.name;
@@ -141,6 +194,10 @@ describe('the other commands', () => {
     });
     expect(listed.stdout).toMatch(new RegExp(`^${offer}\\s+command\\s+linux/amd64, 1 cpu\\s+\\$0\\.25`, 'm'));
     await fx.kubectl(['delete', 'clusterrolebinding', `lh-cli-${fx.suffix}-viewer`]);
+    const none = await run(['run', '--where', 'gpu=h100', '--offer', offer, '--', 'true']);
+    expect(none.code).toBe(250);
+    expect(none.stderr).toMatch(/cannot be scheduled \(NoMatchingOffer\): .*; withdrew it/);
+    await waitFor('the refused Lease withdrawn', async () => (await leases()).every((l) => l.spec.where !== 'gpu=h100'), 30_000);
     const bad = await run(['leases', '--all']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('unknown flag --all');

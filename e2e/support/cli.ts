@@ -65,10 +65,19 @@ export function newDevice(): string {
   return mkdtempSync(join(tmpdir(), 'leasehold-device-'));
 }
 
-export function startCLI(args: string[], opts: { kubeconfig: string; device: string; countOnly?: boolean }): CLIRun {
-  const child = spawn(process.execPath, ['--import', 'tsx', CLI_ENTRY, ...args], {
+export interface CLIOptions {
+  kubeconfig: string;
+  device: string;
+  countOnly?: boolean;
+  /** Run this program (e.g. the compiled dist/cmd/leasehold.js, or kubectl with the plugin on PATH) instead of the TypeScript entry through tsx. */
+  program?: { command: string; args: string[]; path?: string };
+}
+
+export function startCLI(args: string[], opts: CLIOptions): CLIRun {
+  const program = opts.program ?? { command: process.execPath, args: ['--import', 'tsx', CLI_ENTRY] };
+  const child = spawn(program.command, [...program.args, ...args], {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, NODE_OPTIONS: '', KUBECONFIG: opts.kubeconfig, XDG_CONFIG_HOME: opts.device },
+    env: { ...process.env, NODE_OPTIONS: '', KUBECONFIG: opts.kubeconfig, XDG_CONFIG_HOME: opts.device, ...(program.path ? { PATH: `${program.path}:${process.env.PATH}` } : {}) },
   });
   let stdout = '';
   let stderr = '';
@@ -97,6 +106,6 @@ export function startCLI(args: string[], opts: { kubeconfig: string; device: str
   return { child, result, stderrSoFar: () => stderr, stdoutSoFar: () => stdout };
 }
 
-export function runCLI(args: string[], opts: { kubeconfig: string; device: string; countOnly?: boolean }): Promise<CLIResult> {
+export function runCLI(args: string[], opts: CLIOptions): Promise<CLIResult> {
   return startCLI(args, opts).result;
 }
