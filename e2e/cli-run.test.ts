@@ -109,14 +109,25 @@ describe('leasehold run', () => {
     expect(printed.stdout).toMatch(/^ssh -i \S+id_ed25519 -o IdentitiesOnly=yes -o UserKnownHostsFile=\S+ .*-o StrictHostKeyChecking=yes .*-p \d+ \S+@127\.0\.0\.1\n$/);
   });
 
-  it('installs as kubectl-leasehold from the production build, and measures run overhead on a Ready Lease against plain ssh', async () => {
+  it('installs as leasehold (production build) and as kubectl-leasehold (krew archive), and measures run overhead on a Ready Lease against plain ssh', async () => {
     // The production build, as npm installs it: bin entries point at dist/cmd/leasehold.js, started by its shebang.
     await promisify(execFile)('npm', ['run', '--silent', 'build'], { timeout: 300_000 });
     const entry = join(process.cwd(), 'dist/cmd/leasehold.js');
     chmodSync(entry, 0o755);
     const bin = mkdtempSync(join(tmpdir(), 'leasehold-bin-'));
-    symlinkSync(entry, join(bin, 'kubectl-leasehold'));
-    const viaKubectl = await run(['leasehold', 'leases'], laptop, false, { command: join(process.env.E2E_BIN_DIR!, 'kubectl'), args: [], path: bin });
+    symlinkSync(entry, join(bin, 'leasehold'));
+    const kubectl = { command: join(process.env.E2E_BIN_DIR!, 'kubectl'), args: [] };
+    expect((await run(['leases'], laptop, false, { command: join(bin, 'leasehold'), args: [] })).stdout).toMatch(/^NAME\s+PHASE\s+WHERE/);
+    // The krew archive: one bundled file, run by kubectl as a plugin from a directory with no package.json.
+    await promisify(execFile)('make', ['--silent', 'krew-archive'], { timeout: 300_000 });
+    const krew = mkdtempSync(join(tmpdir(), 'leasehold-krew-'));
+    await promisify(execFile)('tar', ['-xzf', join(process.cwd(), 'dist/krew/leasehold-krew.tar.gz'), '-C', krew]);
+    const manifest = readFileSync(join(process.cwd(), 'dist/krew/leasehold.yaml'), 'utf8');
+    const sha = (await promisify(execFile)('sha256sum', [join(process.cwd(), 'dist/krew/leasehold-krew.tar.gz')])).stdout.split(' ')[0];
+    expect(manifest).toContain(`sha256: ${sha}`);
+    expect(manifest).toMatch(/bin: kubectl-leasehold/);
+    const viaKubectl = await run(['leasehold', 'leases'], laptop, false, { ...kubectl, path: krew });
+    expect(viaKubectl.stderr).toBe('');
     expect(viaKubectl.code).toBe(0);
     expect(viaKubectl.stdout).toMatch(/^NAME\s+PHASE\s+WHERE/);
     const compiled = { command: entry, args: [] };
