@@ -5,7 +5,9 @@ import type { Lease } from '../src/api/lease.js';
 import { createLease, CREATED_BY_ANNOTATION, CREATED_BY_RUN, leave, WAITERS_ANNOTATION } from './acquire.js';
 import { EXIT, ExitError } from './exit-codes.js';
 import { AnswerLostError, type LeaseAPI } from './kube.js';
-import { markActivity } from './lease-use.js';
+import { addDeviceKey, markActivity } from './lease-use.js';
+import type { DeviceKey } from './device-key.js';
+import { generateControllerKey } from '../src/machine/keys.js';
 import { Progress } from './output.js';
 
 const conflict = () => Object.assign(new Error('conflict'), { code: 409 });
@@ -109,5 +111,33 @@ describe('leaving a Lease on Ctrl-C', () => {
     });
     expect(await leave({ api, runID: 'r1' }, lease('3', {}), true)).toBe(false);
     expect(calls.map((c) => c[0])).toEqual(['get', 'delete', 'get']);
+  });
+});
+
+describe('adding the device key', () => {
+  const device = (name: string): DeviceKey => {
+    const publicKey = generateControllerKey(name).publicKey;
+    return { path: `/k/${name}`, privateKey: '', publicKey, id: publicKey.split(' ')[1]! };
+  };
+  const withKeys = (keys: string[]) => ({ ...lease('7', { phase: 'Ready' }), spec: { where: 'gpu', sshKeys: keys } }) as Lease;
+
+  it('appends it with the resourceVersion read, and leaves a Lease that has it alone', async () => {
+    const me = device('me');
+    const { api, calls } = fakeAPI({ patch: [() => withKeys([me.publicKey])] });
+    await addDeviceKey(api, withKeys(['ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOvf2R3h9r4ZtqJ4Yk1sx9z1l8E8ePjG0TWOPSEmj7ZL other']), me);
+    expect(calls[0]![1][2]).toEqual({ spec: { sshKeys: ['ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOvf2R3h9r4ZtqJ4Yk1sx9z1l8E8ePjG0TWOPSEmj7ZL other', me.publicKey] }, metadata: { resourceVersion: '7' } });
+    const again = fakeAPI({});
+    await addDeviceKey(again.api, withKeys([me.publicKey.replace(/ \S+$/, ' renamed')]), me);
+    expect(again.calls).toHaveLength(0);
+  });
+
+  it('gives the 17th device an error naming leasehold release and removing a key', async () => {
+    const full = withKeys(Array.from({ length: 16 }, (_, i) => device(`d${i}`).publicKey));
+    const { api } = fakeAPI({});
+    const err = await addDeviceKey(api, full, device('seventeenth')).catch((e: unknown) => e);
+    expect((err as ExitError).code).toBe(EXIT.leaseUnusable);
+    expect((err as Error).message).toBe(
+      'Lease l already admits 16 devices, the most spec.sshKeys takes (16); end it with leasehold release l, or remove a device\'s key from spec.sshKeys (kubectl edit leases.leasehold.dev l)',
+    );
   });
 });

@@ -2,7 +2,7 @@
 // machine released) unless another run waits on it; while the command
 // runs, the first Ctrl-C goes to the command and a second one detaches.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { cliUser, newDevice, startCLI, type CLIUser } from './support/cli.js';
+import { cleanupCLI, cliUser, newDevice, startCLI, type CLIUser } from './support/cli.js';
 import { getJSON, waitFor } from './support/kube.js';
 import { sshdCommands } from './support/leases.js';
 import { leaseSuite } from './support/suite.js';
@@ -20,10 +20,7 @@ beforeAll(async () => {
   slow = await fx.offer('slow', { ...sshdCommands('SSHD_MACHINE_ACQUIRE_DELAY=6'), idleTimeout: '10m', maxLifetime: '1h' });
 }, 60_000);
 
-afterAll(async () => {
-  for (const l of await leases().catch(() => [])) await fx.kubectl(['-n', fx.ns, 'delete', 'leases.leasehold.dev', l.metadata.name, '--timeout=60s']);
-  for (const r of user?.clusterRoles ?? []) await fx.kubectl(['delete', 'clusterrole', r, '--ignore-not-found']);
-}, 120_000);
+afterAll(() => cleanupCLI(fx.kubectl, fx.ns, user), 120_000);
 
 describe('Ctrl-C in leasehold run', () => {
   it('while the Lease launches withdraws it, and its machine is released', async () => {

@@ -10,6 +10,13 @@ import YAML from 'yaml';
 import { chartDir, docs, kubeVersionArgs, testHelm } from './helm.js';
 import { apply, type Kubectl } from './kube.js';
 
+/** Deletes every Lease of `ns` (waiting for the releases) and the user's ClusterRoles: the afterAll of a CLI test file. */
+export async function cleanupCLI(kubectl: Kubectl, ns: string, user: CLIUser | undefined): Promise<void> {
+  const list = await kubectl(['-n', ns, 'get', 'leases.leasehold.dev', '-o', 'name']);
+  for (const name of list.stdout.split('\n').filter(Boolean)) await kubectl(['-n', ns, 'delete', name, '--timeout=60s']);
+  for (const r of user?.clusterRoles ?? []) await kubectl(['delete', 'clusterrole', r, '--ignore-not-found']);
+}
+
 export const CLI_ENTRY = join(process.cwd(), 'cmd/leasehold.ts');
 
 export interface CLIUser {
