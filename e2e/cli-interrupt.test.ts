@@ -76,5 +76,9 @@ describe('Ctrl-C in leasehold run', () => {
     // The wrapper's job record stays while the command runs: the controller counts the machine busy.
     const [lease] = await leases();
     await waitFor('a busy check', async () => /job\(s\) running/.test((await fx.status(lease.metadata.name)).message ?? ''), 20_000);
+    // Released on request even with the detached command still running.
+    const released = await start(['release', lease.metadata.name, '--wait']).result;
+    expect(released.stdout).toBe(`Lease ${lease.metadata.name}: released\n`);
+    expect(fx.sshdLeft()).toBe('');
   });
 });

@@ -209,6 +209,16 @@ describe('the other commands', () => {
     expect(none.code).toBe(250);
     expect(none.stderr).toMatch(/cannot be scheduled \(NoMatchingOffer\): .*; withdrew it/);
     await waitFor('the refused Lease withdrawn', async () => (await leases()).every((l) => l.spec.where !== 'gpu=h100'), 30_000);
+    // maxLeases is 2 here: with two Leases active, a third is refused, and the run withdraws the one it made.
+    for (const name of ['hold-a', 'hold-b']) await fx.lease(name, { where: 'cpus>=1', offer });
+    await fx.waitPhase('hold-a', 'Ready');
+    await fx.waitPhase('hold-b', 'Ready');
+    const full = await run(['run', '--where', 'cpus>=1,arch=amd64', '--', 'true']);
+    expect(full.code).toBe(252);
+    expect(full.stderr).toMatch(/cannot be scheduled \(MaxLeases\): 2 leases are active, the controller's maxLeases is 2; .*; withdrew it/);
+    await waitFor('the refused Lease withdrawn', async () => (await leases()).every((l) => l.spec.where !== 'cpus>=1,arch=amd64'), 30_000);
+    for (const name of ['hold-a', 'hold-b']) expect((await run(['release', name, '--wait'])).stdout).toBe(`Lease ${name}: released\n`);
+    expect(fx.sshdLeft()).toBe('');
     const bad = await run(['leases', '--all']);
     expect(bad.code).toBe(2);
     expect(bad.stderr).toContain('unknown flag --all');

@@ -10,10 +10,14 @@ import YAML from 'yaml';
 import { chartDir, docs, kubeVersionArgs, testHelm } from './helm.js';
 import { apply, type Kubectl } from './kube.js';
 
-/** Deletes every Lease of `ns` (waiting for the releases) and the user's ClusterRoles: the afterAll of a CLI test file. */
+/**
+ * The afterAll of a CLI test file: deletes the Leases a failed test left
+ * (without waiting: the suite's own afterAll, which jest may run first,
+ * stops the controller and the sshd machines) and the user's ClusterRoles.
+ */
 export async function cleanupCLI(kubectl: Kubectl, ns: string, user: CLIUser | undefined): Promise<void> {
   const list = await kubectl(['-n', ns, 'get', 'leases.leasehold.dev', '-o', 'name']);
-  for (const name of list.stdout.split('\n').filter(Boolean)) await kubectl(['-n', ns, 'delete', name, '--timeout=60s']);
+  for (const name of list.stdout.split('\n').filter(Boolean)) await kubectl(['-n', ns, 'delete', name, '--wait=false']);
   for (const r of user?.clusterRoles ?? []) await kubectl(['delete', 'clusterrole', r, '--ignore-not-found']);
 }
 
