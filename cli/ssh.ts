@@ -3,11 +3,12 @@
 // Lease's status pins, so ssh neither prompts nor trusts anything else. The
 // device key is added to the Lease first, as run does.
 import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { constants, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import type { Lease } from '../src/api/lease.js';
-import { waitUsable } from './acquire.js';
+import { leave, waitUsable } from './acquire.js';
 import { defaultKeyPath, loadDeviceKey } from './device-key.js';
 import { EXIT, ExitError } from './exit-codes.js';
 import { commonFlags, parseCommand, positionals } from './flags.js';
@@ -51,11 +52,21 @@ export async function ssh(args: string[], out: Out, err: ProgressSink, env: Node
   const found = await cluster.leases.get(cluster.namespace, name);
   if (!found) throw new ExitError(`Lease ${name} not found in namespace ${cluster.namespace}; leasehold leases lists them`, EXIT.error);
   const progress = new Progress(err);
+  const abort = new AbortController();
+  const waiting = { api: cluster.leases, progress, runID: `ssh-${randomBytes(6).toString('hex')}`, signal: abort.signal };
+  const interrupt = () => abort.abort();
+  process.once('SIGINT', interrupt);
   let lease: Lease;
   try {
-    lease = await waitUsable({ api: cluster.leases, progress, runID: `ssh-${process.pid}`, signal: new AbortController().signal }, found, key, false);
+    lease = await waitUsable(waiting, found, key, false);
     lease = await markActivity(cluster.leases, lease);
+  } catch (e) {
+    if (!abort.signal.aborted) throw e;
+    // Off the waiters, so a run that stops later may still withdraw the Lease; never withdrawn from here.
+    await leave(waiting, found, false);
+    throw new ExitError('interrupted', EXIT.interrupted);
   } finally {
+    process.off('SIGINT', interrupt);
     progress.done();
   }
   const target = lease.status!.machine!.ssh!;

@@ -55,6 +55,21 @@ describe('Ctrl-C in leasehold run', () => {
     expect(after.metadata.annotations?.['leasehold.dev/waiters']).toBeUndefined();
   });
 
+  it('in leasehold ssh while the Lease launches, takes it off the waiters and keeps the Lease', async () => {
+    await fx.lease('by-hand', { where: 'cpus>=1,arch=amd64', offer: slow });
+    await fx.waitPhase('by-hand', 'Launching');
+    const ssh = start(['ssh', 'by-hand', '--', 'true']);
+    const waiters = async () => (await getJSON(fx.kubectl, ['-n', fx.ns, 'leases.leasehold.dev', 'by-hand']))?.metadata.annotations?.['leasehold.dev/waiters'];
+    await waitFor('ssh waiting on the Lease', async () => /^ssh-[0-9a-f]{12}$/.test((await waiters()) ?? ''), 30_000);
+    ssh.child.kill('SIGINT');
+    const r = await ssh.result;
+    expect(r.code).toBe(130);
+    expect(await waiters()).toBeUndefined();
+    const { leaseID } = await fx.status('by-hand');
+    expect((await fx.kubectl(['-n', fx.ns, 'delete', 'leases.leasehold.dev', 'by-hand', '--timeout=60s'])).code).toBe(0);
+    expect(fx.sshdFor(leaseID)).toBe('');
+  });
+
   it('while the command runs, forwards the first Ctrl-C to it', async () => {
     const run = start(['run', '--where', 'cpus>=1', '--', 'trap "echo got-int; exit 7" INT; echo started; sleep 30; echo not-reached']);
     await waitFor('the command started', async () => run.stdoutSoFar().includes('started'), 30_000);
@@ -74,7 +89,7 @@ describe('Ctrl-C in leasehold run', () => {
     expect(r.code).toBe(130);
     expect(r.stderr).toMatch(/detached from the command on .*; it keeps running on Lease/);
     // The wrapper's job record stays while the command runs: the controller counts the machine busy.
-    const [lease] = await leases();
+    const lease = (await leases()).find((l) => l.spec.where === 'cpus>=1');
     await waitFor('a busy check', async () => /job\(s\) running/.test((await fx.status(lease.metadata.name)).message ?? ''), 20_000);
     // Released on request even with the detached command still running.
     const released = await start(['release', lease.metadata.name, '--wait']).result;
