@@ -117,6 +117,8 @@ export async function run(args: string[], io: RunIO): Promise<number> {
       stdin: io.stdin.isTTY ? undefined : io.stdin,
     });
     stage = { kind: 'running', job, interrupted: false };
+    // A Ctrl-C pressed while connecting is the command's first one.
+    if (interrupted) onInterrupt();
     try {
       return await job.exit;
     } catch (err) {
