@@ -91,4 +91,28 @@ spec:
     const ours = await kubectl(['get', 'leases.leasehold.dev', '-A']);
     expect(ours.stdout).toMatch(/PHASE/);
   });
+
+  const runnerTarget = (name: string, gce: string) => `apiVersion: leasehold.dev/v1alpha1
+kind: RunnerTarget
+metadata: {name: ${name}, namespace: NS}
+spec:
+  github: {org: swack-tools, repositories: [swack-tools/oxidex], tokenSecretRef: {name: gh}}
+  gce:
+    project: my-project
+    zones: [us-central1-a]
+    serviceAccount: spot-runner-host@my-project.iam.gserviceaccount.com
+    ${gce}
+  maxHosts: 5
+  dailyBudgetUSD: 10
+`;
+
+  it('serves RunnerTarget columns and refuses fallbackToStandard without standard prices, naming the field', async () => {
+    const good = await kubectl(['apply', '-f', '-'], runnerTarget('pool', 'machineTypeTiers: [{machineType: n2d-standard-16, pricePerHour: 0.14}]').replace('NS', ns));
+    expect(good.stderr).toBe('');
+    const get = await kubectl(['-n', ns, 'get', 'runnertargets.leasehold.dev']);
+    expect(get.stdout.split('\n')[0]).toMatch(/NAME\s+ORG\s+HOSTS\s+BUSY\s+QUEUED\s+SPEND\s+BUDGET\s+LAST-CHECK\s+AGE/);
+    const noStandard = runnerTarget('bad-pool', 'fallbackToStandard: true\n    machineTypeTiers: [{machineType: n2d-standard-16, pricePerHour: 0.14}]');
+    expect(await refused(noStandard)).toMatch(/spec\.gce\.fallbackToStandard.*standardPricePerHour/);
+    expect(await refused(runnerTarget('bad-pool', 'machineTypeTiers: [{machineType: n2d-standard-16}]'))).toMatch(/pricePerHour/);
+  });
 });

@@ -18,7 +18,7 @@ beforeAll(async () => {
 
 describe('examples/', () => {
   it('has the documented examples', () => {
-    expect(files).toEqual(expect.arrayContaining(['lambda-api-key-secret.yaml', 'lease-gpu.yaml', 'lease.yaml', 'offer-command.yaml', 'offer-lambda.yaml']));
+    expect(files).toEqual(expect.arrayContaining(['lambda-api-key-secret.yaml', 'lease-gpu.yaml', 'lease.yaml', 'offer-command.yaml', 'offer-lambda.yaml', 'runnertarget.yaml']));
   });
 
   it.each(files)('%s passes kubectl apply --dry-run=server', async (file) => {

@@ -4,102 +4,27 @@
 // whose queue is managedBy Jobs, reached with a token that may only read and
 // patch them. The controller runs as a process against our cluster.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { readFile } from 'node:fs/promises';
-import { join } from 'node:path';
-import { ControlPlane } from './cluster/controlplane.js';
-import { createFakeNodes, KWOK_RUN_FOR_ENV } from './cluster/kwok.js';
-import { createPeerCredential, type PeerCredential } from './cluster/peer.js';
+import type { ControlPlane } from './cluster/controlplane.js';
+import { createFakeNodes } from './cluster/kwok.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { waitFor } from './support/kube.js';
+import {
+  apply, fleetManifest, json, lendingNamespace, must, ourJob as ourJobIn, peerJob, QUEUE, startLendingClusters,
+  type JobOptions, type LendingClusters,
+} from './support/lending.js';
 
+let clusters: LendingClusters;
 let ours: ControlPlane;
 let peer: ControlPlane;
-let lender: PeerCredential;
 let controller: ControllerProcess;
 const NS = 'lend';
-const QUEUE = 'queue';
 const POOL = { 'leasehold.dev/pool': 'lendable' };
+const CONTROLLER_ARGS = ['--namespace', NS, '--watch-namespace', NS, '--leader-election-namespace', NS];
 
-async function must(cp: ControlPlane, args: string[], input?: string): Promise<string> {
-  const res = await cp.kubectl(args, input);
-  if (res.code !== 0) throw new Error(`kubectl ${args.join(' ')} on ${cp.info.clusterName}: ${res.stderr}${res.stdout}`);
-  return res.stdout;
-}
-const json = async (cp: ControlPlane, args: string[]) => JSON.parse(await must(cp, [...args, '-o', 'json']));
-const apply = (cp: ControlPlane, obj: unknown) => must(cp, ['apply', '-f', '-'], JSON.stringify(obj));
-
-interface PeerJobOptions {
-  gpus?: number;
-  runFor?: string;
-  /** Extra pod spec fields (to make a template unsafe). */
-  pod?: Record<string, unknown>;
-  container?: Record<string, unknown>;
-}
-
-/** A lendable Job in the peer queue, left to us by spec.managedBy. */
-function peerJob(name: string, opts: PeerJobOptions = {}) {
-  return {
-    apiVersion: 'batch/v1',
-    kind: 'Job',
-    metadata: { name, namespace: QUEUE, labels: { 'leasehold.dev/lendable': 'true' } },
-    spec: {
-      managedBy: 'leasehold.dev/peer-lending',
-      backoffLimit: 0,
-      template: {
-        spec: {
-          restartPolicy: 'Never',
-          containers: [{
-            name: 'train',
-            image: 'registry.invalid/train:1',
-            env: [{ name: KWOK_RUN_FOR_ENV, value: opts.runFor ?? '4s' }],
-            resources: { limits: { 'nvidia.com/gpu': String(opts.gpus ?? 1) } },
-            ...opts.container,
-          }],
-          ...opts.pod,
-        },
-      },
-    },
-  };
-}
-
-/** Our own GPU work: a Job in our cluster that the scheduler may put on a lendable node. */
-function ourJob(name: string, namespace: string, runFor: string, gpus = 1, annotations: Record<string, string> = {}) {
-  return {
-    apiVersion: 'batch/v1',
-    kind: 'Job',
-    metadata: { name, namespace },
-    spec: {
-      backoffLimit: 0,
-      template: {
-        metadata: { annotations },
-        spec: {
-          restartPolicy: 'Never',
-          nodeSelector: POOL,
-          containers: [{ name: 'ours', image: 'registry.invalid/ours:1', env: [{ name: KWOK_RUN_FOR_ENV, value: runFor }], resources: { limits: { 'nvidia.com/gpu': String(gpus) } } }],
-        },
-      },
-    },
-  };
-}
-
-function fleet(name: string, spec: Record<string, unknown> = {}) {
-  return {
-    apiVersion: 'leasehold.dev/v1alpha1',
-    kind: 'PeerFleet',
-    metadata: { name, namespace: NS },
-    spec: {
-      origin: peer.info.server,
-      namespace: QUEUE,
-      credentialSecretRef: { name: 'peer-token' },
-      caSecretRef: { name: 'peer-ca' },
-      lendableNodes: { matchLabels: POOL },
-      pricePerGPUHour: 2,
-      idleWindow: '3s',
-      pollInterval: '2s',
-      ...spec,
-    },
-  };
-}
+const ourJob = (name: string, namespace: string, runFor: string, gpus = 1, annotations: Record<string, string> = {}) =>
+  ourJobIn(name, namespace, POOL, { runFor, gpus, annotations });
+const fleet = (name: string, spec: Record<string, unknown> = {}, namespace = NS) =>
+  fleetManifest(peer, name, namespace, { lendableNodes: { matchLabels: POOL }, idleWindow: '3s', pollInterval: '2s', ...spec });
 
 const getFleet = (name: string) => json(ours, ['-n', NS, 'get', 'peerfleet.leasehold.dev', name]);
 const getPeerJob = (name: string) => json(peer, ['-n', QUEUE, 'get', 'job', name]);
@@ -110,24 +35,17 @@ async function events(reason: string): Promise<string[]> {
 }
 
 beforeAll(async () => {
-  [ours, peer] = await Promise.all([
-    ControlPlane.start({ name: 'lender', controllers: true, scheduler: true, kwok: true }),
-    // A peer that allows privileged pods: what it may ask for, our side must refuse.
-    ControlPlane.start({ name: 'peer', controllers: true, apiServerArgs: ['--allow-privileged=true'] }),
-  ]);
-  await must(ours, ['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
-  await must(ours, ['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
-  lender = await createPeerCredential(peer, { namespace: QUEUE });
-  await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } });
+  // A peer that allows privileged pods: what it may ask for, our side must refuse.
+  clusters = await startLendingClusters('lender', ['--allow-privileged=true']);
+  ({ ours, peer } = clusters);
   await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'work' } });
-  await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: NS }, stringData: { token: lender.token } });
-  await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: NS }, stringData: { 'ca.crt': await readFile(join(peer.info.dir, 'pki', 'ca.crt'), 'utf8') } });
+  await lendingNamespace(clusters, NS);
   await createFakeNodes(ours.kubectl.bind(ours), [
     { name: 'gpu-a', gpus: 2, labels: POOL },
     { name: 'gpu-b', gpus: 2, labels: POOL },
     { name: 'cpu-only', labels: { 'leasehold.dev/pool': 'other' } },
   ]);
-  controller = await startController(ours.info.kubeconfig, ['--namespace', 'default', '--leader-election-namespace', 'default']);
+  controller = await startController(ours.info.kubeconfig, CONTROLLER_ARGS);
 }, 400_000);
 
 afterAll(async () => {
@@ -176,7 +94,7 @@ describe('PeerFleet lending', () => {
     expect(await controller.metric('leasehold_peerfleet_claims_total', { peerfleet: 'gpu', outcome: 'claimed' })).toBeGreaterThanOrEqual(1);
   });
 
-  it.each<[string, PeerJobOptions, RegExp]>([
+  it.each<[string, JobOptions, RegExp]>([
     ['a hostPath volume', { pod: { volumes: [{ name: 'root', hostPath: { path: '/' } }] } }, /hostPath volume/],
     ['env from one of our Secrets', { container: { env: [{ name: 'T', valueFrom: { secretKeyRef: { name: 'peer-token', key: 'token' } } }] } }, /secret/i],
     ['a privileged container', { container: { securityContext: { privileged: true } } }, /privileged/],
@@ -235,6 +153,168 @@ describe('PeerFleet lending', () => {
       return got.status?.accounting?.jobs === jobs.length ? got : undefined;
     }, 60_000);
     expect(f.status.accounting.gpuSeconds).toBe(sum);
+  });
+
+  it('prices our queued work against the peer: worth more drains, a tie keeps lending, an unreadable value drains and says which annotation to set', async () => {
+    await apply(peer, peerJob('fill-a', { gpus: 2, runFor: '20s' }));
+    await apply(peer, peerJob('fill-b', { gpus: 2, runFor: '20s' }));
+    await waitFor('both nodes lending', async () => (await getFleet('gpu')).status?.hosts?.filter((h: { state: string }) => h.state === 'Lending').length === 2, 120_000);
+    const hosts = async () => (await getFleet('gpu')).status.hosts as { node: string; state: string; session?: { drainReason?: string } }[];
+    // A tie: our pod waits (the nodes are full), lending goes on.
+    await apply(ours, ourJob('tie', 'work', '2s', 1, { 'leasehold.dev/value-per-gpu-hour': '2' }));
+    await waitFor('our tie pod pending', async () => (await json(ours, ['-n', 'work', 'get', 'pods', '-l', 'job-name=tie'])).items[0]?.status?.phase === 'Pending', 60_000);
+    const drainsBefore = await controller.metric('leasehold_peerfleet_drains_total', { peerfleet: 'gpu' });
+    await apply(peer, peerJob('tie-check', { gpus: 1, runFor: '1s' }));
+    expect((await hosts()).every((h) => h.state === 'Lending')).toBe(true);
+    expect(await controller.metric('leasehold_peerfleet_drains_total', { peerfleet: 'gpu' })).toBe(drainsBefore);
+    await must(ours, ['-n', 'work', 'delete', 'job', 'tie', '--wait=true']);
+    // Unreadable: drains, and the event names the annotation.
+    await apply(ours, ourJob('garbled', 'work', '2s', 1, { 'leasehold.dev/value-per-gpu-hour': 'a lot' }));
+    await waitFor('drained for an unreadable value', async () => (await hosts()).some((h) => h.session?.drainReason === 'ValueUnreadable'), 60_000);
+    expect((await events('Drain')).join('\n')).toMatch(/leasehold.dev\/value-per-gpu-hour.*"a lot"/);
+    await must(ours, ['-n', 'work', 'delete', 'job', 'garbled', '--wait=true']);
+    // Worth more: drains; the peer Jobs still finish, then ours runs.
+    await apply(ours, ourJob('worth', 'work', '2s', 2, { 'leasehold.dev/value-per-gpu-hour': '3.50' }));
+    await waitFor('drained for our work worth more', async () => (await hosts()).some((h) => h.session?.drainReason === 'OurWorkWorthMore'), 60_000);
+    await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=180s', 'job/fill-a', 'job/fill-b']);
+    await must(ours, ['wait', '-n', 'work', '--for=condition=complete', '--timeout=180s', 'job/worth']);
+    await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=180s', 'job/tie-check']);
+  });
+
+  it('unlisting the PeerFleet or the node, and maxSessionDuration, drain without cutting the running Job off', async () => {
+    const hostOf = async (job: string) => {
+      const j = await waitFor(`peer Job ${job} started`, async () => {
+        const got = await getPeerJob(job);
+        return got.status?.startTime && got.metadata.annotations?.['leasehold.dev/host'] ? got : undefined;
+      }, 120_000);
+      return String(j.metadata.annotations['leasehold.dev/host']).split('/').pop()!;
+    };
+    const drainOf = async (node: string, reason: string) => waitFor(`${node} draining for ${reason}`, async () => {
+      const h = (await getFleet('gpu')).status.hosts.find((x: { node: string }) => x.node === node);
+      return h?.state === 'Draining' && h.session?.drainReason === reason;
+    }, 60_000);
+    // The whole PeerFleet unlisted.
+    await apply(peer, peerJob('unlist-1', { runFor: '10s' }));
+    const first = await hostOf('unlist-1');
+    await must(ours, ['-n', NS, 'patch', 'peerfleet.leasehold.dev', 'gpu', '--type=merge', '-p', '{"spec":{"listed":false}}']);
+    await drainOf(first, 'Unlisted');
+    await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=180s', 'job/unlist-1']);
+    await waitFor('both nodes Unlisted', async () => (await getFleet('gpu')).status.hosts.every((h: { state: string }) => h.state === 'Unlisted'), 60_000);
+    await must(ours, ['-n', NS, 'patch', 'peerfleet.leasehold.dev', 'gpu', '--type=merge', '-p', '{"spec":{"listed":true,"maxSessionDuration":"4s"}}']);
+    // One node unlisted by its annotation.
+    await apply(peer, peerJob('unlist-2', { runFor: '10s' }));
+    const second = await hostOf('unlist-2');
+    await must(ours, ['annotate', 'node', second, 'leasehold.dev/lending=off']);
+    await drainOf(second, 'NodeUnlisted');
+    await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=180s', 'job/unlist-2']);
+    await must(ours, ['annotate', 'node', second, 'leasehold.dev/lending-']);
+    // A session past maxSessionDuration drains, and its Job runs to the end.
+    await apply(peer, peerJob('session-1', { runFor: '12s' }));
+    const third = await hostOf('session-1');
+    await drainOf(third, 'MaxSessionDuration');
+    await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=180s', 'job/session-1']);
+    const done = await getPeerJob('session-1');
+    expect((Date.parse(done.status.completionTime) - Date.parse(done.status.startTime)) / 1000).toBeGreaterThanOrEqual(12);
+    await must(ours, ['-n', NS, 'patch', 'peerfleet.leasehold.dev', 'gpu', '--type=merge', '-p', '{"spec":{"maxSessionDuration":"0s"}}']);
+  });
+
+  it('the controller SIGKILLed mid-claim and mid-run: every peer Job runs once and none is lost', async () => {
+    const names = Array.from({ length: 6 }, (_, i) => `crash-${i}`);
+    for (const n of names) await apply(peer, peerJob(n, { runFor: '6s' }));
+    await waitFor('a first claim', async () => (await events('Claimed')).some((m) => /crash-/.test(m)), 120_000);
+    await controller.stop('SIGKILL');
+    controller = await startController(ours.info.kubeconfig, CONTROLLER_ARGS);
+    await waitFor('a crash Job running', async () => {
+      for (const n of names) if ((await getPeerJob(n)).status?.active) return true;
+      return false;
+    }, 120_000);
+    await controller.stop('SIGKILL');
+    controller = await startController(ours.info.kubeconfig, CONTROLLER_ARGS);
+    await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=240s', ...names.map((n) => `job/${n}`)]);
+    for (const n of names) {
+      const j = await getPeerJob(n);
+      expect({ name: n, succeeded: j.status.succeeded, failed: j.status.failed ?? 0 }).toEqual({ name: n, succeeded: 1, failed: 0 });
+    }
+  });
+
+  it('two lenders race for one peer queue: every Job is claimed and run exactly once', async () => {
+    // A second installation (its own namespace, installation ID and nodes) lends to the same queue.
+    const NS2 = 'lend2';
+    const POOL2 = { 'leasehold.dev/pool': 'lendable2' };
+    await lendingNamespace(clusters, NS2);
+    await createFakeNodes(ours.kubectl.bind(ours), [{ name: 'gpu-c', gpus: 2, labels: POOL2 }, { name: 'gpu-d', gpus: 2, labels: POOL2 }]);
+    const second = await startController(ours.info.kubeconfig, ['--namespace', NS2, '--watch-namespace', NS2, '--leader-election-namespace', NS2]);
+    try {
+      await apply(ours, fleet('rival', { lendableNodes: { matchLabels: POOL2 } }, NS2));
+      const allAvailable = async (ns: string, name: string) => {
+        const f = await json(ours, ['-n', ns, 'get', 'peerfleet.leasehold.dev', name]);
+        return f.status?.hosts?.length === 2 && f.status.hosts.every((h: { state: string }) => h.state === 'Available');
+      };
+      await waitFor('both lenders Available', async () => (await allAvailable(NS, 'gpu')) && (await allAvailable(NS2, 'rival')), 120_000);
+      const claimed = async () => (await controller.metric('leasehold_peerfleet_claims_total', { outcome: 'claimed' })) + (await second.metric('leasehold_peerfleet_claims_total', { outcome: 'claimed' }));
+      const before = await claimed();
+      const names = Array.from({ length: 8 }, (_, i) => `race-${i}`);
+      await must(peer, ['create', '-f', '-'], JSON.stringify({ apiVersion: 'v1', kind: 'List', items: names.map((n) => peerJob(n, { runFor: '3s' })) }));
+      await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=240s', ...names.map((n) => `job/${n}`)]);
+      const lenders = new Set<string>();
+      for (const n of names) {
+        const j = await getPeerJob(n);
+        expect({ name: n, succeeded: j.status.succeeded, failed: j.status.failed ?? 0 }).toEqual({ name: n, succeeded: 1, failed: 0 });
+        lenders.add(String(j.metadata.annotations['leasehold.dev/claimed-by']).split('/').slice(0, 2).join('/'));
+      }
+      expect(await waitFor('every claim counted', async () => (await claimed()) - before === names.length, 30_000)).toBe(true);
+      expect([...lenders].every((l) => /\/lend2?\.(gpu|rival)$/.test(l))).toBe(true);
+      await must(ours, ['-n', NS2, 'delete', 'peerfleet.leasehold.dev', 'rival', '--wait=true', '--timeout=120s']);
+    } finally {
+      await second.stop();
+    }
+  });
+
+  it('the peer gone mid-session: the running mirror finishes, nothing is claimed, and the peer hears of it once back', async () => {
+    await apply(peer, peerJob('away', { runFor: '12s' }));
+    const running = await waitFor('peer Job away running', async () => {
+      const j = await getPeerJob('away');
+      return j.status?.startTime && j.metadata.annotations?.['leasehold.dev/host'] ? j : undefined;
+    }, 120_000);
+    const claims = await controller.metric('leasehold_peerfleet_claims_total', { peerfleet: 'gpu' });
+    await peer.stopAPIServer();
+    try {
+      await waitFor('verdict PeerUnreachable', async () => (await getFleet('gpu')).status?.verdict?.code === 'PeerUnreachable', 120_000);
+      await must(ours, ['wait', '-n', NS, '--for=condition=complete', '--timeout=120s', `job/lh-peer-${running.metadata.uid}`]);
+      // The finished mirror stays until the peer has its record: it is the record's only source.
+      expect((await json(ours, ['-n', NS, 'get', 'job', `lh-peer-${running.metadata.uid}`])).status.succeeded).toBe(1);
+    } finally {
+      await peer.startAPIServer();
+    }
+    await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=180s', 'job/away']);
+    const done = await getPeerJob('away');
+    expect((Date.parse(done.status.completionTime) - Date.parse(done.status.startTime)) / 1000).toBeGreaterThanOrEqual(12);
+    expect(await controller.metric('leasehold_peerfleet_claims_total', { peerfleet: 'gpu' })).toBe(claims);
+  });
+
+  it('a quiet fleet costs no writes on either side', async () => {
+    await waitFor('no mirror left', async () => (await json(ours, ['-n', NS, 'get', 'jobs'])).items.length === 0, 120_000);
+    await waitFor('every node Available', async () => (await getFleet('gpu')).status.hosts.every((h: { state: string }) => h.state === 'Available'), 60_000);
+    const peerWrites = async () => {
+      let sum = 0;
+      for (const verb of ['POST', 'PUT', 'PATCH', 'DELETE']) sum += await controller.metric('leasehold_kube_requests_total', { client: 'peer', verb });
+      return sum;
+    };
+    const gets = () => controller.metric('leasehold_kube_requests_total', { client: 'peer', verb: 'GET' });
+    const polls = async (n: number) => {
+      const from = await gets();
+      await waitFor(`${n} more polls of the peer`, async () => (await gets()) >= from + n, 90_000);
+    };
+    // The last session's end (status, events, the holder Lease) may still be landing: start from a settled fleet.
+    await waitFor('a settled fleet', async () => {
+      const before = (await controller.writes()) + (await peerWrites());
+      await polls(2);
+      return (await controller.writes()) + (await peerWrites()) === before;
+    }, 120_000);
+    const [ourBefore, peerBefore] = [await controller.writes(), await peerWrites()];
+    await polls(10);
+    expect(await controller.writes()).toBe(ourBefore);
+    expect(await peerWrites()).toBe(peerBefore);
   });
 
   it('deleting the PeerFleet waits for its running mirrors, then goes', async () => {

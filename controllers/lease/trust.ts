@@ -3,6 +3,7 @@
 // status says for them (sealedLease), writes status only through
 // sealedStatus (so a controller write also repairs tampering), and reports
 // the fields someone else changed (tamperedFields).
+import { canonical } from '../../src/kube/canonical.js';
 import type { Lease, LeaseStatus } from '../../src/api/index.js';
 import type { LeaseRecord } from './records.js';
 
@@ -95,9 +96,3 @@ function normalized(field: Sealed, value: unknown): unknown {
   return value;
 }
 
-/** JSON with object keys sorted and undefined left out, for comparing values that went through the API server. */
-function canonical(value: unknown): string {
-  return JSON.stringify(value, (_k, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).filter(([, x]) => x !== undefined).sort(([a], [b]) => a.localeCompare(b))) : v,
-  ) ?? 'undefined';
-}

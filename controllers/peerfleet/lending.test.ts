@@ -96,6 +96,10 @@ describe('lendingPass', () => {
     ['the peer is not Ready: waits', { fleet: fleet({}, [host('gpu-1', 'Available')]), verdict: { ready: false, code: 'PeerRefused' } }, ['gpu-1=Waiting'], []],
     ['the peer queue not read yet: nothing to claim', { fleet: fleet({}, [host('gpu-1', 'Available')]), peerJobs: undefined }, ['gpu-1=Available'], []],
     ['a Job too large for the node: nothing to claim', { fleet: fleet({}, [host('gpu-1', 'Available')]), peerJobs: [peerJob(1, { gpus: 4 })] }, ['gpu-1=Available'], []],
+    ['a Job whose name is not a Kubernetes name (an untrusted peer): never claimed', {
+      fleet: fleet({}, [host('gpu-1', 'Available')]),
+      peerJobs: [{ ...peerJob(1), metadata: { ...peerJob(1).metadata, name: `Bad Name ${'x'.repeat(300)}` } }],
+    }, ['gpu-1=Available'], []],
     ['one Job, two Available nodes: one claim', { fleet: fleet({}, [host('gpu-1', 'Available'), host('gpu-2', 'Available')]), nodes: [node('gpu-1'), node('gpu-2')] }, ['gpu-1=Lending', 'gpu-2=Available'], ['claim:job-1']],
     ['held by another PeerFleet: waits', {
       fleet: fleet({}, [host('gpu-1', 'Available')]),

@@ -84,6 +84,8 @@ export function fleetID(fleet: PeerFleet): string {
 /** `<namespace>/<name>`: the holder of a node's Lease. */
 export const fleetKey = (fleet: PeerFleet) => `${fleet.metadata?.namespace}/${fleet.metadata?.name}`;
 
+/** A DNS subdomain, as the peer's API server would have checked it. */
+const VALID_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/;
 const finished = (job: V1Job) => job.status?.conditions?.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True') ?? false;
 const uidOf = (job: V1Job) => job.metadata?.labels?.[PEER_JOB_UID_LABEL] ?? '';
 
@@ -124,10 +126,12 @@ export function lendingPass(world: FleetWorld): FleetPass {
   const claims = (world.peerJobs ?? []).filter((j) => j.metadata?.annotations?.[CLAIMED_BY_ANNOTATION]?.startsWith(prefix));
   const mirrored = new Set(mine.map(uidOf));
   const waitingClaims = claims.filter((j) => !mirrored.has(j.metadata?.uid ?? '') && !finished(j) && !j.status?.startTime);
-  // A Job with a mirror of ours is taken even while the watch still shows it unclaimed.
+  // A Job with a mirror of ours is taken even while the watch still shows it
+  // unclaimed. The peer is not trusted to send Kubernetes names: a Job whose
+  // name could not go into our status or an event is never claimed.
   const queue = (world.peerJobs ?? []).filter((j) => {
     const a = j.metadata?.annotations ?? {};
-    return !a[CLAIMED_BY_ANNOTATION] && !a[REFUSED_ANNOTATION] && !finished(j) && !mirrored.has(j.metadata?.uid ?? '');
+    return VALID_NAME.test(j.metadata?.name ?? '') && !a[CLAIMED_BY_ANNOTATION] && !a[REFUSED_ANNOTATION] && !finished(j) && !mirrored.has(j.metadata?.uid ?? '');
   });
   const windowMs = durationMs(spec.idleWindow);
   const previous = new Map((fleet.status?.hosts ?? []).map((h) => [h.node, h]));

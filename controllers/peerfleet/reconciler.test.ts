@@ -1,5 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { PeerFleet } from '../../src/api/index.js';
+import { canonical } from '../../src/kube/canonical.js';
 import { StatusWriter } from '../../src/kube/status.js';
 import { PeerQueueError } from '../../src/providers/peerqueue/errors.js';
 import { PeerFleetReconciler, UNREACHABLE_RETRY_MS, type PeerAccess } from './reconciler.js';
@@ -68,6 +69,20 @@ describe('PeerFleetReconciler', () => {
     expect(h.events).toHaveLength(1);
   });
 
+  it('stamps checkedAt when the verdict changes, and keeps it while the verdict stays', async () => {
+    let down = true;
+    const h = harness(fleet(), { probe: async () => { if (down) throw new PeerQueueError('Unauthorized', 'HTTP 401'); } });
+    await h.reconciler.reconcile('lend/gpu');
+    expect(h.current!.status!.verdict!.checkedAt).toBe('2026-12-01T00:00:00Z');
+    const deps = (h.reconciler as unknown as { deps: { now: () => Date } }).deps;
+    deps.now = () => new Date('2026-12-01T00:01:00Z');
+    await h.reconciler.reconcile('lend/gpu');
+    expect(h.current!.status!.verdict!.checkedAt).toBe('2026-12-01T00:00:00Z');
+    down = false;
+    await h.reconciler.reconcile('lend/gpu');
+    expect(h.current!.status!.verdict).toMatchObject({ code: 'Ready', checkedAt: '2026-12-01T00:01:00Z' });
+  });
+
   it('reads the Secret in the fleet namespace unless the reference names another', async () => {
     const h = harness(fleet({ credentialSecretRef: { name: 'peer', namespace: 'vault', key: 'token' } }), { forbidden: 'vault' });
     await h.reconciler.reconcile('lend/gpu');
@@ -113,7 +128,7 @@ describe('PeerFleetReconciler', () => {
     expect(h.events.filter((e) => e.reason === 'PeerUnreachable')).toHaveLength(1);
     down = false;
     expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 5000 });
-    expect(h.current!.status!.verdict).toEqual({ ready: true, code: 'Ready', reasons: [] });
+    expect(h.current!.status!.verdict).toEqual({ ready: true, code: 'Ready', reasons: [], checkedAt: '2026-12-01T00:00:00Z' });
     down = true;
     expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: UNREACHABLE_RETRY_MS });
   });
@@ -182,6 +197,19 @@ describe('PeerFleetReconciler', () => {
       expect(h.order).toEqual(['finalizer+', 'status', 'claim']);
       expect(h.current!.status!.hosts![0]).toMatchObject({ state: 'Lending', session: { job: 'train' } });
       expect(h.events.map((e) => e.reason)).toContain('Claimed');
+    });
+
+    it('a quiet pass writes nothing, though the server hands the accounting back with its keys sorted and time moved on', async () => {
+      const h = lendingHarness(fleet({}, { hosts: [{ node: 'gpu-1', state: 'Available', since: '2026-11-30T00:00:00Z', idleSince: '2026-11-30T00:00:00Z', reason: 'Available', message: 'node gpu-1 may lend: the peer queue has no Job to run' }] }));
+      const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[] }; now: () => Date } }).deps;
+      deps.lending.peerJobs = () => [];
+      await h.reconciler.reconcile('lend/gpu');
+      const written = h.writes.length;
+      const sorted = JSON.parse(canonical(h.current!.status));
+      Object.assign(h.current!, { status: sorted });
+      deps.now = () => new Date('2026-12-01T00:05:00Z');
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.writes).toHaveLength(written);
     });
 
     it('a status write that conflicts runs no effect', async () => {

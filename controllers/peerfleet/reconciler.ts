@@ -9,8 +9,9 @@
 import { DEFAULT_POLL_INTERVAL, durationMs, PEERFLEET_RESOURCE, type PeerFleet, type PeerFleetStatus } from '../../src/api/index.js';
 import type { V1Job } from '@kubernetes/client-node';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
+import { canonical } from '../../src/kube/canonical.js';
 import { isConflict } from '../../src/kube/client.js';
-import { setCondition } from '../../src/kube/conditions.js';
+import { rfc3339, setCondition } from '../../src/kube/conditions.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
 import type { StatusWriter } from '../../src/kube/status.js';
@@ -214,6 +215,7 @@ export class PeerFleetReconciler {
         code: verdict.code,
         reasons: verdict.reasons,
         ...(verdict.failureClass ? { failureClass: verdict.failureClass } : {}),
+        ...(before?.code === verdict.code && before.checkedAt ? { checkedAt: before.checkedAt } : { checkedAt: rfc3339(this.now()) }),
       },
       conditions: setCondition(fleet.status?.conditions, readyCondition(verdict), generation, this.now()),
     };
@@ -263,5 +265,5 @@ export class PeerFleetReconciler {
 function sameAccounting(a: PeerFleetStatus['accounting'], b: PeerFleetStatus['accounting']): boolean {
   if (!a || !b) return false;
   const strip = ({ lastComputedAt: _, ...rest }: NonNullable<PeerFleetStatus['accounting']>) => rest;
-  return JSON.stringify(strip(a)) === JSON.stringify(strip(b));
+  return canonical(strip(a)) === canonical(strip(b));
 }

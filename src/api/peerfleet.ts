@@ -116,7 +116,7 @@ export const VerdictSchema = z
       .enum(['infra_down', 'config'])
       .optional()
       .describe('For PeerUnreachable and Unknown: infra_down when the peer or our API server did not answer (wait), config when the origin or CA is wrong (fix the spec).'),
-    checkedAt: timestamp('When the verdict was last computed.').optional(),
+    checkedAt: timestamp('When the verdict last changed (it is checked every pollInterval; an unchanged verdict is not written again).').optional(),
   })
   .describe('Whether we can lend to this peer: the Secret resolves and the peer accepts the token.');
 

@@ -23,13 +23,26 @@ export const DEFAULT_GITHUB_API_URL = 'https://api.github.com';
 export const DEFAULT_GCE_ENDPOINT = 'https://compute.googleapis.com/compute/v1';
 
 export const RUNNER_HOST_STATES = ['Launching', 'Registering', 'Idle', 'Busy', 'Draining', 'Deleting'] as const;
-export const RECEIPT_ACTIONS = ['Launch', 'Delete', 'Drain', 'Start', 'Stop'] as const;
-export const RECEIPT_OUTCOMES = ['Intended', 'Succeeded', 'Failed'] as const;
+/**
+ * Provider changes a receipt records: Launch (insert the VM), Register (a JIT
+ * runner config delivered to a host), Deregister (remove a host's runner
+ * before its VM), Delete (delete a VM), RemoveRunner (remove a registration
+ * whose VM is gone).
+ */
+export const RECEIPT_ACTIONS = ['Launch', 'Register', 'Deregister', 'Delete', 'RemoveRunner'] as const;
+export const RECEIPT_PHASES = ['Intended', 'Done', 'Failed'] as const;
+export const RECEIPTS_KEPT = 64;
+export const PROVISIONING_MODELS = ['SPOT', 'STANDARD'] as const;
+/** Condition types of a RunnerTarget. */
+export const RUNNERTARGET_CONDITIONS = ['Ready', 'Durable', 'BudgetExhausted', 'Held'] as const;
 
 export const SERVICE_ACCOUNT_PATTERN = '^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}$';
 const DEFAULT_COMPUTE_ACCOUNT_SUFFIX = '-compute@developer.gserviceaccount.com';
 const DEFAULT_COMPUTE_ACCOUNT_MESSAGE =
   'serviceAccount must not be the default Compute Engine account, which usually holds broad roles; use a dedicated account with only log and metric write access';
+
+const STANDARD_PRICE_MESSAGE =
+  'fallbackToStandard needs standardPricePerHour on every machineTypeTiers entry, so that standard hosts count against dailyBudgetUSD';
 
 const GITHUB_NAME = '[A-Za-z0-9]([A-Za-z0-9-]{0,37}[A-Za-z0-9])?';
 const GITHUB_REPO = '[A-Za-z0-9._-]{1,100}';
@@ -57,7 +70,9 @@ export const GitHubSchema = kube(
         .array(z.string().min(1).max(128).describe('A runner label.'))
         .max(32)
         .optional()
-        .describe('Runner labels a job must ask for to count; omit to count every self-hosted job.'),
+        .describe(
+          'Labels the runners get besides self-hosted, linux and x64. A queued job counts when it asks for every one of these and the runners have every label of its runs-on; omit to count every job the runners can take.',
+        ),
       tokenSecretRef: secretKeyRef('The Secret key holding a GitHub token that may manage runners of the org.', {
         defaultKey: 'token',
         keyMeaning: 'the token',
@@ -103,65 +118,94 @@ export const MachineTypeTierSchema = z
       .max(64)
       .regex(re('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))
       .describe('A Compute Engine machine type, e.g. n2d-standard-16.'),
+    pricePerHour: usd(
+      'What one spot host of this type costs, in US dollars per hour; spend today and dailyBudgetUSD are counted with it. Required.',
+    ),
+    standardPricePerHour: usd(
+      'What one standard (non-spot) host of this type costs, in US dollars per hour. Required on every tier when gce.fallbackToStandard is true.',
+    ).optional(),
     maxPricePerHour: usd('Skip this tier when its spot price is above this, in US dollars per hour.').optional(),
   })
   .strict()
   .describe('One machine type to try.');
 
-export const GCESchema = z
-  .object({
-    project: z
-      .string()
-      .max(30)
-      .regex(re('^[a-z][a-z0-9-]{4,28}[a-z0-9]$'))
-      .describe('Compute Engine project ID the hosts run in.'),
-    zones: z
-      .array(z.string().max(64).regex(re('^[a-z]+-[a-z]+[0-9]+-[a-z]$')).describe('A zone, e.g. us-central1-a.'))
-      .min(1)
-      .max(32)
-      .describe('Zones to launch in, most preferred first.'),
-    machineTypeTiers: z
-      .array(MachineTypeTierSchema)
-      .min(1)
-      .max(16)
-      .describe('Machine types to try, in order; the first with spot capacity within its price is used.'),
-    serviceAccount: kube(
-      z
+export const GCESchema = kube(
+  z
+    .object({
+      project: z
         .string()
-        .max(254)
-        .regex(re(SERVICE_ACCOUNT_PATTERN))
-        .refine((v) => !v.endsWith(DEFAULT_COMPUTE_ACCOUNT_SUFFIX), DEFAULT_COMPUTE_ACCOUNT_MESSAGE),
+        .max(30)
+        .regex(re('^[a-z][a-z0-9-]{4,28}[a-z0-9]$'))
+        .describe('Compute Engine project ID the hosts run in.'),
+      zones: z
+        .array(z.string().max(64).regex(re('^[a-z]+-[a-z]+[0-9]+-[a-z]$')).describe('A zone, e.g. us-central1-a.'))
+        .min(1)
+        .max(32)
+        .describe('Zones to launch in, most preferred first.'),
+      machineTypeTiers: z
+        .array(MachineTypeTierSchema)
+        .min(1)
+        .max(16)
+        .describe(
+          'Machine types from smallest to largest. The pool starts on the first; pressure on busy hosts moves it up a tier (the next) or down. A launch tries the pool\'s tier in every zone, then the following tiers.',
+        ),
+      fallbackToStandard: z
+        .boolean()
+        .default(false)
+        .describe(
+          'Launch a standard (non-spot) VM when no zone and tier has spot capacity, priced at the tier\'s standardPricePerHour. Defaults to false.',
+        ),
+      serviceAccount: kube(
+        z
+          .string()
+          .max(254)
+          .regex(re(SERVICE_ACCOUNT_PATTERN))
+          .refine((v) => !v.endsWith(DEFAULT_COMPUTE_ACCOUNT_SUFFIX), DEFAULT_COMPUTE_ACCOUNT_MESSAGE),
+        {
+          description:
+            'Email of the service account the hosts run as, e.g. spot-runner-host@PROJECT.iam.gserviceaccount.com. Give it only log and metric write access. The default Compute Engine account is refused.',
+          'x-kubernetes-validations': [
+            { rule: `!self.endsWith('${DEFAULT_COMPUTE_ACCOUNT_SUFFIX}')`, message: DEFAULT_COMPUTE_ACCOUNT_MESSAGE },
+          ],
+        },
+      ),
+      image: z
+        .string()
+        .max(1024)
+        .optional()
+        .describe('Boot image of the hosts, as a Compute Engine image URL or family; omit for the controller default.'),
+      namePrefix: z
+        .string()
+        .max(40)
+        .regex(re('^[a-z]([-a-z0-9]*[a-z0-9])?$'))
+        .optional()
+        .describe('Prefix of host names; defaults to the name of the RunnerTarget.'),
+      credentialsSecretRef: secretKeyRef(
+        'The Secret key holding a service account key (JSON) to call Compute Engine with. Omit to use the identity of the controller.',
+        { defaultKey: 'key.json', keyMeaning: 'the key file' },
+      ).optional(),
+      endpoint: z
+        .url({ protocol: /^https?$/ })
+        .max(2048)
+        .default(DEFAULT_GCE_ENDPOINT)
+        .describe('Base URL of the Compute Engine API. Defaults to https://compute.googleapis.com/compute/v1.'),
+    })
+    .strict()
+    .refine((g) => !g.fallbackToStandard || g.machineTypeTiers.every((t) => t.standardPricePerHour !== undefined), {
+      message: STANDARD_PRICE_MESSAGE,
+      path: ['fallbackToStandard'],
+    }),
+  {
+    description: 'Where and how runner hosts are created on Compute Engine spot VMs.',
+    'x-kubernetes-validations': [
       {
-        description:
-          'Email of the service account the hosts run as, e.g. spot-runner-host@PROJECT.iam.gserviceaccount.com. Give it only log and metric write access. The default Compute Engine account is refused.',
-        'x-kubernetes-validations': [
-          { rule: `!self.endsWith('${DEFAULT_COMPUTE_ACCOUNT_SUFFIX}')`, message: DEFAULT_COMPUTE_ACCOUNT_MESSAGE },
-        ],
+        rule: '!has(self.fallbackToStandard) || !self.fallbackToStandard || self.machineTypeTiers.all(t, has(t.standardPricePerHour))',
+        message: STANDARD_PRICE_MESSAGE,
+        fieldPath: '.fallbackToStandard',
       },
-    ),
-    image: z
-      .string()
-      .max(1024)
-      .optional()
-      .describe('Boot image of the hosts, as a Compute Engine image URL or family; omit for the controller default.'),
-    namePrefix: z
-      .string()
-      .max(40)
-      .regex(re('^[a-z]([-a-z0-9]*[a-z0-9])?$'))
-      .optional()
-      .describe('Prefix of host names; defaults to the name of the RunnerTarget.'),
-    credentialsSecretRef: secretKeyRef(
-      'The Secret key holding a service account key (JSON) to call Compute Engine with. Omit to use the identity of the controller.',
-      { defaultKey: 'key.json', keyMeaning: 'the key file' },
-    ).optional(),
-    endpoint: z
-      .url({ protocol: /^https?$/ })
-      .max(2048)
-      .default(DEFAULT_GCE_ENDPOINT)
-      .describe('Base URL of the Compute Engine API. Defaults to https://compute.googleapis.com/compute/v1.'),
-  })
-  .strict()
-  .describe('Where and how runner hosts are created on Compute Engine spot VMs.');
+    ],
+  },
+);
 
 export const RunnerTargetSpecSchema = kube(
   z
@@ -179,6 +223,12 @@ export const RunnerTargetSpecSchema = kube(
         'Most the pool may spend per UTC day, in US dollars. A check never starts a host that would take the estimated spend past this.',
       ),
       checkInterval: duration('How often the pool is checked, e.g. 5m. Defaults to 5m.').default(DEFAULT_CHECK_INTERVAL),
+      dryRun: z
+        .boolean()
+        .default(false)
+        .describe(
+          'Read-only checks: no lease, no receipt, no change to Compute Engine or GitHub; each check writes its plan to status.plan and an event. Defaults to false.',
+        ),
     })
     .strict()
     .refine((s) => s.floor <= s.maxHosts, { message: 'floor must not exceed maxHosts', path: ['floor'] }),
@@ -191,58 +241,106 @@ export const RunnerTargetSpecSchema = kube(
 );
 export type RunnerTargetSpec = z.infer<typeof RunnerTargetSpecSchema>;
 
+const hostName = (description: string) => z.string().max(63).describe(description);
+const percent = (description: string) => z.number().min(0).max(100).describe(description);
+
 export const RunnerHostSchema = z
   .object({
-    name: z.string().max(63).describe('Name of the VM.'),
+    name: hostName('Name of the VM; its runner has the same name.'),
     zone: z.string().max(64).describe('Zone the VM runs in.'),
     machineType: z.string().max(64).describe('Machine type of the VM.'),
+    provisioningModel: z.enum(PROVISIONING_MODELS).default('SPOT').describe('SPOT or STANDARD (gce.fallbackToStandard). Defaults to SPOT.'),
+    pricePerHour: usd('Price of the host when it was launched, in US dollars per hour; spend is counted with it.'),
     state: z
       .enum(RUNNER_HOST_STATES)
-      .describe('Launching, Registering (booted, runners not yet registered), Idle, Busy, Draining or Deleting.'),
+      .describe('Launching, Registering (booted, runner not yet registered), Idle, Busy, Draining (runner removed, confirming no job runs) or Deleting.'),
     createdAt: timestamp('When the VM was created.'),
+    runnerID: count('ID of the host\'s runner registration at GitHub, once registered.').optional(),
+    idleSince: timestamp('Since when the runner has been seen idle at every check; absent while busy.').optional(),
+    orphanSince: timestamp('When a check first found the VM without a runner after its boot grace; the next check deletes it unless the runner shows up.').optional(),
+    message: message('Why the host is in its state.', 1024).optional(),
   })
   .describe('One runner host.');
 
 export const ReceiptSchema = z
   .object({
     id: z.string().max(128).describe('Identifier of the receipt, unique within the RunnerTarget.'),
-    action: z.enum(RECEIPT_ACTIONS).describe('What the provider was asked to do.'),
+    action: z.enum(RECEIPT_ACTIONS).describe('What the provider is asked to do: Launch, Register, Deregister, Delete or RemoveRunner.'),
+    phase: z.enum(RECEIPT_PHASES).describe('Intended (recorded before the provider call), then Done or Failed.'),
     at: timestamp('When the intent was recorded, before the provider was called.'),
-    hosts: z
-      .array(z.string().max(63).describe('A host name.'))
-      .max(64)
-      .describe('Hosts the action applies to.'),
-    outcome: z
-      .enum(RECEIPT_OUTCOMES)
-      .optional()
-      .describe('Intended until the provider answered, then Succeeded or Failed.'),
+    hosts: z.array(hostName('A host name.')).max(64).describe('Hosts the action applies to.'),
+    zone: z.string().max(64).optional().describe('Zone of a Launch.'),
+    machineType: z.string().max(64).optional().describe('Machine type of a Launch.'),
+    provisioningModel: z.enum(PROVISIONING_MODELS).optional().describe('SPOT or STANDARD, for a Launch.'),
+    requestId: z.string().max(36).optional().describe('The Compute Engine requestId of a Launch or Delete, reused when a later check continues it.'),
     message: message('Details, such as the error of a failed action.', 4096).optional(),
   })
   .describe('A record of one provider change, written before the change is made.');
+export type Receipt = z.infer<typeof ReceiptSchema>;
+
+export const PressureSampleSchema = z
+  .object({
+    cpu: percent('Highest "some avg60" of /proc/pressure/cpu on a busy host, in percent.'),
+    memory: percent('Highest "some avg60" of /proc/pressure/memory on a busy host, in percent.'),
+    io: percent('Highest "some avg60" of /proc/pressure/io on a busy host, in percent.'),
+    hosts: count('Busy hosts whose evidence was read.'),
+  })
+  .describe('Pressure on the busy hosts at the sample.');
 
 export const RunnerTargetStatusSchema = z
   .object({
     observedGeneration: count('The metadata.generation this status was computed from.').optional(),
-    conditions: conditions('Ready: the last check completed; BudgetExhausted: no host can start today.').optional(),
+    conditions: conditions(
+      'Ready: the last check completed. Durable: status writes succeed; False stops every provider call of the check (never cleared by overwriting). BudgetExhausted: no launch fits dailyBudgetUSD today. Held: True while a check holds the target\'s lease, naming the holder (a check that finds the lease held elsewhere writes no status, only an event).',
+    ).optional(),
     hosts: z.array(RunnerHostSchema).max(1000).optional().describe('Hosts the pool has.'),
-    receipts: z.array(ReceiptSchema).max(64).optional().describe('The most recent provider changes, newest last.'),
-    lastSample: z
+    counts: z
       .object({
-        at: timestamp('When the sample was taken.'),
-        queued: count('Jobs queued in the followed repositories.'),
-        running: count('Jobs running in the followed repositories.'),
+        hosts: count('Hosts the pool has.'),
+        busy: count('Hosts whose runner runs a job.'),
+        idle: count('Hosts whose runner is idle.'),
+        queued: count('Queued jobs the runners could take.'),
       })
       .optional()
-      .describe('The last sample of the job queue that the policy counted.'),
+      .describe('Totals of the last check, for kubectl get.'),
+    receipts: z.array(ReceiptSchema).max(RECEIPTS_KEPT).optional().describe('The most recent provider changes, newest last (at most 64).'),
+    lastSample: z
+      .object({
+        at: timestamp('When the sample was taken; the next sample counts only 300 to 450 seconds later.'),
+        queued: count('Queued jobs of the followed repositories that the runners could take.'),
+        running: count('Jobs running in the followed repositories.'),
+        idleRunners: count('Runners of the pool that were idle.'),
+        busyRunners: count('Runners of the pool that were busy.'),
+        pressure: PressureSampleSchema.optional(),
+      })
+      .optional()
+      .describe('The last sample that the policy counted.'),
+    tier: z
+      .object({
+        machineType: z.string().max(64).describe('The machine type the pool launches first.'),
+        high: count('Counted samples in a row with high pressure; enough moves the pool up a tier.'),
+        low: count('Counted samples in a row with low pressure; enough moves the pool down a tier.'),
+        changedAt: timestamp('When the tier last changed.').optional(),
+      })
+      .optional()
+      .describe('The machine-type tier the pressure evidence chose.'),
     lastCheckAt: timestamp('When the last check finished.').optional(),
     plan: z
       .object({
+        at: timestamp('When the plan was made.'),
+        dryRun: z.boolean().describe('True when spec.dryRun made the check read-only: nothing of the plan was done.'),
         desired: count('How many hosts the pool should have.'),
-        reason: message('Why, in words.', 1024),
+        launch: count('Hosts to launch.'),
+        drain: z.array(hostName('A host name.')).max(1000).describe('Idle hosts whose runner is removed before the VM is deleted.'),
+        delete: z.array(hostName('A host name.')).max(1000).describe('VMs to delete: drained hosts with no job running, orphans after their last look, preempted hosts.'),
+        removeRunners: z.array(hostName('A runner name.')).max(1000).describe('Runner registrations whose VM is gone.'),
+        machineType: z.string().max(64).describe('The machine type launches start with.'),
+        reason: message('Why, in words.', 4096),
       })
       .optional()
       .describe('What the last check decided.'),
-    spendTodayUSD: usd('Estimated spend of the pool in the current UTC day, in US dollars.').optional(),
+    spendTodayUSD: usd('Estimated spend of the pool in the current UTC day, in US dollars: host-hours times each host\'s pricePerHour.').optional(),
+    spendEndedUSD: usd('The part of spendTodayUSD from hosts that ended during spendDay, in US dollars.').optional(),
     spendDay: z
       .string()
       .max(10)
@@ -252,6 +350,10 @@ export const RunnerTargetStatusSchema = z
   })
   .describe('The observed state of the pool.');
 export type RunnerTargetStatus = z.infer<typeof RunnerTargetStatusSchema>;
+export type RunnerHost = z.infer<typeof RunnerHostSchema>;
+export type RunnerTargetPlan = NonNullable<RunnerTargetStatus['plan']>;
+export type RunnerTargetSample = NonNullable<RunnerTargetStatus['lastSample']>;
+export type RunnerTargetTier = NonNullable<RunnerTargetStatus['tier']>;
 
 export const RunnerTargetSchema = kindSchema(RUNNERTARGET_NAMES.kind, RunnerTargetSpecSchema, RunnerTargetStatusSchema, 'A RunnerTarget keeps a pool of GitHub Actions runner hosts on Compute Engine spot VMs in step with the queued jobs, between a floor and a maximum and within a daily budget, recording its intent before every provider change.');
 export type RunnerTarget = z.infer<typeof RunnerTargetSchema>;

@@ -43,7 +43,7 @@ const runners = {
   gce: {
     project: 'my-project',
     zones: ['us-central1-a'],
-    machineTypeTiers: [{ machineType: 'n2d-standard-16', maxPricePerHour: 0.3 }],
+    machineTypeTiers: [{ machineType: 'n2d-standard-16', pricePerHour: 0.14, maxPricePerHour: 0.3 }],
     serviceAccount: 'spot-runner-host@my-project.iam.gserviceaccount.com',
   },
   maxHosts: 5,
@@ -208,6 +208,31 @@ describe('RunnerTarget', () => {
     expect(rt.spec.floor).toBe(0);
     expect(rt.spec.checkInterval).toBe('5m');
     expect(rt.spec.github.apiURL).toBe('https://api.github.com');
+    expect(rt.spec.dryRun).toBe(false);
+    expect(rt.spec.gce.fallbackToStandard).toBe(false);
+  });
+
+  it('parses a status with hosts, receipts, sample, tier, plan and spend', () => {
+    const status = {
+      conditions: [{ type: 'Durable', status: 'False', reason: 'StatusConflict', message: 'receipt write conflicted', lastTransitionTime: TS }],
+      hosts: [{ name: 'pool-a1', zone: 'us-central1-a', machineType: 'n2d-standard-16', pricePerHour: 0.14, state: 'Idle', createdAt: TS, runnerID: 7, idleSince: TS }],
+      counts: { hosts: 1, busy: 0, idle: 1, queued: 0 },
+      receipts: [{ id: 'launch-1', action: 'Launch', phase: 'Intended', at: TS, hosts: ['pool-a1'], zone: 'us-central1-a', machineType: 'n2d-standard-16', provisioningModel: 'SPOT', requestId: '6f1c0f0e-3c1a-4d5e-9f00-0a1b2c3d4e5f' }],
+      lastSample: { at: TS, queued: 3, running: 1, idleRunners: 1, busyRunners: 1, pressure: { cpu: 12.5, memory: 0, io: 1, hosts: 1 } },
+      tier: { machineType: 'n2d-standard-16', high: 0, low: 2 },
+      plan: { at: TS, dryRun: true, desired: 3, launch: 2, drain: [], delete: [], removeRunners: [], machineType: 'n2d-standard-16', reason: '3 queued jobs' },
+      spendTodayUSD: 1.2,
+      spendEndedUSD: 0.4,
+      spendDay: '2026-01-02',
+    };
+    const rt = RunnerTargetSchema.parse({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: meta, spec: runners, status });
+    expect(rt.status?.hosts?.[0]?.provisioningModel).toBe('SPOT');
+    expect(rt.status?.receipts?.[0]?.phase).toBe('Intended');
+  });
+
+  const tiers = [{ machineType: 'n2d-standard-16', pricePerHour: 0.14, standardPricePerHour: 0.7 }];
+  it('takes fallbackToStandard when every tier has a standard price', () => {
+    expect(first(RunnerTargetSpecSchema, { ...runners, gce: { ...runners.gce, machineTypeTiers: tiers, fallbackToStandard: true } })).toBe('ok');
   });
 
   const bad: Array<[string, unknown, RegExp]> = [
@@ -222,6 +247,10 @@ describe('RunnerTarget', () => {
     ['bad repository', { ...runners, github: { ...runners.github, repositories: ['oxidex'] } }, /^github\.repositories\.0: /],
     ['zero max', { ...runners, maxHosts: 0 }, /^maxHosts: /],
     ['fractional floor', { ...runners, floor: 1.5 }, /^floor: /],
+    ['a tier without its price', { ...runners, gce: { ...runners.gce, machineTypeTiers: [{ machineType: 'n2d-standard-16' }] } }, /^gce\.machineTypeTiers\.0\.pricePerHour: /],
+    ['a negative price', { ...runners, gce: { ...runners.gce, machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: -1 }] } }, /^gce\.machineTypeTiers\.0\.pricePerHour: /],
+    ['fallbackToStandard without standard prices', { ...runners, gce: { ...runners.gce, fallbackToStandard: true } }, /^gce\.fallbackToStandard: fallbackToStandard needs standardPricePerHour/],
+    ['dryRun not a boolean', { ...runners, dryRun: 'yes' }, /^dryRun: /],
   ];
   it.each(bad)('refuses %s', (_name, spec, message) => {
     expect(first(RunnerTargetSpecSchema, spec)).toMatch(message);

@@ -33,7 +33,8 @@ export interface ApiRoute<Op extends string, Caller, Trace> extends RoutePattern
 
 /** How the API shapes errors. */
 export interface ErrorStyle {
-  body(code: string, message: string, suggestion?: string): unknown;
+  /** `status` is the HTTP status the body goes with (some APIs repeat it in the body). */
+  body(code: string, message: string, suggestion: string | undefined, status: number): unknown;
   /** The code of an error raised without one (by the kit, or an injected status fault). */
   code(status: number): string;
   /** What a request without a valid credential is told. */
@@ -88,7 +89,7 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
   /** An error answer in the API's shape. */
   errorReply(e: HttpError): Reply {
     const code = e.code ?? this.opts.errors.code(e.status);
-    return { status: e.status, body: this.opts.errors.body(code, e.message, e.suggestion), ...(e.headers ? { headers: e.headers } : {}) };
+    return { status: e.status, body: this.opts.errors.body(code, e.message, e.suggestion, e.status), ...(e.headers ? { headers: e.headers } : {}) };
   }
 
   serve(req: IncomingMessage, res: ServerResponse, path: string, url: URL): void {

@@ -1,0 +1,40 @@
+// The conditions a check writes, from where its machine is. A check that
+// found the lease held elsewhere writes no status at all: any write would
+// move the object's resourceVersion under the holder, whose next receipt
+// write would then conflict and stop its check.
+import type { ConditionInput } from '../../src/kube/conditions.js';
+import type { DurableCondition } from './durability.js';
+import type { CheckStep } from './machine.js';
+
+export interface ConditionFacts {
+  /** The identity holding the lease (this controller, once acquired). */
+  holder: string;
+  durable: DurableCondition;
+  /** BudgetExhausted from the plan, when the check got that far. */
+  budget?: ConditionInput | undefined;
+}
+
+/** The conditions to set after `step`, or undefined when this check must not write status. */
+export function checkConditions(step: Pick<CheckStep, 'state' | 'context'>, facts: ConditionFacts): ConditionInput[] | undefined {
+  const { state, context } = step;
+  const budget = facts.budget ? [facts.budget] : [];
+  // A dry run holds no lease, so it never says anything about one.
+  const released: ConditionInput[] = context.dryRun ? [] : [{ type: 'Held', status: 'False', reason: 'CheckEnded', message: `${facts.holder} released the check lease` }];
+  switch (state) {
+    case 'Held':
+    case 'Idle':
+    case 'Holding':
+      return undefined;
+    case 'Done':
+      return [{ type: 'Ready', status: 'True', reason: 'CheckCompleted', message: context.message }, facts.durable, ...budget, ...released];
+    case 'DryRun':
+      return [{ type: 'Ready', status: 'True', reason: 'DryRun', message: 'spec.dryRun: the check only planned (status.plan); nothing was changed' }, ...budget];
+    case 'NotDurable':
+      return [{ type: 'Ready', status: 'False', reason: 'NotDurable', message: context.message }, facts.durable, ...released];
+    case 'Failed':
+      return [{ type: 'Ready', status: 'False', reason: context.reason, message: context.message }, ...released];
+    default:
+      // A check under way: the holder says it holds the lease; a dry run holds none.
+      return context.dryRun ? [] : [{ type: 'Held', status: 'True', reason: 'CheckRunning', message: `${facts.holder} holds the check lease` }];
+  }
+}

@@ -1,0 +1,61 @@
+// Each host's state from what this check saw: its VM, its runner (GitHub's
+// busy flag, a job in progress on it, or a job process SSH found) and the
+// state status recorded. Draining and Deleting belong to scale-down and
+// change only there. VMs of the pool missing from status (a status write
+// lost after a launch) are adopted, so that orphan and budget policies see
+// them.
+import type { RunnerHost, RunnerTargetSpec } from '../../src/api/index.js';
+import { rfc3339 } from '../../src/kube/conditions.js';
+import { busyRunners } from './demand.js';
+import type { Observation, PoolVM } from './observation.js';
+
+const GONE: readonly PoolVM['status'][] = ['TERMINATED', 'STOPPED'];
+
+/** A tier's price for a VM, or the dearest price of the spec when its machine type is not a tier any more. */
+export function priceOf(vm: Pick<PoolVM, 'machineType' | 'provisioningModel'>, tiers: RunnerTargetSpec['gce']['machineTypeTiers']): number {
+  const price = (t: (typeof tiers)[number]) => (vm.provisioningModel === 'STANDARD' ? (t.standardPricePerHour ?? t.pricePerHour) : t.pricePerHour);
+  const tier = tiers.find((t) => t.machineType === vm.machineType);
+  // An unknown machine type is counted at the highest price: spend is never under-counted.
+  return tier ? price(tier) : Math.max(...tiers.map(price));
+}
+
+export function observeHosts(hosts: readonly RunnerHost[], observation: Observation, tiers: RunnerTargetSpec['gce']['machineTypeTiers']): RunnerHost[] {
+  const now = rfc3339(new Date(observation.at));
+  const vms = new Map(observation.vms.map((v) => [v.name, v]));
+  const runners = new Map(observation.runners.map((r) => [r.name, r]));
+  const busy = busyRunners(observation.runners, observation.jobs);
+  for (const [name, probe] of observation.probes) if (probe.job === 'running') busy.add(name);
+
+  const next = hosts.map((h): RunnerHost => {
+    if (h.state === 'Draining' || h.state === 'Deleting') return h;
+    const vm = vms.get(h.name);
+    if (!vm || GONE.includes(vm.status)) return h;
+    if (h.state === 'Launching' && vm.status !== 'RUNNING') return h;
+    const runner = runners.get(h.name);
+    const { idleSince: _idle, message: _message, ...rest } = h;
+    if (busy.has(h.name)) return { ...rest, state: 'Busy', ...(runner ? { runnerID: runner.id } : {}) };
+    if (!runner) return { ...rest, state: 'Registering', message: 'VM running; its runner has not registered' };
+    if (runner.status !== 'online') return { ...rest, state: 'Registering', runnerID: runner.id, message: 'runner registered but offline' };
+    // The idle clock restarts whenever the host is seen busy, so "idle for N s" means every check since saw it idle.
+    return { ...rest, state: 'Idle', runnerID: runner.id, idleSince: h.state === 'Idle' && h.idleSince ? h.idleSince : now };
+  });
+
+  const known = new Set(hosts.map((h) => h.name));
+  for (const vm of observation.vms) {
+    if (known.has(vm.name) || GONE.includes(vm.status)) continue;
+    const runner = runners.get(vm.name);
+    next.push({
+      name: vm.name,
+      zone: vm.zone,
+      machineType: vm.machineType,
+      provisioningModel: vm.provisioningModel,
+      pricePerHour: priceOf(vm, tiers),
+      state: busy.has(vm.name) ? 'Busy' : runner?.status === 'online' ? 'Idle' : 'Registering',
+      createdAt: vm.createdAt,
+      ...(runner ? { runnerID: runner.id } : {}),
+      ...(runner?.status === 'online' && !busy.has(vm.name) ? { idleSince: now } : {}),
+      message: 'adopted: a VM of the pool that status did not list',
+    });
+  }
+  return next;
+}

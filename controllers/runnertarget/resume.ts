@@ -1,0 +1,49 @@
+// What to do with a receipt a dead check left Intended: the change may or
+// may not have happened, so each step is read from what exists now and
+// repeated only if it has not. A Launch is inserted again with the same
+// requestId (Compute Engine creates at most one instance per requestId),
+// waited for while it boots, and given its runner config once it runs.
+import type { Receipt } from '../../src/api/index.js';
+import type { Observation } from './observation.js';
+
+/** The longest a launch may take from its receipt to a registered runner (the boot and the remote build). */
+export const LAUNCH_TIMEOUT_MS = 40 * 60_000;
+
+export type ResumeStep =
+  /** The change is visible: settle the receipt Done. */
+  | { step: 'done'; message: string }
+  /** Make the same call again (same requestId where there is one). */
+  | { step: 'repeat'; message: string }
+  /** Launch: the VM exists and boots; look again at the next check. */
+  | { step: 'waitForBoot'; message: string }
+  /** Launch: the VM runs and no runner registered: deliver the JIT config over pinned SSH. */
+  | { step: 'deliverConfig'; message: string }
+  /** The change cannot complete: settle Failed; a launched VM is deleted as an orphan. */
+  | { step: 'failed'; message: string };
+
+const BOOTING = ['PROVISIONING', 'STAGING', 'REPAIRING'];
+const STOPPED = ['TERMINATED', 'STOPPED', 'STOPPING', 'SUSPENDING', 'SUSPENDED'];
+
+export function resumeStep(receipt: Receipt, observation: Pick<Observation, 'vms' | 'runners' | 'at'>, launchTimeoutMs = LAUNCH_TIMEOUT_MS): ResumeStep {
+  const name = receipt.hosts[0] ?? '';
+  const vm = observation.vms.find((v) => v.name === name);
+  const runner = observation.runners.find((r) => r.name === name);
+  switch (receipt.action) {
+    case 'Launch': {
+      if (runner) return { step: 'done', message: `runner ${name} registered` };
+      const age = observation.at - Date.parse(receipt.at);
+      if (!(age < launchTimeoutMs)) return { step: 'failed', message: `no runner registered for ${name} within ${launchTimeoutMs / 60_000} min of its launch` };
+      if (!vm) return { step: 'repeat', message: `VM ${name} does not exist: inserting it again with the same requestId` };
+      if (STOPPED.includes(vm.status)) return { step: 'failed', message: `VM ${name} is ${vm.status} before its runner registered (preempted while booting)` };
+      if (BOOTING.includes(vm.status)) return { step: 'waitForBoot', message: `VM ${name} is ${vm.status}` };
+      return { step: 'deliverConfig', message: `VM ${name} runs and has no runner: delivering its runner config over SSH` };
+    }
+    case 'Register':
+      return runner ? { step: 'done', message: `runner ${name} registered` } : { step: 'repeat', message: `runner ${name} is not registered: delivering a new runner config` };
+    case 'Deregister':
+    case 'RemoveRunner':
+      return runner ? { step: 'repeat', message: `runner ${name} is still registered: removing it again` } : { step: 'done', message: `runner ${name} is gone` };
+    case 'Delete':
+      return vm ? { step: 'repeat', message: `VM ${name} is still there (${vm.status}): deleting it again with the same requestId` } : { step: 'done', message: `VM ${name} is gone` };
+  }
+}

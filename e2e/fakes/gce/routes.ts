@@ -1,0 +1,190 @@
+// Compute Engine v1's routes the emulator serves, each with the operation
+// faults name it by: instances insert/get/list/delete/getGuestAttributes and
+// zoneOperations get/wait.
+import { createHash } from 'node:crypto';
+import type { ApiCall, ApiRoute } from '../kit/api.js';
+import { HttpError, type Reply } from '../kit/http.js';
+import { Accounts, type ServiceAccount } from './auth.js';
+import type { Compute } from './compute.js';
+import { capacityReply } from './errors.js';
+import { parseFilter } from './filter.js';
+import type { EmulatedInstance, GceOp, Scheduling } from './types.js';
+
+export type Caller = ServiceAccount & { scopes: string[] };
+type Route = ApiRoute<GceOp, Caller, undefined>;
+type Call = ApiCall<Caller, undefined>;
+
+const NAME = /^[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+const LABEL_KEY = /^[a-z][a-z0-9_-]{0,62}$/;
+const LABEL_VALUE = /^[a-z0-9_-]{0,63}$/;
+const MAX_RESULTS = 500;
+
+const ok = (body: unknown): Reply => ({ status: 200, body });
+const invalid = (field: string, value: unknown, why: string) => new HttpError(400, 'invalid', `Invalid value for field '${field}': '${String(value)}'. ${why}`);
+const fingerprint = (v: unknown) => createHash('sha256').update(JSON.stringify(v)).digest('base64').slice(0, 12);
+
+function obj(v: unknown): Record<string, unknown> {
+  return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {};
+}
+
+export function gceRoutes(compute: Compute): Route[] {
+  const { project } = compute;
+  const resource = (zone: string, kind: string, name: string) => `projects/${project}/zones/${zone}/${kind}/${name}`;
+  const notFound = (what: string) => new HttpError(404, 'notFound', `The resource '${what}' was not found`);
+
+  // Every route: the token's scopes allow Compute Engine, the project and zone exist.
+  const scoped = (answer: (call: Call, zone: string) => Reply | Promise<Reply>) => (call: Call) => {
+    if (!Accounts.canUseCompute(call.caller.scopes)) throw new HttpError(403, 'insufficientPermissions', 'Request had insufficient authentication scopes.');
+    if (call.params.project !== project) throw notFound(`projects/${call.params.project}`);
+    const zone = call.params.zone!;
+    if (!compute.zones.includes(zone)) throw invalid('zone', zone, 'Unknown zone.');
+    return answer(call, zone);
+  };
+
+  const instanceOf = (zone: string, name: string): EmulatedInstance => {
+    const i = compute.instances.get(compute.key(zone, name));
+    if (!i) throw notFound(resource(zone, 'instances', name));
+    return i;
+  };
+
+  const apiInstance = (i: EmulatedInstance) => {
+    const zoneLink = compute.zoneLink(i.zone);
+    const up = i.status === 'RUNNING';
+    return {
+      kind: 'compute#instance',
+      id: i.id,
+      name: i.name,
+      zone: zoneLink,
+      machineType: `${zoneLink}/machineTypes/${i.machineType}`,
+      status: i.status,
+      labels: { ...i.labels },
+      labelFingerprint: fingerprint(i.labels),
+      metadata: { kind: 'compute#metadata', fingerprint: fingerprint(i.metadata), items: i.metadata.map((m) => ({ ...m })) },
+      scheduling: { ...i.scheduling },
+      serviceAccounts: i.serviceAccounts.map((s) => ({ email: s.email, scopes: [...s.scopes] })),
+      networkInterfaces: [
+        {
+          kind: 'compute#networkInterface',
+          name: 'nic0',
+          network: `${zoneLink.replace(/\/zones\/.*$/, '')}/global/networks/default`,
+          networkIP: i.address,
+          ...(up ? { accessConfigs: [{ kind: 'compute#accessConfig', type: 'ONE_TO_ONE_NAT', name: 'External NAT', natIP: i.address }] } : {}),
+        },
+      ],
+      selfLink: `${zoneLink}/instances/${i.name}`,
+    };
+  };
+
+  const requestIdOf = (call: Call): string | undefined => {
+    const id = call.query.get('requestId') ?? undefined;
+    if (id !== undefined && (!UUID.test(id) || /^[0-]+$/.test(id))) throw invalid('requestId', id, 'Must be a UUID other than the zero UUID.');
+    return id;
+  };
+
+  const insert = (call: Call, zone: string): Reply => {
+    const requestId = requestIdOf(call);
+    const again = requestId ? compute.operationByRequestId(requestId) : undefined;
+    if (again) return ok(compute.view(again));
+    const b = obj(call.body);
+    if (typeof b.name !== 'string' || !NAME.test(b.name)) throw invalid('resource.name', b.name, "Must be a match of regex '(?:[a-z](?:[-a-z0-9]{0,61}[a-z0-9])?)'");
+    const mt = typeof b.machineType === 'string' ? /(?:^|\/)zones\/([^/]+)\/machineTypes\/([^/]+)$/.exec(b.machineType) : null;
+    if (!mt || mt[1] !== zone) throw invalid('resource.machineType', b.machineType, `Must be zones/${zone}/machineTypes/TYPE.`);
+    const machineType = mt[2]!;
+    if (!compute.machineTypes.includes(machineType)) throw invalid('resource.machineType', b.machineType, `Machine type with name '${machineType}' does not exist in zone '${zone}'.`);
+    const labels = obj(b.labels) as Record<string, unknown>;
+    for (const [k, v] of Object.entries(labels)) {
+      if (!LABEL_KEY.test(k) || typeof v !== 'string' || !LABEL_VALUE.test(v)) throw invalid(`resource.labels.${k}`, v, 'Label keys start with a lowercase letter; keys and values use lowercase letters, digits, _ and -, at most 63 characters.');
+    }
+    const scheduling = obj(b.scheduling) as Scheduling;
+    if (scheduling.provisioningModel !== undefined && !['STANDARD', 'SPOT'].includes(scheduling.provisioningModel)) throw invalid('resource.scheduling.provisioningModel', scheduling.provisioningModel, 'Must be STANDARD or SPOT.');
+    if (scheduling.instanceTerminationAction !== undefined && !['STOP', 'DELETE'].includes(scheduling.instanceTerminationAction)) throw invalid('resource.scheduling.instanceTerminationAction', scheduling.instanceTerminationAction, 'Must be STOP or DELETE.');
+    if (compute.instances.has(compute.key(zone, b.name))) throw new HttpError(409, 'alreadyExists', `The resource '${resource(zone, 'instances', b.name)}' already exists`);
+    const refusal = compute.refusalFor(zone, machineType, 'http');
+    if (refusal) return capacityReply(refusal, project, zone, machineType);
+    const items = Array.isArray(obj(b.metadata).items) ? (obj(b.metadata).items as unknown[]).map(obj) : [];
+    const accounts = Array.isArray(b.serviceAccounts) ? (b.serviceAccounts as unknown[]).map(obj) : [];
+    const op = compute.insert(call.caller.email, {
+      name: b.name,
+      zone,
+      machineType,
+      labels: labels as Record<string, string>,
+      metadata: items.map((m) => ({ key: String(m.key), value: String(m.value ?? '') })),
+      scheduling,
+      serviceAccounts: accounts.map((s) => ({ email: String(s.email ?? ''), scopes: Array.isArray(s.scopes) ? s.scopes.map(String) : [] })),
+      body: b,
+      requestId,
+    });
+    return ok(compute.view(op));
+  };
+
+  const list = (call: Call, zone: string): Reply => {
+    const match = parseFilter(call.query.get('filter') ?? '');
+    const max = Number(call.query.get('maxResults') ?? MAX_RESULTS);
+    if (!Number.isInteger(max) || max < 1 || max > MAX_RESULTS) throw invalid('maxResults', call.query.get('maxResults'), `Must be 1 to ${MAX_RESULTS}.`);
+    const token = call.query.get('pageToken');
+    const from = token ? Number(Buffer.from(token, 'base64url').toString('utf8')) : 0;
+    if (!Number.isInteger(from) || from < 0) throw invalid('pageToken', token, 'Not a page token this list gave.');
+    const all = [...compute.instances.values()].filter((i) => i.zone === zone && match(i)).sort((a, b) => a.name.localeCompare(b.name));
+    const page = all.slice(from, from + max);
+    const next = from + max < all.length ? Buffer.from(String(from + max)).toString('base64url') : undefined;
+    return ok({
+      kind: 'compute#instanceList',
+      id: `projects/${project}/zones/${zone}/instances`,
+      ...(page.length ? { items: page.map(apiInstance) } : {}),
+      ...(next ? { nextPageToken: next } : {}),
+      selfLink: `${compute.zoneLink(zone)}/instances`,
+    });
+  };
+
+  const guestAttributes = (call: Call, zone: string): Reply => {
+    const i = instanceOf(zone, call.params.instance!);
+    const queryPath = call.query.get('queryPath') ?? '';
+    const enabled = i.metadata.some((m) => m.key === 'enable-guest-attributes' && m.value.toUpperCase() === 'TRUE');
+    // The guest agent writes hostkeys/ once the machine runs, and only where guest attributes are enabled.
+    if (queryPath !== 'hostkeys/' || !enabled || i.status !== 'RUNNING' || i.hostKeys.length === 0) {
+      throw notFound(`${resource(zone, 'instances', i.name)}/guestAttributes/${queryPath}`);
+    }
+    const items = i.hostKeys.map((k) => {
+      const [type, blob] = k.trim().split(/\s+/);
+      return { namespace: 'hostkeys', key: type!, value: blob! };
+    });
+    return ok({ kind: 'compute#guestAttributes', queryPath, queryValue: { items }, selfLink: `${compute.zoneLink(zone)}/instances/${i.name}/getGuestAttributes?queryPath=${encodeURIComponent(queryPath)}` });
+  };
+
+  const operationOf = (zone: string, name: string) => {
+    const op = compute.operations.get(name);
+    if (!op || op.zone !== compute.zoneLink(zone)) throw notFound(resource(zone, 'operations', name));
+    return op;
+  };
+
+  const base = '/projects/:project/zones/:zone';
+  return [
+    { method: 'POST', path: `${base}/instances`, op: 'insert', answer: scoped(insert) },
+    { method: 'GET', path: `${base}/instances`, op: 'list', answer: scoped(list) },
+    { method: 'GET', path: `${base}/instances/:instance`, op: 'get', answer: scoped((call, zone) => ok(apiInstance(instanceOf(zone, call.params.instance!)))) },
+    {
+      method: 'DELETE',
+      path: `${base}/instances/:instance`,
+      op: 'delete',
+      answer: scoped((call, zone) => {
+        const requestId = requestIdOf(call);
+        const again = requestId ? compute.operationByRequestId(requestId) : undefined;
+        if (again) return ok(compute.view(again));
+        return ok(compute.view(compute.delete(call.caller.email, instanceOf(zone, call.params.instance!), requestId)));
+      }),
+    },
+    { method: 'GET', path: `${base}/instances/:instance/getGuestAttributes`, op: 'guest-attributes', answer: scoped(guestAttributes) },
+    { method: 'GET', path: `${base}/operations/:operation`, op: 'get-operation', answer: scoped((call, zone) => ok(compute.view(operationOf(zone, call.params.operation!)))) },
+    {
+      method: 'POST',
+      path: `${base}/operations/:operation/wait`,
+      op: 'wait-operation',
+      answer: scoped(async (call, zone) => {
+        const op = operationOf(zone, call.params.operation!);
+        await compute.waitDone(op, compute.settings.waitMaxMs);
+        return ok(compute.view(op));
+      }),
+    },
+  ];
+}

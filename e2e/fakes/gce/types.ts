@@ -1,0 +1,168 @@
+// The Compute Engine emulator's public types (options, handle, what it
+// records and shows) and the shapes of its state.
+import type { Fault as KitFault, FaultSpec as KitFaultSpec } from '../kit/faults.js';
+import type { RequestRecord as KitRequestRecord } from '../kit/log.js';
+
+/** The API's operations, as faults and the request log name them. */
+export type GceOp = 'insert' | 'get' | 'list' | 'delete' | 'guest-attributes' | 'get-operation' | 'wait-operation' | 'token';
+export type FaultSpec = KitFaultSpec<GceOp>;
+export type Fault = KitFault<GceOp>;
+export type RequestRecord = KitRequestRecord<GceOp>;
+
+export type InstanceStatus = 'PROVISIONING' | 'STAGING' | 'RUNNING' | 'STOPPING' | 'TERMINATED';
+export type OperationStatus = 'PENDING' | 'RUNNING' | 'DONE';
+
+/** The capacity and quota errors a launch can be refused with. */
+export type CapacityCode = 'ZONE_RESOURCE_POOL_EXHAUSTED' | 'ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS' | 'QUOTA_EXCEEDED';
+
+/** A refusal armed on demand: inserts matching zone and machine type fail with `code`. */
+export interface RefusalSpec {
+  /** Default: every zone. */
+  zone?: string;
+  /** Default: every machine type. */
+  machineType?: string;
+  code: CapacityCode;
+  /** `http`: the insert itself answers the error; `operation`: the insert is accepted and its Operation ends DONE with the error. */
+  as: 'http' | 'operation';
+  /** How many inserts it refuses; unlimited when absent. */
+  times?: number;
+}
+
+/** What a booted machine offers: its sshd host keys ("ssh-ed25519 AAAA…") and where it listens. */
+export interface BootedMachine {
+  hostKeys: string[];
+  /** Default: the emulator's instance address (127.78.x.y). */
+  address?: string;
+  sshPort: number;
+}
+
+/** The service-account key JSON, as Google issues it (the file `gcloud iam service-accounts keys create` writes). */
+export interface ServiceAccountKeyJson {
+  type: 'service_account';
+  project_id: string;
+  private_key_id: string;
+  private_key: string;
+  client_email: string;
+  client_id: string;
+  auth_uri: string;
+  token_uri: string;
+}
+
+export interface GceEmulatorOptions {
+  host?: string;
+  port?: number;
+  /** The one project the emulator serves (default "leasehold-test"). */
+  project?: string;
+  /** Default us-central1-a, us-central1-b, us-central1-c. */
+  zones?: readonly string[];
+  /** Known machine types (default e2-standard-2/4/8, n2-standard-4/8). */
+  machineTypes?: readonly string[];
+  /** An Operation stays PENDING this long (default 50). */
+  pendingMs?: number;
+  /** An Operation stays RUNNING this long (default 150). */
+  runningMs?: number;
+  /** After its insert is DONE, an instance is STAGING this long before RUNNING (default 200). */
+  bootMs?: number;
+  /** The longest operations.wait holds a request (default 120000, Google's 2 minutes). */
+  waitMaxMs?: number;
+  /** Lifetime of access tokens from /token, in seconds (default 3600). */
+  tokenTtlSeconds?: number;
+  /** API requests per service account per second, else 429 (default 0: no limit). */
+  requestsPerSecond?: number;
+  /**
+   * Called when an instance turns RUNNING; what it returns is the machine's
+   * host keys and SSH port. Without it the emulator makes an ed25519 host key
+   * per instance and nothing listens.
+   */
+  onInstanceRunning?: (instance: EmulatedInstance) => Promise<BootedMachine>;
+  /** Called once an instance is gone (deleted, or preempted with action DELETE) or TERMINATED. */
+  onInstanceGone?: (instance: EmulatedInstance) => Promise<void>;
+}
+
+export interface Scheduling {
+  provisioningModel?: string;
+  instanceTerminationAction?: string;
+  preemptible?: boolean;
+  automaticRestart?: boolean;
+  onHostMaintenance?: string;
+}
+
+/** An instance as the emulator knows it: the API's view plus what tests look at. */
+export interface EmulatedInstance {
+  id: string;
+  name: string;
+  zone: string;
+  machineType: string;
+  status: InstanceStatus;
+  labels: Record<string, string>;
+  metadata: { key: string; value: string }[];
+  scheduling: Scheduling;
+  serviceAccounts: { email: string; scopes: string[] }[];
+  /** The loopback address the machine is reached at (the networkIP and natIP). */
+  address: string;
+  sshPort: number | undefined;
+  hostKeys: string[];
+  /** The insert's body as sent. */
+  body: Record<string, unknown>;
+  preempted: boolean;
+  requestId: string | undefined;
+}
+
+/** An Operation as the API shows it. */
+export interface ApiOperation {
+  kind: 'compute#operation';
+  id: string;
+  name: string;
+  zone: string;
+  operationType: string;
+  targetLink: string;
+  targetId: string;
+  status: OperationStatus;
+  user: string;
+  progress: number;
+  insertTime: string;
+  startTime?: string;
+  endTime?: string;
+  selfLink: string;
+  clientOperationId?: string;
+  error?: { errors: { code: string; message: string; errorDetails?: unknown[] }[] };
+  httpErrorStatusCode?: number;
+  httpErrorMessage?: string;
+}
+
+export interface GceEmulator {
+  /** The API base, "http://127.0.0.1:PORT/compute/v1". */
+  readonly url: string;
+  /** The token endpoint, "http://127.0.0.1:PORT/token". */
+  readonly tokenUrl: string;
+  readonly origin: string;
+  readonly project: string;
+  readonly zones: readonly string[];
+  /** The first service account's key, as the JSON file Google issues. */
+  readonly serviceAccountKey: ServiceAccountKeyJson;
+  /** Issues another service account and its key. */
+  addServiceAccount(name: string): ServiceAccountKeyJson;
+  /** Revokes a key: tokens it signs are refused from now on, tokens issued before it stay good until they expire. */
+  revokeKey(privateKeyId: string): void;
+  pendingMs: number;
+  runningMs: number;
+  bootMs: number;
+  requestsPerSecond: number;
+  tokenTtlSeconds: number;
+  /** Arms a capacity or quota refusal; returns its ID. */
+  refuse(spec: RefusalSpec): string;
+  clearRefusals(): void;
+  /** Preempts a spot instance: TERMINATED, or gone if its instanceTerminationAction is DELETE. */
+  preempt(zone: string, name: string): void;
+  fault(spec: FaultSpec): string;
+  clearFaults(): void;
+  readonly requests: readonly RequestRecord[];
+  /** Requests that change something (insert, delete), answered or not. */
+  readonly mutations: readonly RequestRecord[];
+  instances(zone?: string): EmulatedInstance[];
+  instance(zone: string, name: string): EmulatedInstance | undefined;
+  operations(zone?: string): ApiOperation[];
+  /** Resolves once the instance has the status ('GONE': no longer exists); throws after timeoutMs (default 30000). */
+  waitForStatus(zone: string, name: string, status: InstanceStatus | 'GONE', timeoutMs?: number): Promise<void>;
+  stop(): Promise<void>;
+}

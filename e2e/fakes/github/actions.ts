@@ -1,0 +1,226 @@
+// The org's Actions state: self-hosted runners (registered with single-use
+// JIT configs), runner groups, and workflow runs and jobs that the test
+// queues and fake runners take and finish. A runner's `busy` as the API shows
+// it lags the truth by busyLagMs, as GitHub's does.
+import { randomBytes } from 'node:crypto';
+import { HttpError } from '../kit/http.js';
+import type { ApiJob, ApiRun, ApiRunner, Conclusion, FakeRunner, RunnerLabel } from './types.js';
+
+interface RunnerState {
+  id: number;
+  name: string;
+  groupId: number;
+  labels: RunnerLabel[];
+  online: boolean;
+  /** When it took its current job (ms), if it runs one. */
+  busySince: number | undefined;
+  jobId: number | undefined;
+  secret: string;
+  registered: boolean;
+}
+
+interface RunState {
+  id: number;
+  repo: string;
+  runNumber: number;
+  jobIds: number[];
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface ActionsSettings {
+  busyLagMs: number;
+  deleteBusySucceeds: boolean;
+}
+
+export const RUNNER_GROUPS = [{ id: 1, name: 'Default' }];
+
+export class Actions {
+  private readonly runnersById = new Map<number, RunnerState>();
+  private readonly runsById = new Map<number, RunState>();
+  private readonly jobsById = new Map<number, ApiJob>();
+  private readonly repos = new Map<string, number>();
+  private seq = 1000;
+  private labelSeq = 1;
+
+  constructor(
+    readonly org: string,
+    private readonly settings: ActionsSettings,
+    private readonly origin: () => string,
+  ) {}
+
+  private next(): number {
+    return ++this.seq;
+  }
+
+  repoId(repo: string): number | undefined {
+    return this.repos.get(repo);
+  }
+
+  runnerView(r: RunnerState, now = Date.now()): ApiRunner {
+    // GitHub's busy flag lags: it reads false for a while after a job started.
+    const busy = r.busySince !== undefined && now - r.busySince >= this.settings.busyLagMs;
+    return { id: r.id, name: r.name, os: 'Linux', status: r.online ? 'online' : 'offline', busy, ephemeral: true, runner_group_id: r.groupId, labels: r.labels.map((l) => ({ ...l })) };
+  }
+
+  runners(): ApiRunner[] {
+    return [...this.runnersById.values()].sort((a, b) => a.id - b.id).map((r) => this.runnerView(r));
+  }
+
+  generateJitConfig(body: Record<string, unknown>): { runner: ApiRunner; encoded_jit_config: string } {
+    const { name, runner_group_id: groupId, labels, work_folder: workFolder } = body;
+    if (typeof name !== 'string' || name === '') throw new HttpError(422, undefined, 'Invalid input: object is missing required key: name.');
+    if (groupId === undefined) throw new HttpError(422, undefined, 'Invalid input: object is missing required key: runner_group_id.');
+    if (typeof groupId !== 'number' || !RUNNER_GROUPS.some((g) => g.id === groupId)) throw new HttpError(404, undefined, 'Not Found');
+    if (!Array.isArray(labels) || labels.length < 1 || labels.length > 100 || !labels.every((l) => typeof l === 'string' && l !== '')) {
+      throw new HttpError(422, undefined, 'Invalid input: labels must list 1 to 100 label names.');
+    }
+    if (workFolder !== undefined && typeof workFolder !== 'string') throw new HttpError(422, undefined, 'Invalid input: work_folder must be a string.');
+    if ([...this.runnersById.values()].some((r) => r.name === name)) throw new HttpError(409, undefined, `Already exists - A runner with the name ${name} already exists.`);
+    const r: RunnerState = {
+      id: this.next(),
+      name,
+      groupId,
+      labels: [{ id: this.labelSeq++, name: 'self-hosted', type: 'read-only' as const }, ...(labels as string[]).map((l) => ({ id: this.labelSeq++, name: l, type: 'custom' as const }))],
+      online: false,
+      busySince: undefined,
+      jobId: undefined,
+      secret: randomBytes(24).toString('hex'),
+      registered: false,
+    };
+    this.runnersById.set(r.id, r);
+    const file = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64');
+    const config = {
+      '.runner': file({ agentId: r.id, agentName: r.name, poolId: groupId, serverUrl: `${this.origin()}/_runner`, gitHubUrl: `${this.origin()}/${this.org}`, workFolder: workFolder ?? '_work', ephemeral: true }),
+      '.credentials': file({ scheme: 'OAuthAccessToken', data: { token: r.secret } }),
+    };
+    return { runner: this.runnerView(r), encoded_jit_config: Buffer.from(JSON.stringify(config)).toString('base64') };
+  }
+
+  deleteRunner(id: number): void {
+    const r = this.runnersById.get(id);
+    if (!r) throw new HttpError(404, undefined, 'Not Found');
+    if (r.jobId !== undefined && !this.settings.deleteBusySucceeds) throw new HttpError(422, undefined, `Bad request - Runner "${r.name}" is still running a job.`);
+    this.runnersById.delete(id);
+  }
+
+  /** Registers the runner a JIT config names; a config works once, and not for a deleted runner. */
+  startRunner(encoded: string): FakeRunner {
+    let id: number;
+    let secret: string;
+    try {
+      const config = JSON.parse(Buffer.from(encoded, 'base64').toString('utf8')) as Record<string, string>;
+      const runner = JSON.parse(Buffer.from(config['.runner']!, 'base64').toString('utf8')) as { agentId: number };
+      const creds = JSON.parse(Buffer.from(config['.credentials']!, 'base64').toString('utf8')) as { data: { token: string } };
+      id = runner.agentId;
+      secret = creds.data.token;
+    } catch {
+      throw new Error('not a JIT config this emulator issued');
+    }
+    const r = this.runnersById.get(id);
+    if (!r || r.secret !== secret) throw new Error(`runner ${id} does not exist (deleted, or the config is not one this emulator issued)`);
+    if (r.registered) throw new Error(`the JIT config of runner ${r.name} was used already; it is single use`);
+    r.registered = true;
+    r.online = true;
+    return this.fakeRunner(r);
+  }
+
+  private fakeRunner(r: RunnerState): FakeRunner {
+    const actions = this;
+    return {
+      id: r.id,
+      name: r.name,
+      get busy() {
+        return r.jobId !== undefined;
+      },
+      takeJob: () => {
+        if (!actions.runnersById.has(r.id)) throw new Error(`runner ${r.name} was removed`);
+        if (r.jobId !== undefined) throw new Error(`runner ${r.name} runs job ${r.jobId} already`);
+        const names = new Set(r.labels.map((l) => l.name.toLowerCase()));
+        const job = [...actions.jobsById.values()].filter((j) => j.status === 'queued' && j.labels.every((l) => names.has(l.toLowerCase()))).sort((a, b) => a.id - b.id)[0];
+        if (!job) return undefined;
+        Object.assign(job, { status: 'in_progress', started_at: new Date().toISOString(), runner_id: r.id, runner_name: r.name, runner_group_id: r.groupId });
+        r.jobId = job.id;
+        r.busySince = Date.now();
+        actions.touch(job.run_id);
+        return { ...job, labels: [...job.labels] };
+      },
+      finishJob: (conclusion: Conclusion = 'success') => {
+        if (r.jobId === undefined) throw new Error(`runner ${r.name} runs no job`);
+        actions.completeJob(r.jobId, conclusion);
+      },
+      goOffline: () => {
+        r.online = false;
+      },
+    };
+  }
+
+  queueRun(repo: string, jobs: { labels: string[]; name?: string }[]): { runId: number; jobIds: number[] } {
+    if (!this.repos.has(repo)) this.repos.set(repo, this.next());
+    const now = new Date().toISOString();
+    const run: RunState = { id: this.next(), repo, runNumber: this.runsById.size + 1, jobIds: [], createdAt: now, updatedAt: now };
+    this.runsById.set(run.id, run);
+    for (const [n, j] of jobs.entries()) {
+      const job: ApiJob = {
+        id: this.next(),
+        run_id: run.id,
+        run_attempt: 1,
+        workflow_name: 'ci',
+        name: j.name ?? `job-${n + 1}`,
+        status: 'queued',
+        conclusion: null,
+        labels: [...j.labels],
+        runner_id: null,
+        runner_name: null,
+        runner_group_id: null,
+        created_at: now,
+        started_at: null,
+        completed_at: null,
+        head_branch: 'main',
+      };
+      this.jobsById.set(job.id, job);
+      run.jobIds.push(job.id);
+    }
+    return { runId: run.id, jobIds: [...run.jobIds] };
+  }
+
+  completeJob(jobId: number, conclusion: Conclusion = 'success'): void {
+    const job = this.jobsById.get(jobId);
+    if (!job) throw new Error(`no job ${jobId}`);
+    Object.assign(job, { status: 'completed', conclusion, completed_at: new Date().toISOString() });
+    const runner = [...this.runnersById.values()].find((r) => r.jobId === jobId);
+    // A JIT runner is ephemeral: after its one job GitHub removes it.
+    if (runner) this.runnersById.delete(runner.id);
+    this.touch(job.run_id);
+  }
+
+  private touch(runId: number): void {
+    const run = this.runsById.get(runId);
+    if (run) run.updatedAt = new Date().toISOString();
+  }
+
+  runView(run: RunState): ApiRun {
+    const jobs = run.jobIds.map((id) => this.jobsById.get(id)!);
+    const status = jobs.every((j) => j.status === 'completed') ? 'completed' : jobs.every((j) => j.status === 'queued') ? 'queued' : 'in_progress';
+    const conclusion = status !== 'completed' ? null : jobs.some((j) => j.conclusion === 'failure') ? 'failure' : jobs.some((j) => j.conclusion === 'cancelled') ? 'cancelled' : 'success';
+    const name = run.repo;
+    return { id: run.id, name: 'ci', run_number: run.runNumber, run_attempt: 1, status, conclusion, head_branch: 'main', created_at: run.createdAt, updated_at: run.updatedAt, repository: { id: this.repos.get(run.repo)!, name, full_name: `${this.org}/${name}` } };
+  }
+
+  runs(repo?: string): ApiRun[] {
+    return [...this.runsById.values()].filter((r) => repo === undefined || r.repo === repo).sort((a, b) => b.id - a.id).map((r) => this.runView(r));
+  }
+
+  jobsOf(runId: number): ApiJob[] | undefined {
+    const run = this.runsById.get(runId);
+    return run?.jobIds.map((id) => ({ ...this.jobsById.get(id)!, labels: [...this.jobsById.get(id)!.labels] }));
+  }
+
+  runRepo(runId: number): string | undefined {
+    return this.runsById.get(runId)?.repo;
+  }
+
+  jobs(): ApiJob[] {
+    return [...this.jobsById.values()].map((j) => ({ ...j, labels: [...j.labels] }));
+  }
+}

@@ -1,0 +1,144 @@
+// GitHub REST's routes the emulator serves, each with the operation faults
+// name it by. Every answer carries the x-ratelimit-* headers of the caller's
+// primary limit; a limit reached (or a secondary limit armed) answers instead.
+import type { ApiCall, ApiRoute, ErrorStyle } from '../kit/api.js';
+import { HttpError, type Reply } from '../kit/http.js';
+import type { Actions } from './actions.js';
+import type { Caller, GitHubAuth } from './auth.js';
+import type { RateLimits } from './limits.js';
+import type { GitHubOp } from './types.js';
+
+type Route = ApiRoute<GitHubOp, Caller, undefined>;
+type Call = ApiCall<Caller, undefined>;
+
+export const GITHUB_ERRORS: ErrorStyle = {
+  body: (_code, message, _suggestion, status) => ({ message, documentation_url: 'https://docs.github.com/rest', status: String(status) }),
+  code: (status) => String(status),
+  unauthorized: { message: 'Bad credentials' },
+};
+
+export interface RouteDeps {
+  actions: Actions;
+  auth: GitHubAuth;
+  limits: RateLimits;
+  origin: () => string;
+  installationTokenTtlMs: () => number;
+  errorReply: (e: HttpError) => Reply;
+}
+
+function pageOf<T>(items: T[], call: Call, path: string, origin: string): { page: T[]; link?: string } {
+  const perPage = Number(call.query.get('per_page') ?? 30);
+  const page = Number(call.query.get('page') ?? 1);
+  if (!Number.isInteger(perPage) || perPage < 1 || !Number.isInteger(page) || page < 1) throw new HttpError(422, undefined, 'Invalid input: per_page and page must be whole numbers from 1.');
+  const size = Math.min(perPage, 100);
+  const last = Math.max(1, Math.ceil(items.length / size));
+  const at = (p: number) => {
+    const q = new URLSearchParams(call.query);
+    q.set('page', String(p));
+    q.set('per_page', String(size));
+    return `<${origin}${path}?${q}>`;
+  };
+  const rels = [...(page < last ? [`${at(page + 1)}; rel="next"`, `${at(last)}; rel="last"`] : []), ...(page > 1 ? [`${at(1)}; rel="first"`, `${at(page - 1)}; rel="prev"`] : [])];
+  return { page: items.slice((page - 1) * size, page * size), ...(rels.length ? { link: rels.join(', ') } : {}) };
+}
+
+export function githubRoutes(d: RouteDeps): Route[] {
+  const { actions } = d;
+  // Every route: the caller's kind may use it, then the rate limits, then the answer; headers on all of them.
+  const route = (kinds: Caller['kind'][], answer: (call: Call) => Reply) => (call: Call): Reply => {
+    if (!kinds.includes(call.caller.kind)) {
+      throw new HttpError(call.caller.kind === 'app' ? 401 : 403, undefined, call.caller.kind === 'app' ? 'A JSON web token can only call the GitHub App endpoints.' : 'Resource not accessible by integration');
+    }
+    const { refusal, headers } = d.limits.take(call.caller.id);
+    if (refusal) return refusal;
+    let reply: Reply;
+    try {
+      reply = answer(call);
+    } catch (e) {
+      if (!(e instanceof HttpError)) throw e;
+      reply = d.errorReply(e);
+    }
+    return { ...reply, headers: { ...headers, ...(reply.headers ?? {}) } };
+  };
+  const tokenUsers: Caller['kind'][] = ['user', 'installation'];
+  const ourOrg = (org: string) => {
+    if (org.toLowerCase() !== actions.org.toLowerCase()) throw new HttpError(404, undefined, 'Not Found');
+  };
+  const ourRepo = (call: Call) => {
+    ourOrg(call.params.owner!);
+    if (actions.repoId(call.params.repo!) === undefined) throw new HttpError(404, undefined, 'Not Found');
+    return call.params.repo!;
+  };
+
+  return [
+    {
+      method: 'GET',
+      path: '/orgs/:org/actions/runners',
+      op: 'list-runners',
+      answer: route(tokenUsers, (call) => {
+        ourOrg(call.params.org!);
+        const name = call.query.get('name');
+        const all = actions.runners().filter((r) => name === null || r.name === name);
+        const { page, link } = pageOf(all, call, `/orgs/${call.params.org}/actions/runners`, d.origin());
+        return { status: 200, body: { total_count: all.length, runners: page }, ...(link ? { headers: { link } } : {}) };
+      }),
+    },
+    {
+      method: 'DELETE',
+      path: '/orgs/:org/actions/runners/:id',
+      op: 'delete-runner',
+      answer: route(tokenUsers, (call) => {
+        ourOrg(call.params.org!);
+        const id = Number(call.params.id);
+        if (!Number.isInteger(id)) throw new HttpError(404, undefined, 'Not Found');
+        actions.deleteRunner(id);
+        return { status: 204, body: '' };
+      }),
+    },
+    {
+      method: 'POST',
+      path: '/orgs/:org/actions/runners/generate-jitconfig',
+      op: 'generate-jitconfig',
+      answer: route(tokenUsers, (call) => {
+        ourOrg(call.params.org!);
+        const body = call.body && typeof call.body === 'object' ? (call.body as Record<string, unknown>) : {};
+        return { status: 201, body: actions.generateJitConfig(body) };
+      }),
+    },
+    {
+      method: 'GET',
+      path: '/repos/:owner/:repo/actions/runs',
+      op: 'list-runs',
+      answer: route(tokenUsers, (call) => {
+        const repo = ourRepo(call);
+        const status = call.query.get('status');
+        const all = actions.runs(repo).filter((r) => status === null || r.status === status || r.conclusion === status);
+        const { page, link } = pageOf(all, call, `/repos/${call.params.owner}/${repo}/actions/runs`, d.origin());
+        return { status: 200, body: { total_count: all.length, workflow_runs: page }, ...(link ? { headers: { link } } : {}) };
+      }),
+    },
+    {
+      method: 'GET',
+      path: '/repos/:owner/:repo/actions/runs/:run_id/jobs',
+      op: 'list-jobs',
+      answer: route(tokenUsers, (call) => {
+        const repo = ourRepo(call);
+        const runId = Number(call.params.run_id);
+        const jobs = actions.runRepo(runId) === repo ? actions.jobsOf(runId) : undefined;
+        if (!jobs) throw new HttpError(404, undefined, 'Not Found');
+        const { page, link } = pageOf(jobs, call, `/repos/${call.params.owner}/${repo}/actions/runs/${runId}/jobs`, d.origin());
+        return { status: 200, body: { total_count: jobs.length, jobs: page }, ...(link ? { headers: { link } } : {}) };
+      }),
+    },
+    {
+      method: 'POST',
+      path: '/app/installations/:id/access_tokens',
+      op: 'access-token',
+      answer: route(['app'], (call) => {
+        if (Number(call.params.id) !== d.auth.app.installationId) throw new HttpError(404, undefined, 'Not Found');
+        const t = d.auth.issueInstallationToken(d.installationTokenTtlMs());
+        return { status: 201, body: { ...t, permissions: { organization_self_hosted_runners: 'write', actions: 'read' }, repository_selection: 'all' } };
+      }),
+    },
+  ];
+}

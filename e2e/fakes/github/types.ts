@@ -1,0 +1,134 @@
+// The GitHub emulator's public types: options, the handle, the fake runner,
+// and the shapes it answers with.
+import type { Fault as KitFault, FaultSpec as KitFaultSpec } from '../kit/faults.js';
+import type { RequestRecord as KitRequestRecord } from '../kit/log.js';
+
+export type GitHubOp = 'list-runners' | 'delete-runner' | 'generate-jitconfig' | 'list-runs' | 'list-jobs' | 'access-token';
+export type FaultSpec = KitFaultSpec<GitHubOp>;
+export type Fault = KitFault<GitHubOp>;
+export type RequestRecord = KitRequestRecord<GitHubOp>;
+
+export type JobStatus = 'queued' | 'in_progress' | 'completed';
+export type Conclusion = 'success' | 'failure' | 'cancelled';
+
+export interface RunnerLabel {
+  id: number;
+  name: string;
+  type: 'read-only' | 'custom';
+}
+
+/** A self-hosted runner as the API shows it. */
+export interface ApiRunner {
+  id: number;
+  name: string;
+  os: string;
+  status: 'online' | 'offline';
+  busy: boolean;
+  ephemeral: boolean;
+  runner_group_id: number;
+  labels: RunnerLabel[];
+}
+
+export interface ApiJob {
+  id: number;
+  run_id: number;
+  run_attempt: number;
+  workflow_name: string;
+  name: string;
+  status: JobStatus;
+  conclusion: Conclusion | null;
+  labels: string[];
+  runner_id: number | null;
+  runner_name: string | null;
+  runner_group_id: number | null;
+  created_at: string;
+  started_at: string | null;
+  completed_at: string | null;
+  head_branch: string;
+}
+
+export interface ApiRun {
+  id: number;
+  name: string;
+  run_number: number;
+  run_attempt: number;
+  status: JobStatus;
+  conclusion: Conclusion | null;
+  head_branch: string;
+  created_at: string;
+  updated_at: string;
+  repository: { id: number; name: string; full_name: string };
+}
+
+/** The GitHub App the emulator issued: its ID, the installation on the org, and its private key (PEM, PKCS#1 as GitHub hands it out). */
+export interface GitHubApp {
+  appId: number;
+  installationId: number;
+  privateKey: string;
+}
+
+/** A runner on a host, driven by the test: it registers with a JIT config, takes jobs, finishes them. */
+export interface FakeRunner {
+  readonly id: number;
+  readonly name: string;
+  /** Whether it is running a job (the truth; the API's `busy` lags it by busyLagMs). */
+  readonly busy: boolean;
+  /** Takes the oldest queued job whose labels the runner has (all of them); undefined when none. */
+  takeJob(): ApiJob | undefined;
+  /** Completes the job it runs; a JIT runner is ephemeral, so GitHub then removes it. */
+  finishJob(conclusion?: Conclusion): void;
+  goOffline(): void;
+}
+
+export interface GitHubEmulatorOptions {
+  host?: string;
+  port?: number;
+  /** Default "leasehold-org". */
+  org?: string;
+  /** The first personal access token (default: a fresh one). */
+  token?: string;
+  /** Primary rate limit per token per hour (default 5000). */
+  rateLimit?: number;
+  /** A runner's `busy` reads false this long after it took a job (default 0; GitHub's lags 25-60 s). */
+  busyLagMs?: number;
+  /** DELETE of a busy runner succeeds instead of answering 422 (a hazard GitHub has shown). Default false. */
+  deleteBusySucceeds?: boolean;
+  /** Installation tokens last this long (default one hour). */
+  installationTokenTtlMs?: number;
+}
+
+export interface GitHubEmulator {
+  /** The API root, "http://127.0.0.1:PORT" (api.github.com's place). */
+  readonly url: string;
+  readonly org: string;
+  /** The first personal access token. */
+  readonly token: string;
+  readonly app: GitHubApp;
+  /** A new personal access token. */
+  addToken(): string;
+  rateLimit: number;
+  busyLagMs: number;
+  deleteBusySucceeds: boolean;
+  installationTokenTtlMs: number;
+  /** Uses up a caller's primary limit for this hour: by token, or every caller when omitted. */
+  exhaustRateLimit(token?: string): void;
+  /** Every caller starts a fresh hour; an armed secondary limit is dropped. */
+  resetRateLimits(): void;
+  /** The next `times` (default 1) requests answer a secondary rate limit: 403 or 429 with retry-after. */
+  secondaryLimit(opts: { status: 403 | 429; retryAfterSeconds: number; times?: number }): void;
+  /** Queues a workflow run of one job per entry in the org's repository `repo`. */
+  queueRun(repo: string, jobs: { labels: string[]; name?: string }[]): { runId: number; jobIds: number[] };
+  /** Completes a job no fake runner runs (cancelled, or done elsewhere). */
+  completeJob(jobId: number, conclusion?: Conclusion): void;
+  /** The runner a JIT config registers (once: a JIT config is single use). */
+  startRunner(encodedJitConfig: string): FakeRunner;
+  runners(): ApiRunner[];
+  jobs(): ApiJob[];
+  runs(): ApiRun[];
+  fault(spec: FaultSpec): string;
+  clearFaults(): void;
+  readonly requests: readonly RequestRecord[];
+  /** Requests that change something (runner deletes, JIT configs), answered or not. */
+  readonly mutations: readonly RequestRecord[];
+  stop(): Promise<void>;
+}

@@ -1,0 +1,110 @@
+// What the PeerFleet e2e tests share: our cluster (kube-controller-manager,
+// kube-scheduler and KWOK beside etcd and kube-apiserver) and a peer's, the
+// CRDs, the peer's queue credential, a restricted lending namespace with the
+// token and CA Secrets, and the manifests of peer Jobs, our Jobs and PeerFleets.
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { ControlPlane } from '../cluster/controlplane.js';
+import { KWOK_RUN_FOR_ENV } from '../cluster/kwok.js';
+import { createPeerCredential, type PeerCredential } from '../cluster/peer.js';
+
+export const QUEUE = 'queue';
+
+export async function must(cp: ControlPlane, args: string[], input?: string): Promise<string> {
+  const res = await cp.kubectl(args, input);
+  if (res.code !== 0) throw new Error(`kubectl ${args.join(' ')} on ${cp.info.clusterName}: ${res.stderr}${res.stdout}`);
+  return res.stdout;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export const json = async (cp: ControlPlane, args: string[]): Promise<any> => JSON.parse(await must(cp, [...args, '-o', 'json']));
+export const apply = (cp: ControlPlane, obj: unknown) => must(cp, ['apply', '-f', '-'], JSON.stringify(obj));
+
+export interface LendingClusters {
+  ours: ControlPlane;
+  peer: ControlPlane;
+  lender: PeerCredential;
+}
+
+/** Both control planes, the CRDs on ours, and the lender's credential for the peer queue. */
+export async function startLendingClusters(name: string, peerAPIServerArgs: string[] = []): Promise<LendingClusters> {
+  const [ours, peer] = await Promise.all([
+    ControlPlane.start({ name, controllers: true, scheduler: true, kwok: true }),
+    ControlPlane.start({ name: `${name}-peer`, controllers: true, apiServerArgs: peerAPIServerArgs }),
+  ]);
+  await must(ours, ['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
+  await must(ours, ['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
+  const lender = await createPeerCredential(peer, { namespace: QUEUE });
+  return { ours, peer, lender };
+}
+
+/** A namespace labelled for the restricted Pod Security Standard, with Secrets peer-token and peer-ca. */
+export async function lendingNamespace({ ours, peer, lender }: LendingClusters, name: string): Promise<void> {
+  await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } });
+  await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: name }, stringData: { token: lender.token } });
+  const ca = await readFile(join(peer.info.dir, 'pki', 'ca.crt'), 'utf8');
+  await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: name }, stringData: { 'ca.crt': ca } });
+}
+
+export interface JobOptions {
+  gpus?: number;
+  /** How long KWOK runs the pod, as a Go duration. */
+  runFor?: string;
+  /** Extra pod spec fields (to make a template unsafe). */
+  pod?: Record<string, unknown>;
+  container?: Record<string, unknown>;
+  annotations?: Record<string, string>;
+}
+
+function job(name: string, namespace: string, opts: JobOptions, extra: { labels?: Record<string, string>; spec?: Record<string, unknown>; pod?: Record<string, unknown> }) {
+  return {
+    apiVersion: 'batch/v1',
+    kind: 'Job',
+    metadata: { name, namespace, ...(extra.labels ? { labels: extra.labels } : {}) },
+    spec: {
+      ...extra.spec,
+      backoffLimit: 0,
+      template: {
+        ...(opts.annotations ? { metadata: { annotations: opts.annotations } } : {}),
+        spec: {
+          restartPolicy: 'Never',
+          ...extra.pod,
+          containers: [{
+            name: 'c',
+            image: 'registry.invalid/c:1',
+            env: [{ name: KWOK_RUN_FOR_ENV, value: opts.runFor ?? '4s' }],
+            resources: { limits: { 'nvidia.com/gpu': String(opts.gpus ?? 1) } },
+            ...opts.container,
+          }],
+          ...opts.pod,
+        },
+      },
+    },
+  };
+}
+
+/** A lendable Job in the peer queue, left to lenders by spec.managedBy. */
+export function peerJob(name: string, opts: JobOptions = {}) {
+  return job(name, QUEUE, opts, { labels: { 'leasehold.dev/lendable': 'true' }, spec: { managedBy: 'leasehold.dev/peer-lending' } });
+}
+
+/** Our own GPU work, which the scheduler may put on a node of the pool. */
+export function ourJob(name: string, namespace: string, pool: Record<string, string>, opts: JobOptions = {}) {
+  return job(name, namespace, opts, { pod: { nodeSelector: pool } });
+}
+
+export function fleetManifest(peer: ControlPlane, name: string, namespace: string, spec: Record<string, unknown>) {
+  return {
+    apiVersion: 'leasehold.dev/v1alpha1',
+    kind: 'PeerFleet',
+    metadata: { name, namespace },
+    spec: {
+      origin: peer.info.server,
+      namespace: QUEUE,
+      credentialSecretRef: { name: 'peer-token' },
+      caSecretRef: { name: 'peer-ca' },
+      pricePerGPUHour: 2,
+      ...spec,
+    },
+  };
+}

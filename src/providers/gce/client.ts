@@ -1,0 +1,212 @@
+// Compute Engine v1 over plain REST (no @google-cloud/compute, whose current
+// major needs Node 22): the calls of ComputeInstances, with an OAuth access
+// token from the service-account key, answers validated with zod, failures
+// typed (errors.ts). No token or key reaches a message.
+import { z } from 'zod';
+import { ProviderError } from '../errors.js';
+import { sendRest } from '../rest.js';
+import { COMPUTE_SCOPE, GoogleTokenSource, type ServiceAccountKey } from './auth.js';
+import { errorForAnswer, errorForOperation, type Placement } from './errors.js';
+import type { ComputeInstances, GceInstance, GceInstanceSpec, GceOperation, InstanceFilter } from './types.js';
+
+export const COMPUTE_ENDPOINT = 'https://compute.googleapis.com/compute/v1';
+export const HOST_SCOPES = ['https://www.googleapis.com/auth/logging.write', 'https://www.googleapis.com/auth/monitoring.write'];
+const HOST_KEY_TYPES = /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521))$/;
+/** operations.wait holds a request up to 2 minutes. */
+const WAIT_TIMEOUT_MS = 150_000;
+
+export interface GceClientOptions {
+  key: ServiceAccountKey;
+  /** Default: the key's project. */
+  project?: string;
+  /** Default COMPUTE_ENDPOINT. */
+  endpoint?: string;
+  /** Default Google's token endpoint. */
+  tokenUrl?: string;
+  /** Per request (operations.wait gets longer). Default 30000. */
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+  /** instances.list page size (default 500, the most Compute Engine gives). */
+  pageSize?: number;
+  /** Called once per call with its operation and the HTTP status, or "lost" when no answer came. */
+  onResult?: (operation: string, code: string) => void;
+}
+
+const OperationSchema = z
+  .object({
+    name: z.string(),
+    zone: z.string().default(''),
+    operationType: z.string().default(''),
+    status: z.enum(['PENDING', 'RUNNING', 'DONE']),
+    targetLink: z.string().default(''),
+    error: z.object({ errors: z.array(z.object({ code: z.string().optional(), message: z.string().optional() }).passthrough()).default([]) }).optional(),
+    httpErrorStatusCode: z.number().optional(),
+  })
+  .passthrough();
+type ApiOperation = z.infer<typeof OperationSchema>;
+
+const InstanceSchema = z
+  .object({
+    id: z.string(),
+    name: z.string(),
+    zone: z.string().default(''),
+    machineType: z.string().default(''),
+    status: z.string(),
+    labels: z.record(z.string(), z.string()).default({}),
+    scheduling: z.object({ provisioningModel: z.string().optional(), preemptible: z.boolean().optional() }).passthrough().default({}),
+    networkInterfaces: z.array(z.object({ networkIP: z.string().optional(), accessConfigs: z.array(z.object({ natIP: z.string().optional() }).passthrough()).optional() }).passthrough()).default([]),
+    creationTimestamp: z.string().optional(),
+  })
+  .passthrough();
+
+const lastSegment = (link: string) => link.slice(link.lastIndexOf('/') + 1);
+
+function toInstance(i: z.infer<typeof InstanceSchema>): GceInstance {
+  const nic = i.networkInterfaces[0];
+  return {
+    id: i.id,
+    name: i.name,
+    zone: lastSegment(i.zone),
+    machineType: lastSegment(i.machineType),
+    status: i.status,
+    labels: i.labels,
+    spot: i.scheduling.provisioningModel === 'SPOT' || i.scheduling.preemptible === true,
+    address: nic?.accessConfigs?.find((a) => a.natIP)?.natIP ?? nic?.networkIP,
+    creationTimestamp: i.creationTimestamp,
+  };
+}
+
+function toOperation(o: ApiOperation): GceOperation {
+  return { name: o.name, zone: lastSegment(o.zone), operationType: o.operationType, status: o.status, target: lastSegment(o.targetLink) };
+}
+
+/** The `filter` for instances.list: regular-expression terms, which Compute Engine cannot mix with comparisons. */
+export function filterExpression(f: InstanceFilter): string {
+  const terms = Object.entries(f.labels ?? {}).map(([k, v]) => `(labels.${k} eq ${escapeRegex(v)})`);
+  if (f.namePrefix) terms.push(`(name eq ${escapeRegex(f.namePrefix)}.*)`);
+  return terms.join(' ');
+}
+
+function escapeRegex(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+
+export class GceClient implements ComputeInstances {
+  private readonly base: string;
+  private readonly tokens: GoogleTokenSource;
+
+  constructor(private readonly opts: GceClientOptions) {
+    this.base = `${(opts.endpoint ?? COMPUTE_ENDPOINT).replace(/\/+$/, '')}/projects/${encodeURIComponent(opts.project ?? opts.key.projectId)}`;
+    this.tokens = new GoogleTokenSource({ key: opts.key, scopes: [COMPUTE_SCOPE], tokenUrl: opts.tokenUrl, timeoutMs: opts.timeoutMs, fetch: opts.fetch });
+  }
+
+  async insert(spec: GceInstanceSpec, signal?: AbortSignal): Promise<GceOperation> {
+    if (spec.serviceAccountEmail.endsWith('-compute@developer.gserviceaccount.com')) {
+      throw new ProviderError('InvalidRequest', `the host service account ${spec.serviceAccountEmail} is the project's default compute account; give hosts a service account of their own`, { nothingMade: true });
+    }
+    const placement = { zone: spec.zone, machineType: spec.machineType };
+    const body = {
+      name: spec.name,
+      machineType: `zones/${spec.zone}/machineTypes/${spec.machineType}`,
+      labels: spec.labels,
+      disks: [{ boot: true, autoDelete: true, initializeParams: { sourceImage: spec.image, ...(spec.diskSizeGb ? { diskSizeGb: String(spec.diskSizeGb) } : {}) } }],
+      networkInterfaces: [{ network: spec.network ?? 'global/networks/default', ...(spec.subnetwork ? { subnetwork: spec.subnetwork } : {}), accessConfigs: [{ type: 'ONE_TO_ONE_NAT', name: 'External NAT' }] }],
+      // Only the controller's key may log in (project keys and OS Login off); the guest agent publishes host keys for pinning.
+      metadata: {
+        items: [
+          { key: 'ssh-keys', value: `${spec.sshUser}:${spec.sshPublicKey.trim()}` },
+          { key: 'block-project-ssh-keys', value: 'TRUE' },
+          { key: 'enable-oslogin', value: 'FALSE' },
+          { key: 'enable-guest-attributes', value: 'TRUE' },
+        ],
+      },
+      serviceAccounts: [{ email: spec.serviceAccountEmail, scopes: HOST_SCOPES }],
+      scheduling: spec.spot
+        ? { provisioningModel: 'SPOT', instanceTerminationAction: 'DELETE', automaticRestart: false, onHostMaintenance: 'TERMINATE' }
+        : { provisioningModel: 'STANDARD', automaticRestart: true, onHostMaintenance: 'MIGRATE' },
+    };
+    const json = await this.call('POST', `/zones/${spec.zone}/instances?requestId=${encodeURIComponent(spec.requestId)}`, body, `insert ${spec.zone}/${spec.name}`, signal, placement);
+    return { ...toOperation(OperationSchema.parse(json)), machineType: spec.machineType };
+  }
+
+  async waitOperation(op: Pick<GceOperation, 'zone' | 'name' | 'machineType'>, signal?: AbortSignal): Promise<GceOperation> {
+    for (;;) {
+      const json = await this.call('POST', `/zones/${op.zone}/operations/${encodeURIComponent(op.name)}/wait`, undefined, `wait ${op.zone}/${op.name}`, signal, undefined, WAIT_TIMEOUT_MS);
+      const o = OperationSchema.parse(json);
+      if (o.status === 'DONE') return this.settled(o, op.machineType);
+    }
+  }
+
+  async getOperation(zone: string, name: string, signal?: AbortSignal): Promise<GceOperation> {
+    const o = OperationSchema.parse(await this.call('GET', `/zones/${zone}/operations/${encodeURIComponent(name)}`, undefined, `get operation ${zone}/${name}`, signal));
+    return o.status === 'DONE' ? this.settled(o) : toOperation(o);
+  }
+
+  async get(zone: string, name: string, signal?: AbortSignal): Promise<GceInstance> {
+    return toInstance(InstanceSchema.parse(await this.call('GET', `/zones/${zone}/instances/${encodeURIComponent(name)}`, undefined, `get ${zone}/${name}`, signal)));
+  }
+
+  async list(zone: string, filter: InstanceFilter, signal?: AbortSignal): Promise<GceInstance[]> {
+    const out: GceInstance[] = [];
+    const expr = filterExpression(filter);
+    let pageToken: string | undefined;
+    do {
+      const q = new URLSearchParams({ maxResults: String(this.opts.pageSize ?? 500), ...(expr ? { filter: expr } : {}), ...(pageToken ? { pageToken } : {}) });
+      const page = z
+        .object({ items: z.array(InstanceSchema).default([]), nextPageToken: z.string().optional() })
+        .passthrough()
+        .parse(await this.call('GET', `/zones/${zone}/instances?${q}`, undefined, `list ${zone}`, signal));
+      out.push(...page.items.map(toInstance));
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+    return out;
+  }
+
+  async delete(zone: string, name: string, requestId: string, signal?: AbortSignal): Promise<GceOperation> {
+    const json = await this.call('DELETE', `/zones/${zone}/instances/${encodeURIComponent(name)}?requestId=${encodeURIComponent(requestId)}`, undefined, `delete ${zone}/${name}`, signal);
+    return toOperation(OperationSchema.parse(json));
+  }
+
+  async hostKeys(zone: string, name: string, signal?: AbortSignal): Promise<string[]> {
+    const json = await this.call('GET', `/zones/${zone}/instances/${encodeURIComponent(name)}/getGuestAttributes?queryPath=${encodeURIComponent('hostkeys/')}`, undefined, `host keys of ${zone}/${name}`, signal);
+    const items = z
+      .object({ queryValue: z.object({ items: z.array(z.object({ namespace: z.string().optional(), key: z.string(), value: z.string() }).passthrough()).default([]) }).optional() })
+      .passthrough()
+      .parse(json).queryValue?.items ?? [];
+    // Only well-formed keys: these lines end up as the only host keys the controller trusts.
+    return items.filter((i) => (i.namespace ?? 'hostkeys') === 'hostkeys' && HOST_KEY_TYPES.test(i.key) && /^[A-Za-z0-9+/]+={0,2}$/.test(i.value)).map((i) => `${i.key} ${i.value}`);
+  }
+
+  private settled(o: ApiOperation, machineType?: string): GceOperation {
+    if (o.error && o.error.errors.length > 0) {
+      const placement: Placement | undefined = o.operationType === 'insert' ? { zone: lastSegment(o.zone), machineType: machineType ?? '' } : undefined;
+      throw errorForOperation(`${o.operationType || 'operation'} ${lastSegment(o.zone)}/${lastSegment(o.targetLink)}`, o, placement);
+    }
+    return toOperation(o);
+  }
+
+  private async call(method: string, path: string, body: unknown, what: string, signal: AbortSignal | undefined, placement?: Placement, timeoutMs?: number): Promise<unknown> {
+    const operation = what.split(' ')[0]!;
+    // One retry with a fresh token when the API refuses the cached one (revoked, or expired early).
+    for (let attempt = 0; ; attempt++) {
+      const token = await this.tokens.token(signal);
+      let answer;
+      try {
+        answer = await sendRest({ method, url: `${this.base}${path}`, headers: { authorization: `Bearer ${token}` }, body, what: `Compute Engine ${what}`, timeoutMs: timeoutMs ?? this.opts.timeoutMs ?? 30_000, signal, fetch: this.opts.fetch });
+      } catch (err) {
+        this.opts.onResult?.(operation, 'lost');
+        throw err;
+      }
+      this.opts.onResult?.(operation, String(answer.status));
+      if (answer.status >= 200 && answer.status < 300) {
+        if (answer.json === undefined) throw new ProviderError('Unknown', `Compute Engine ${what}: HTTP ${answer.status} with a body that is not JSON`, { answerLost: true });
+        return answer.json;
+      }
+      if (answer.status === 401 && attempt === 0) {
+        this.tokens.invalidate();
+        continue;
+      }
+      throw errorForAnswer(what, answer.status, answer.json, answer.headers, placement);
+    }
+  }
+}
