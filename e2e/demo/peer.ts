@@ -13,13 +13,13 @@
 // and removes the demo directory.
 //
 //   node --import tsx e2e/demo/peer.ts [--log-level debug] [--keep-dir]
-import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { stringify } from 'yaml';
 import { ControlPlane } from '../cluster/controlplane.js';
-import { createFakeNodes, kwokJobManifest } from '../cluster/kwok.js';
-import { createPeerCredential, lendableJobManifest, peerFleetManifest } from '../cluster/peer.js';
+import { createFakeNodes } from '../cluster/kwok.js';
+import { createPeerCredential } from '../cluster/peer.js';
+import { fleetManifest, lendingNamespace, ourJob as ourGPUJob, peerJob as lendableJob, QUEUE } from '../support/lending.js';
 import { PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from '../../controllers/peerfleet/labels.js';
 import { CLAIMED_BY_ANNOTATION } from '../../src/providers/peerqueue/types.js';
 import { ObjectWatch, type Obj } from './objects.js';
@@ -28,7 +28,6 @@ import { alive, DemoSession, stopChild, type Attempt, type KubectlTarget } from 
 
 const NS = 'lend';
 const FLEET = 'gpu-lending';
-const QUEUE = 'queue';
 const WORK = 'work';
 const POOL = { 'leasehold.dev/pool': 'lendable' };
 const NODES = ['gpu-1', 'gpu-2', 'gpu-3'];
@@ -121,14 +120,13 @@ function narrateOurPod(pod: Obj, previous: Obj | undefined): void {
 
 // ---- the manifests ----------------------------------------------------------
 
-const peerJob = (name: string, gpus: number, runFor: number) => lendableJobManifest(name, QUEUE, { runFor: `${runFor}s`, gpus, container: { image: 'registry.invalid/peer-train:1' } });
+const peerJob = (name: string, gpus: number, runFor: number) => lendableJob(name, { runFor: `${runFor}s`, gpus, container: { name: 'train', image: 'registry.invalid/peer-train:1' } });
 
 /** Our own 2-GPU work, on one node of the pool. */
-const ourJob = (node: string) => kwokJobManifest(OUR_JOB, WORK, {
+const ourJob = (node: string) => ourGPUJob(OUR_JOB, WORK, { ...POOL, 'kubernetes.io/hostname': node }, {
   runFor: '10s',
   gpus: 2,
-  pod: { nodeSelector: { ...POOL, 'kubernetes.io/hostname': node } },
-  container: { image: 'registry.invalid/our-train:1' },
+  container: { name: 'train', image: 'registry.invalid/our-train:1' },
 });
 
 // ---- the demo ----------------------------------------------------------------
@@ -160,11 +158,8 @@ async function main(): Promise<void> {
   const lender = await createPeerCredential(peer, { namespace: QUEUE });
   say(`peer: ServiceAccount ${QUEUE}/${lender.serviceAccount} may only get/list/watch/patch Jobs in ${QUEUE}; its token goes into Secret ${NS}/peer-token`);
   // The mirror Jobs of peer work run in this namespace, under the restricted Pod Security Standard.
-  await apply(oursK, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } });
+  await lendingNamespace({ ours, peer, lender }, NS);
   for (const name of [WORK, 'leasehold-system']) await apply(oursK, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
-  await apply(oursK, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: NS }, stringData: { token: lender.token } });
-  const ca = await readFile(join(peer.info.dir, 'pki', 'ca.crt'), 'utf8');
-  await apply(oursK, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: NS }, stringData: { 'ca.crt': ca } });
 
   // 3. Three fake GPU nodes, played by KWOK.
   demo.check();
@@ -192,13 +187,7 @@ async function main(): Promise<void> {
     if (pod.metadata.deletionTimestamp && pod.status?.phase === 'Running') cutOff.add(pod.metadata.name);
   });
   const mirrorPod = (peerJobUID: string) => [...mirrorPods.objects.values()].find((pod) => pod.metadata.labels?.[PEER_JOB_UID_LABEL] === peerJobUID);
-  const fleet = peerFleetManifest(FLEET, {
-    namespace: NS,
-    origin: peer.info.server,
-    queue: QUEUE,
-    lendableLabels: POOL,
-    spec: { pricePerGPUHour: PRICE, idleWindow: '5s', pollInterval: '2s' },
-  });
+  const fleet = fleetManifest(peer, FLEET, NS, { lendableNodes: { matchLabels: POOL }, pricePerGPUHour: PRICE, idleWindow: '5s', pollInterval: '2s' });
   say('applying the PeerFleet:');
   block(stringify(fleet, { lineWidth: 0 }));
   await apply(oursK, fleet);
