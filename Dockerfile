@@ -11,6 +11,7 @@ COPY tsconfig.json tsconfig.build.json ./
 COPY src ./src
 COPY controllers ./controllers
 COPY cmd ./cmd
+COPY cli ./cli
 RUN npm run build
 
 # Runtime: production dependencies and the compiled JavaScript only. The SSH

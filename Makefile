@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export NODE_OPTIONS := --experimental-vm-modules
 
-.PHONY: all deps binaries test test-unit test-e2e typecheck crds cluster build clean-cache chart-lint bench
+.PHONY: all deps binaries test test-unit test-e2e typecheck crds cluster build clean-cache chart-lint bench krew-archive
 
 all: test
 
@@ -38,6 +38,20 @@ test: deps binaries typecheck
 build: deps
 	npm run --silent build
 
+# The CLI for krew: cmd/leasehold.ts bundled into one file (esbuild, which tsx brings), with
+# ssh2's optional native speed-ups left out, packed with plugins/leasehold.yaml filled in.
+KREW_URI ?= https://example.invalid/set-KREW_URI/leasehold-krew.tar.gz
+krew-archive: deps
+	@rm -rf dist/krew && mkdir -p dist/krew/pkg
+	node_modules/.bin/esbuild cmd/leasehold.ts --bundle --platform=node --format=esm --target=node20 \
+	  --outfile=dist/krew/pkg/kubectl-leasehold --external:cpu-features --external:'*.node' --log-level=warning \
+	  --banner:js="import { createRequire as __lhRequire } from 'node:module'; import { fileURLToPath as __lhPath } from 'node:url'; import { dirname as __lhDir } from 'node:path'; const require = __lhRequire(import.meta.url); const __filename = __lhPath(import.meta.url); const __dirname = __lhDir(__filename);"
+	chmod 755 dist/krew/pkg/kubectl-leasehold
+	tar -C dist/krew/pkg -czf dist/krew/leasehold-krew.tar.gz --owner=0 --group=0 --mtime=@0 kubectl-leasehold
+	@sha=$$(sha256sum dist/krew/leasehold-krew.tar.gz | cut -d' ' -f1); version=$$(node -p 'require("./package.json").version'); \
+	  sed -e "s|@URI@|$(KREW_URI)|" -e "s|@SHA256@|$$sha|" -e "s|@VERSION@|$$version|" plugins/leasehold.yaml > dist/krew/leasehold.yaml; \
+	  echo "dist/krew/leasehold-krew.tar.gz sha256 $$sha; manifest dist/krew/leasehold.yaml"
+
 # helm lint and helm template of charts/leasehold, with the helm built by `make binaries`.
 # That helm is built without the release ldflags, so it would assume Kubernetes
 # 1.20 and refuse the chart's kubeVersion: give it the test control plane's.
@@ -62,6 +76,13 @@ chart-lint: binaries
 .PHONY: demo
 demo: deps binaries
 	node --import tsx e2e/demo/main.ts
+
+# The PeerFleet act, on this machine with no network: our cluster (with kube-scheduler and
+# kwok's three fake GPU nodes) lends idle nodes to a peer cluster's Job queue, drains one for
+# our own Job without cutting the peer Job off, and shows the accounting. Ctrl-C cleans up.
+.PHONY: demo-peer
+demo-peer: deps binaries
+	node --import tsx e2e/demo/peer.ts
 
 # A local control plane in the foreground; prints the KUBECONFIG to export.
 # CLUSTER_FLAGS="--all --gpu-nodes=3 --peer" adds kube-controller-manager, kube-scheduler, kwok

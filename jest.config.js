@@ -18,7 +18,7 @@ export default {
     {
       ...common,
       displayName: 'unit',
-      testMatch: ['<rootDir>/src/**/*.test.ts', '<rootDir>/controllers/**/*.test.ts', '<rootDir>/cmd/**/*.test.ts'],
+      testMatch: ['<rootDir>/src/**/*.test.ts', '<rootDir>/controllers/**/*.test.ts', '<rootDir>/cmd/**/*.test.ts', '<rootDir>/cli/**/*.test.ts'],
     },
     {
       ...common,

@@ -1,8 +1,7 @@
 // The LeaseDriver for real machines: a provider rents and releases them, the
 // SSH agent makes them ready and checks them.
-import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { Lease, Offer } from '../../src/api/index.js';
+import { sshKeysHash, type Lease, type Offer } from '../../src/api/index.js';
 import { CommandProvider } from '../../src/providers/command/provider.js';
 import { isProviderError, ProviderError } from '../../src/providers/errors.js';
 import type { MachineProvider } from '../../src/providers/types.js';
@@ -60,9 +59,6 @@ export interface DriverMetrics {
 export const MISSING_RELEASE_RECIPE =
   'the Lease records no release command, so the controller cannot tell how its machine was made and runs nothing; the release is retried. Release the machine by hand, then remove the leasehold.dev/release finalizer';
 
-export function keysHash(keys: readonly string[]): string {
-  return createHash('sha256').update(keys.join('\n')).digest('hex').slice(0, 16);
-}
 
 export class MachineDriver implements LeaseDriver {
   constructor(private readonly opts: MachineDriverOptions) {}
@@ -176,7 +172,7 @@ export class MachineDriver implements LeaseDriver {
     const machine = lease.status?.machine;
     if (!machine?.ssh) return { kind: 'mismatch', reason: 'UnsupportedTarget', message: 'the machine has no SSH endpoint to check' };
     const devices = lease.spec.sshKeys ?? [];
-    const hash = keysHash(devices);
+    const hash = sshKeysHash(devices);
     const write = writeKeys || lease.status?.installedKeysHash !== hash;
     const result = await this.opts.agent.probe(machine, await this.opts.key(), write ? devices : undefined, signal);
     if (result.kind === 'unreachable') return { kind: 'unreachable', message: result.message };

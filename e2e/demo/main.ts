@@ -14,19 +14,16 @@
 //
 //   node --import tsx e2e/demo/main.ts [--idle-timeout 30s] [--check-interval 5s]
 //   DEMO_IDLE_TIMEOUT=10s make demo
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, openSync, readFileSync } from 'node:fs';
-import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
+import { execFile } from 'node:child_process';
+import { mkdir, readdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs, promisify } from 'node:util';
 import { stringify } from 'yaml';
-import { ControlPlane, freePort } from '../cluster/controlplane.js';
-import { CONTROLLER_ENTRY } from '../support/controller.js';
+import { ControlPlane } from '../cluster/controlplane.js';
 import { parseDuration } from '../../src/api/duration.js';
-import { block, say, seconds, started, Stopping } from './output.js';
-import { processesMentioning } from './procs.js';
+import { block, say, seconds, started } from './output.js';
+import { alive, DemoSession, stopChild, type Attempt } from './session.js';
 import { LeaseWatch } from './watch.js';
 import { localShape, releaseLeftoverMachines } from './machines.js';
 
@@ -50,65 +47,22 @@ const { values: flags } = parseArgs({
 
 // ---- what has to be undone --------------------------------------------------
 
-let root: string | undefined;
+const demo = new DemoSession({ keepDir: flags['keep-dir']!, keptFiles: 'controller.log, cp/*.log, machines/*/sshd.log' });
 let machinesDir: string | undefined;
 let planeStarting: Promise<ControlPlane> | undefined;
 let plane: ControlPlane | undefined;
-let controller: ChildProcess | undefined;
-let controllerLog: string | undefined;
 let watch: LeaseWatch | undefined;
 let leaseApplied = false;
-let stopping: Promise<void> | undefined;
-/** Set when the demo failed: the controller log is worth showing before it is removed. */
-let failed = false;
 
-function checkStopping(): void {
-  if (stopping) throw new Stopping('stopping');
-}
-
-const alive = (c: ChildProcess | undefined): boolean => !!c && c.exitCode === null && c.signalCode === null;
-
-async function stopChild(child: ChildProcess | undefined, graceMs: number): Promise<void> {
-  if (!child || !alive(child)) return;
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-  await exited;
-  clearTimeout(timer);
-}
-
-/** kubectl processes the demo's steps started: teardown ends any still running. */
-const running = new Set<ChildProcess>();
-
-/** kubectl against the demo's control plane. Once stopping, only teardown may run it. */
-async function kubectl(args: string[], input?: string, forTeardown = false): Promise<{ stdout: string; stderr: string; code: number }> {
-  if (stopping && !forTeardown) throw new Stopping('stopping');
+const checkStopping = () => demo.check();
+const kubectl = (args: string[], input?: string, forTeardown = false) => {
   if (!plane) throw new Error('no control plane');
-  const { binDir, kubeconfig } = plane.info;
-  // Not ControlPlane.kubectl: a Ctrl-C in a terminal reaches kubectl too, and
-  // a kubectl that dies before reading its stdin must not crash the demo with EPIPE.
-  return new Promise((resolve, reject) => {
-    const child = spawn(join(binDir, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-    if (!forTeardown) {
-      running.add(child);
-      child.once('exit', () => running.delete(child));
-    }
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d) => (stdout += d));
-    child.stderr.on('data', (d) => (stderr += d));
-    child.stdin.on('error', () => undefined);
-    child.on('error', reject);
-    child.on('close', (code, signal) => resolve({ stdout, stderr: stderr || (signal ? `kubectl killed by ${signal}` : ''), code: code ?? -1 }));
-    child.stdin.end(input ?? '');
-  });
-}
-
-async function mustKubectl(args: string[], input?: string): Promise<string> {
-  const r = await kubectl(args, input);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr.trim() || r.stdout.trim()}`);
-  return r.stdout;
-}
+  return demo.kubectl(plane.info, args, input, forTeardown);
+};
+const mustKubectl = (args: string[], input?: string) => {
+  if (!plane) throw new Error('no control plane');
+  return demo.mustKubectl(plane.info, args, input);
+};
 
 /**
  * Deletes the Lease and waits while the controller releases its machine (the
@@ -134,7 +88,7 @@ async function deleteLease(): Promise<void> {
       say(`the API stopped answering while the Lease was being deleted: ${r.stderr.trim().split('\n')[0]}`);
       return;
     }
-    if (!alive(controller)) {
+    if (!alive(demo.controller)) {
       say('the controller stopped before the Lease was released');
       return;
     }
@@ -143,29 +97,18 @@ async function deleteLease(): Promise<void> {
   say('the Lease was not released within 90s');
 }
 
-/** Undoes everything, in order; safe to run at any point. Resolves true when nothing is left. */
-async function teardown(): Promise<boolean> {
-  let ok = true;
-  // Every step runs even if one before it failed.
-  const attempt = async (what: string, fn: () => Promise<unknown>) => {
-    try {
-      await fn();
-    } catch (err) {
-      ok = false;
-      say(`${what}: ${err instanceof Error ? err.message : String(err)}`);
-    }
-  };
+/** Undoes what this act did, in order: the machine is released before the controller and the API go. */
+async function teardown(attempt: Attempt): Promise<void> {
   await attempt('stopping the watches', async () => {
     for (const w of watch?.processes ?? []) await stopChild(w, 2_000);
-    // A step's kubectl started just as the signal came never got it.
-    for (const c of [...running]) await stopChild(c, 2_000);
+    await demo.stopRunning();
   });
   plane ??= await planeStarting?.catch(() => undefined);
-  if (leaseApplied && plane && alive(controller)) await attempt('deleting the Lease', deleteLease);
-  if (alive(controller)) say('stopping the controller');
+  if (leaseApplied && plane && alive(demo.controller)) await attempt('deleting the Lease', deleteLease);
+  if (alive(demo.controller)) say('stopping the controller');
   // With the API gone (a terminal's Ctrl-C stops it too) the controller waits
   // out its own 30s shutdown limit; whatever it leaves is released below anyway.
-  await attempt('stopping the controller', () => stopChild(controller, 10_000));
+  await attempt('stopping the controller', () => stopChild(demo.controller, 10_000));
   // Whatever the controller did not release (it was stopped mid-acquire, or
   // the API was already gone) is released here, by lease ID.
   await attempt('releasing machines', async () => {
@@ -175,61 +118,6 @@ async function teardown(): Promise<boolean> {
     say('stopping kube-apiserver and etcd');
     await attempt('stopping the control plane', () => plane!.stop(true));
   }
-  if (!root) return ok;
-  for (const p of processesMentioning(root)) {
-    ok = false;
-    say(`process ${p.pid} was still running; killing it: ${p.cmdline.slice(0, 160)}`);
-    try {
-      process.kill(p.pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
-  if ((failed || !ok) && controllerLog) {
-    try {
-      const lines = readFileSync(controllerLog, 'utf8').trimEnd().split('\n').slice(-15);
-      say('last lines of the controller log:');
-      block(lines.map((l) => (l.length > 400 ? `${l.slice(0, 400)}...` : l)).join('\n'));
-    } catch {
-      // no log
-    }
-  }
-  if (flags['keep-dir']) {
-    say(`kept ${root} (logs: controller.log, cp/*.log, machines/*/sshd.log); remove it yourself`);
-    return ok;
-  }
-  await attempt('removing the demo directory', () => rm(root!, { recursive: true, force: true }));
-  say(`removed ${root}`);
-  return ok;
-}
-
-function stop(code: number): Promise<void> {
-  stopping ??= teardown().then(
-    (ok) => process.exit(ok ? code : 1),
-    (err) => {
-      process.stderr.write(`teardown failed: ${String(err)}\n`);
-      process.exit(1);
-    },
-  );
-  return stopping;
-}
-
-let signals = 0;
-for (const sig of ['SIGINT', 'SIGTERM'] as const) {
-  process.on(sig, () => {
-    signals++;
-    if (stopping) {
-      if (signals >= 3) {
-        say(`${sig} again: exiting without finishing the cleanup`);
-        process.exit(1);
-      }
-      say(`${sig}: already stopping (send it twice more to exit at once)`);
-      return;
-    }
-    say(`${sig}: stopping everything`);
-    // The user asked for it and everything is cleaned up: that is a clean exit.
-    void stop(0);
-  });
 }
 
 // ---- the demo ----------------------------------------------------------------
@@ -242,12 +130,11 @@ async function main(): Promise<void> {
   if (idleMs < 1000) throw new Error(`--idle-timeout ${idleTimeout}: give the demo at least 1s`);
   const shape = localShape();
 
-  root = await mkdtemp(join(tmpdir(), 'leasehold-demo-'));
+  const root = await demo.makeRoot('leasehold-demo-');
   machinesDir = join(root, 'machines');
   const deviceDir = join(root, 'device');
   await mkdir(machinesDir);
   await mkdir(deviceDir, { mode: 0o700 });
-  say(`demo directory ${root} (removed when the demo ends)`);
 
   // 1. Control plane.
   say('starting etcd and kube-apiserver on loopback');
@@ -260,45 +147,11 @@ async function main(): Promise<void> {
   block(`export KUBECONFIG=${kubeconfig}\nexport PATH=${binDir}:$PATH\nkubectl get leasehold -A`);
 
   // 2. CRDs.
-  say('installing the CRDs from crds/');
-  await mustKubectl(['apply', '--server-side', '-f', join(repo, 'crds')]);
-  // kubectl wait errors out, rather than waits, on a CRD whose status has no conditions yet.
-  for (let i = 0; ; i++) {
-    const r = await kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '-l', 'app.kubernetes.io/part-of=leasehold']);
-    if (r.code === 0) break;
-    if (i >= 20) throw new Error(`the CRDs were not Established: ${r.stderr.trim()}`);
-    checkStopping();
-    await new Promise((res) => setTimeout(res, 250));
-  }
+  await demo.installCRDs(plane.info);
   await mustKubectl(['create', 'namespace', NAMESPACE]);
 
   // 3. Controller.
-  checkStopping();
-  const metricsPort = await freePort();
-  controllerLog = join(root, 'controller.log');
-  const logFd = openSync(controllerLog, 'a');
-  checkStopping();
-  const args = ['--kubeconfig', kubeconfig, '--no-leader-elect', '--check-interval', checkInterval, '--metrics-addr', `127.0.0.1:${metricsPort}`, '--acquire-timeout', '3m', '--log-level', flags['log-level']!];
-  controller = spawn(process.execPath, ['--import', 'tsx', join(repo, `${CONTROLLER_ENTRY}.ts`), ...args], {
-    cwd: repo,
-    stdio: ['ignore', logFd, logFd],
-    env: { ...process.env, NODE_OPTIONS: '', LEASEHOLD_MACHINES_DIR: machinesDir },
-  });
-  closeSync(logFd);
-  say(`started the controller (pid ${controller.pid}): ${CONTROLLER_ENTRY} ${args.join(' ')}`);
-  const healthDeadline = Date.now() + 90_000;
-  for (;;) {
-    checkStopping();
-    if (!alive(controller)) throw new Error(`the controller exited (${controller.exitCode ?? controller.signalCode}); its log follows`);
-    try {
-      if ((await fetch(`http://127.0.0.1:${metricsPort}/healthz`)).ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > healthDeadline) throw new Error('the controller did not serve /healthz within 90s');
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  say(`controller healthy; metrics at http://127.0.0.1:${metricsPort}/metrics`);
+  await demo.startController(kubeconfig, ['--no-leader-elect', '--check-interval', checkInterval, '--acquire-timeout', '3m', '--log-level', flags['log-level']!], { LEASEHOLD_MACHINES_DIR: machinesDir });
 
   // 4. A device key, as a user's laptop would have.
   const deviceKey = join(deviceDir, 'id_ed25519');
@@ -321,7 +174,7 @@ async function main(): Promise<void> {
   // Started after the Lease exists, so its first row is already there.
   say(`watching: kubectl -n ${NAMESPACE} get leases.leasehold.dev -w`);
   checkStopping();
-  watch = new LeaseWatch({ kubeconfig, binDir, namespace: NAMESPACE, lease: LEASE, stopping: () => stopping !== undefined });
+  watch = new LeaseWatch({ kubeconfig, binDir, namespace: NAMESPACE, lease: LEASE, stopping: () => demo.isStopping() });
   watch.start();
   watch.followMessages();
   await watch.phaseSeen('Pending', 60_000);
@@ -384,12 +237,4 @@ async function main(): Promise<void> {
   );
 }
 
-main().then(
-  () => stop(0),
-  (err) => {
-    if (stopping) return; // a signal is already tearing everything down
-    say(`demo failed: ${err instanceof Error ? err.message : String(err)}`);
-    failed = true;
-    void stop(1);
-  },
-);
+demo.run(main, teardown);

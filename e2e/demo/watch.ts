@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { LEASE_PHASES } from '../../src/api/lease.js';
 import { say, seconds, started, Stopping } from './output.js';
+import { Waiters } from './waiters.js';
 
 export interface Seen {
   phase: string;
@@ -14,7 +15,7 @@ export interface Seen {
 export class LeaseWatch {
   readonly seen: Seen[] = [];
   private readonly children: ChildProcess[] = [];
-  private waiters: Array<() => void> = [];
+  private readonly waiters = new Waiters();
   private ended: string | undefined;
 
   constructor(
@@ -36,11 +37,11 @@ export class LeaseWatch {
       if (cols[0] === this.opts.lease && phase && (LEASE_PHASES as readonly string[]).includes(phase) && this.seen[this.seen.length - 1]?.phase !== phase) {
         this.seen.push({ phase, at: Date.now() });
       }
-      this.wake();
+      this.waiters.wake();
     });
     child.once('exit', (code, signal) => {
       this.ended = `kubectl get -w exited (${signal ?? code})`;
-      this.wake();
+      this.waiters.wake();
     });
     createInterface({ input: child.stderr! }).on('line', (line) => say(`kubectl: ${line}`));
   }
@@ -58,23 +59,13 @@ export class LeaseWatch {
 
   /** Resolves with the time the watch first showed `phase`; rejects on Failed, a dead watch, stopping or the timeout. */
   phaseSeen(phase: string, timeoutMs: number): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const deadline = setTimeout(() => done(new Error(`Lease not ${phase} after ${seconds(timeoutMs)}`)), timeoutMs);
-      const check = () => {
-        const hit = this.seen.find((s) => s.phase === phase);
-        if (hit) return done(undefined, hit.at);
-        if (phase !== 'Failed' && this.seen.some((s) => s.phase === 'Failed')) return done(new Error('Lease Failed'));
-        if (this.ended) return done(new Error(this.ended));
-        if (this.opts.stopping()) return done(new Stopping('stopping'));
-      };
-      const done = (err?: Error, at?: number) => {
-        clearTimeout(deadline);
-        this.waiters = this.waiters.filter((w) => w !== check);
-        if (err) reject(err);
-        else resolve(at!);
-      };
-      this.waiters.push(check);
-      check();
+    return this.waiters.wait(`Lease not ${phase} after ${seconds(timeoutMs)}`, timeoutMs, () => {
+      const hit = this.seen.find((s) => s.phase === phase);
+      if (hit) return { value: hit.at };
+      if (phase !== 'Failed' && this.seen.some((s) => s.phase === 'Failed')) return new Error('Lease Failed');
+      if (this.ended) return new Error(this.ended);
+      if (this.opts.stopping()) return new Stopping('stopping');
+      return undefined;
     });
   }
 
@@ -82,9 +73,5 @@ export class LeaseWatch {
     const child = spawn(join(this.opts.binDir, 'kubectl'), ['--kubeconfig', this.opts.kubeconfig, '-n', this.opts.namespace, ...args], { stdio });
     this.children.push(child);
     return child;
-  }
-
-  private wake(): void {
-    for (const w of this.waiters) w();
   }
 }

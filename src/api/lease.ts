@@ -1,5 +1,6 @@
 // Lease: a machine a user rents, described by what it needs.
 
+import { createHash } from 'node:crypto';
 import { z } from 'zod';
 import {
   kindSchema,
@@ -31,6 +32,11 @@ export type LeasePhase = (typeof LEASE_PHASES)[number];
 export const ACTIVE_PHASES: readonly LeasePhase[] = ['Launching', 'Ready', 'Idle', 'Releasing'];
 /** Phases a Lease never leaves. */
 export const ENDED_PHASES: readonly LeasePhase[] = ['Released', 'Failed'];
+
+/** status.installedKeysHash of spec.sshKeys: the controller writes it once these keys are on the machine; a device compares it to know its key is in. */
+export function sshKeysHash(keys: readonly string[]): string {
+  return createHash('sha256').update(keys.join('\n')).digest('hex').slice(0, 16);
+}
 
 /** OpenSSH public key types accepted in spec.sshKeys. */
 export const SSH_KEY_TYPES = [

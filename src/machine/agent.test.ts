@@ -6,7 +6,7 @@ import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, 
 import { arch, platform, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { MAX_SSH_KEYS } from '../api/lease.js';
-import { AGENT_SCRIPT, authorizedKeys, installAgent, parseProbe, probe, writeAuthorizedKeys, type RemoteShell } from './agent.js';
+import { AGENT_SCRIPT, authorizedKeys, installAgent, interruptJobCommand, jobCommand, parseProbe, probe, writeAuthorizedKeys, type RemoteShell } from './agent.js';
 import { generateControllerKey } from './keys.js';
 import type { ExecResult } from './ssh.js';
 
@@ -101,6 +101,27 @@ describe('parseProbe', () => {
 });
 
 describe('the agent on a machine', () => {
+  it('runs a job through leasehold-run with its exit code, and interrupts the job by its tag', async () => {
+    await installAgent(shell, { controllerKey: controller, deviceKeys: [] });
+    const done = await shell.exec(jobCommand(`echo "it's"; exit 3`, 'plain'), { timeoutMs: 10_000 });
+    expect(done).toMatchObject({ code: 3, stdout: "it's\n" });
+    expect((await probe(shell)).jobs).toBe(1);
+
+    // A session of its own, as sshd gives each command: the interrupt signals the job's process group.
+    const tag = `int-${process.pid}`;
+    // exec: the login shell's place, which sshd's bash -c takes by exec too.
+    const job = spawn('/bin/sh', ['-c', `exec ${jobCommand('trap "echo got-int; exit 7" INT; echo started; sleep 20; echo not-reached', tag)}`], { env, detached: true });
+    let out = '';
+    job.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    const exited = new Promise<number | null>((r) => job.on('close', (code) => r(code)));
+    await waitFor('the job started', () => out.includes('started'));
+    expect((await shell.exec(interruptJobCommand(tag), { timeoutMs: 10_000 })).code).toBe(0);
+    // leasehold-run waits for the job and exits with its code, not its own.
+    expect(await exited).toBe(7);
+    expect(out).toBe('started\ngot-int\n');
+    expect(() => jobCommand('true', 'no spaces')).toThrow(/a job tag is letters, digits and hyphens/);
+  });
+
   it('installs idempotently: the agent, leasehold-run, and authorized_keys with mode 600', async () => {
     await installAgent(shell, { controllerKey: controller, deviceKeys: devices });
     const agent = join(lh(), 'bin', 'leasehold-agent');

@@ -47,10 +47,10 @@ run() {
   record="$jobs/$$"
   trap 'rm -f "$record" "$jobs/.$$"' EXIT
   # Stay alive until CMD ends even when signalled, so the record lasts as
-  # long as the job does.
-  trap 'exit 129' HUP
-  trap 'exit 130' INT
-  trap 'exit 143' TERM
+  # long as the job does, and exit with CMD's status: a Ctrl-C forwarded to
+  # the job's process group reaches CMD too, and its caller wants CMD's code.
+  # (A no-op handler, not an ignored signal: CMD must still see it.)
+  trap ':' HUP INT TERM
   # The record is written aside and renamed in: a probe must never see it
   # half written and take the job for a dead one.
   start_time $$ > "$jobs/.$$" && mv -f "$jobs/.$$" "$record"
@@ -284,8 +284,38 @@ function line(key: { type: string; blob: Buffer; comment: string }): string {
   return [key.type, key.blob.toString('base64'), key.comment].filter(Boolean).join(' ');
 }
 
+/**
+ * The remote command that runs `command` (a shell command line, as ssh
+ * takes one) as a job through leasehold-run, so that probes count the
+ * machine busy while it runs. `tag` ([A-Za-z0-9-]) becomes the inner
+ * shell's $0, so interruptJobCommand can find the job's process group.
+ */
+export function jobCommand(command: string, tag: string): string {
+  return sh(`exec "\${LEASEHOLD_HOME:-$HOME/.leasehold}/bin/leasehold-run" sh -c ${quote(command)} ${quote(jobName(tag))}`);
+}
+
+/**
+ * A command that sends SIGINT to the process group of the job `tag`, as
+ * Ctrl-C in a terminal would. An SSH "signal" request cannot do it
+ * everywhere: OpenSSH refuses it for root logins ("session signalling
+ * requires privilege separation"), and says nothing back either way.
+ */
+export function interruptJobCommand(tag: string): string {
+  // -o: the job's oldest process, never this command's own shell.
+  return sh(`pid=$(pgrep -o -f ${quote(jobName(tag))}) && kill -INT -$(ps -o pgid= -p "$pid" | tr -d ' ')`);
+}
+
+function jobName(tag: string): string {
+  if (!/^[A-Za-z0-9-]{1,64}$/.test(tag)) throw new Error(`a job tag is letters, digits and hyphens, not ${JSON.stringify(tag)}`);
+  return `leasehold-job-${tag}`;
+}
+
 function sh(script: string): string {
-  return `sh -c '${script.replaceAll("'", `'\\''`)}'`;
+  return `sh -c ${quote(script)}`;
+}
+
+function quote(text: string): string {
+  return `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
 function excerpt(text: string): string {

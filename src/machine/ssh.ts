@@ -60,7 +60,7 @@ export const OUTPUT_CAP_BYTES = 1024 * 1024;
 // Host key algorithms to negotiate for each pinned key type. Offering only
 // these makes a server that has several host keys present the pinned one,
 // rather than, say, its RSA key when ed25519 was pinned.
-const HOST_KEY_ALGORITHMS: Partial<Record<PublicKeyType, ServerHostKeyAlgorithm[]>> = {
+export const HOST_KEY_ALGORITHMS: Partial<Record<PublicKeyType, ServerHostKeyAlgorithm[]>> = {
   'ssh-ed25519': ['ssh-ed25519'],
   'ssh-rsa': ['rsa-sha2-512', 'rsa-sha2-256', 'ssh-rsa'],
   'ecdsa-sha2-nistp256': ['ecdsa-sha2-nistp256'],
