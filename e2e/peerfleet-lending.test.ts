@@ -343,7 +343,8 @@ describe('PeerFleet lending', () => {
   it('deleting the PeerFleet waits for its running mirrors, then goes', async () => {
     await apply(peer, peerJob('last', { runFor: '8s' }));
     await waitFor('peer Job last running', async () => (await getPeerJob('last')).status?.startTime, 120_000);
-    await must(ours, ['-n', NS, 'delete', 'peerfleet.leasehold.dev', 'gpu', '--wait=false']);
+    // Foreground: were the mirrors owned by the PeerFleet, the garbage collector would delete them now.
+    await must(ours, ['-n', NS, 'delete', 'peerfleet.leasehold.dev', 'gpu', '--wait=false', '--cascade=foreground']);
     const f = await getFleet('gpu');
     expect(f.metadata.finalizers).toContain('leasehold.dev/peer-lending');
     await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=180s', 'job/last']);

@@ -54,8 +54,10 @@ describe('makeMirror', () => {
       namespace: 'lending',
       labels: { 'leasehold.dev/peerfleet': 'peer', 'leasehold.dev/node': 'gpu-1', 'leasehold.dev/peer-job-uid': UID },
       annotations: { 'leasehold.dev/peer-job': 'queue/train' },
-      ownerReferences: [{ kind: 'PeerFleet', name: 'peer', uid: 'fleet-uid', controller: true }],
     });
+    // No owner: a foreground-cascading delete of the PeerFleet would have the
+    // garbage collector delete running mirrors; the finalizer waits for them instead.
+    expect(m.metadata!.ownerReferences).toBeUndefined();
     expect(mirrorName(UID).length).toBeLessThanOrEqual(63);
     expect(m.spec!.template.metadata).toEqual({ labels: m.metadata!.labels });
   });

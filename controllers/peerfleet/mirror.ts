@@ -6,8 +6,10 @@
 // node affinity (so the scheduler still checks room), tolerates that node's
 // taints, runs as a ServiceAccount with no rights and no token, and takes the
 // restricted Pod Security defaults. A template safety.ts refuses is never mirrored.
+// A mirror has no owner reference: a PeerFleet deleted with a foreground
+// cascade would have the garbage collector delete running mirrors; the
+// PeerFleet's finalizer waits for them, and finished ones are deleted here.
 import type { V1Container, V1Job, V1Node, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
-import { API_VERSION, PEERFLEET_NAMES } from '../../src/api/index.js';
 import { NODE_LABEL, PEER_JOB_ANNOTATION, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from './labels.js';
 import { tolerationsFor } from './placement.js';
 import { unsafeFields } from './safety.js';
@@ -46,7 +48,6 @@ export function makeMirror({ peerJob, fleet, node }: MirrorInput): MirrorResult 
       namespace: fleet.namespace,
       labels,
       annotations: { [PEER_JOB_ANNOTATION]: `${peerJob.metadata?.namespace}/${peerJob.metadata?.name}` },
-      ...(fleet.uid ? { ownerReferences: [{ apiVersion: API_VERSION, kind: PEERFLEET_NAMES.kind, name: fleet.name, uid: fleet.uid, controller: true }] } : {}),
     },
     spec: {
       ...pick(s, ['parallelism', 'completions', 'completionMode', 'backoffLimit', 'backoffLimitPerIndex', 'maxFailedIndexes', 'activeDeadlineSeconds', 'podFailurePolicy', 'successPolicy', 'podReplacementPolicy']),
