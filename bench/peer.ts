@@ -33,7 +33,7 @@ async function must(cp: ControlPlane, args: string[], input?: string): Promise<s
   if (res.code !== 0) throw new Error(`kubectl ${args.join(' ')} on ${cp.info.clusterName}: ${res.stderr}${res.stdout}`);
   return res.stdout;
 }
-const apply = (cp: ControlPlane, obj: unknown) => must(cp, ['apply', '--server-side', '-f', '-'], JSON.stringify(obj));
+const apply = (cp: ControlPlane, obj: unknown) => must(cp, ['apply', '-f', '-'], JSON.stringify(obj));
 const list = (items: unknown[]) => ({ apiVersion: 'v1', kind: 'List', items });
 
 function job(name: string, namespace: string, runFor: string, spec: Record<string, unknown>, pod: Record<string, unknown> = {}) {
@@ -96,6 +96,16 @@ async function served(cp: ControlPlane, group: string, resource?: string) {
 const dist = (xs: number[]) => (xs.length ? Object.fromEntries(Object.entries(quantiles(xs)).map(([k, v]) => [k, Number((v / 1000).toFixed(2))])) : {});
 const ratio = (xs: number[], per: number) => (xs.length ? Object.fromEntries(Object.entries(quantiles(xs)).map(([k, v]) => [k, Number((v / per).toFixed(2))])) : {});
 
+/** The paths (array indexes as `[i]`) where two JSON values differ. */
+function changedPaths(a: unknown, b: unknown, at = ''): string[] {
+  if (JSON.stringify(a) === JSON.stringify(b)) return [];
+  if (a && b && typeof a === 'object' && typeof b === 'object') {
+    const keys = new Set([...Object.keys(a), ...Object.keys(b)]);
+    return [...keys].flatMap((k) => changedPaths((a as any)[k], (b as any)[k], Array.isArray(a) ? `${at}[${k}]` : at ? `${at}.${k}` : k));
+  }
+  return [at || '.'];
+}
+
 interface PeerJobSeen { node?: string; claimed?: number; running?: number; complete?: number }
 interface HostSeen { idleSince?: number; drainingAt?: number; lastState?: string }
 
@@ -147,8 +157,14 @@ export async function peerPhase(): Promise<void> {
     informers.push(mirrorInf);
     const custom = kcOurs.makeApiClient(k8s.CustomObjectsApi);
     let fleetStatus: any;
+    // In the quiet window: how often the PeerFleet's status and our Nodes changed, and which status fields did.
+    const quiet = { on: false, statusUpdates: 0, nodeUpdates: 0, changed: new Set<string>() };
     informers.push(await follow<any>(kcOurs, `/apis/leasehold.dev/v1alpha1/namespaces/${NS}/peerfleets`,
       () => custom.listNamespacedCustomObject({ group: 'leasehold.dev', version: 'v1alpha1', namespace: NS, plural: 'peerfleets' }) as any, (f, now) => {
+        if (quiet.on) {
+          quiet.statusUpdates++;
+          for (const path of changedPaths(fleetStatus, f.status)) quiet.changed.add(path);
+        }
         fleetStatus = f.status;
         for (const h of f.status?.hosts ?? []) {
           const s = hosts.get(h.node) ?? {};
@@ -166,6 +182,10 @@ export async function peerPhase(): Promise<void> {
       if (p.status?.phase === 'Running' && s.running === undefined) s.running = now;
       if ((p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') && s.done === undefined) s.done = now;
       ourPods.set(p.metadata!.name!, s);
+    }));
+
+    informers.push(await follow<k8s.V1Node>(kcOurs, '/api/v1/nodes', () => core.listNode(), () => {
+      if (quiet.on) quiet.nodeUpdates++;
     }));
 
     ctl = await startController(ours.info.kubeconfig, ['--no-leader-elect', '--namespace', 'default'], { LEASEHOLD_LOG_LEVEL: 'info' });
@@ -215,7 +235,8 @@ export async function peerPhase(): Promise<void> {
     for (const j of all) if (j.node && j.running !== undefined) byNode.set(j.node, [...(byNode.get(j.node) ?? []), j]);
     for (const seq of byNode.values()) {
       seq.sort((a, b) => a.running! - b.running!);
-      for (let i = 1; i < seq.length; i++) if (seq[i - 1]!.complete !== undefined && seq[i]!.claimed! >= seq[i - 1]!.complete!) gaps.push(seq[i]!.running! - seq[i - 1]!.complete!);
+      // Negative when the next Job runs before the peer sees the last one Complete (its write-back comes later).
+      for (let i = 1; i < seq.length; i++) if (seq[i - 1]!.complete !== undefined) gaps.push(seq[i]!.running! - seq[i - 1]!.complete!);
     }
     // 2. Drain reaction: our pod seen → its node Draining in status; claims on that node after our pod came, before it ran.
     const drains = drained.map((node) => {
@@ -267,7 +288,9 @@ export async function peerPhase(): Promise<void> {
     await waitUntil('every node Available', async () => (fleetStatus?.hosts ?? []).every((h: any) => h.state === 'Available'), 10 * 60_000, 500);
     await sleep(5000 + pollMs);
     const q0 = { c: await requests(ctl), p: await served(peer, 'batch', 'jobs'), o: await served(ours, 'leasehold.dev'), oj: await served(ours, 'batch', 'jobs') };
+    quiet.on = true;
     await sleep(QUIET_S * 1000);
+    quiet.on = false;
     const q1 = { c: await requests(ctl), p: await served(peer, 'batch', 'jobs'), o: await served(ours, 'leasehold.dev'), oj: await served(ours, 'batch', 'jobs') };
     const q = diff(q0.c, q1.c);
     const perMin = (d: number) => Number(((d * 60) / QUIET_S).toFixed(1));
@@ -285,6 +308,9 @@ export async function peerPhase(): Promise<void> {
       peerAPIServerJobsPerMin: { reads: perMin(q1.p.reads - q0.p.reads), writes: perMin(q1.p.writes - q0.p.writes) },
       ourAPIServerLeaseholdPerMin: { reads: perMin(q1.o.reads - q0.o.reads), writes: perMin(q1.o.writes - q0.o.writes) },
       ourAPIServerJobsPerMin: { reads: perMin(q1.oj.reads - q0.oj.reads), writes: perMin(q1.oj.writes - q0.oj.writes) },
+      peerFleetStatusUpdatesPerMin: perMin(quiet.statusUpdates),
+      statusFieldsChanged: [...quiet.changed].sort().slice(0, 20),
+      ourNodeUpdatesPerMin: perMin(quiet.nodeUpdates),
     };
     log(`peer: quiet ${JSON.stringify(results.peerQuiet)}`);
     log(`peer: done in ${ms(Date.now() - t0)} after the PeerFleet was created`);
