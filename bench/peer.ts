@@ -96,6 +96,15 @@ async function served(cp: ControlPlane, group: string, resource?: string) {
 const dist = (xs: number[]) => (xs.length ? Object.fromEntries(Object.entries(quantiles(xs)).map(([k, v]) => [k, Number((v / 1000).toFixed(2))])) : {});
 const ratio = (xs: number[], per: number) => (xs.length ? Object.fromEntries(Object.entries(quantiles(xs)).map(([k, v]) => [k, Number((v / per).toFixed(2))])) : {});
 
+/** The PeerFleet's Events by reason, repeats included (a repeat is a PATCH of the Event's count). */
+async function eventsByReason(cp: ControlPlane): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const e of JSON.parse(await must(cp, ['-n', NS, 'get', 'events', '-o', 'json'])).items) {
+    if (e.involvedObject?.kind === 'PeerFleet') out[e.reason] = (out[e.reason] ?? 0) + (e.count ?? 1);
+  }
+  return out;
+}
+
 /** The paths (array indexes as `[i]`) where two JSON values differ. */
 function changedPaths(a: unknown, b: unknown, at = ''): string[] {
   if (JSON.stringify(a) === JSON.stringify(b)) return [];
@@ -279,6 +288,8 @@ export async function peerPhase(): Promise<void> {
         perPeerJob: { peer: Number((actual.peer / JOBS).toFixed(2)), controller: Number((actual.controller / JOBS).toFixed(2)) },
         writebacks: await metric('leasehold_peerfleet_writebacks_total'),
         claims: { claimed: await metric('leasehold_peerfleet_claims_total', { outcome: 'claimed' }), conflict: await metric('leasehold_peerfleet_claims_total', { outcome: 'conflict' }) },
+        // One list at the end: what the Events among our side's writes were for.
+        eventsByReason: await eventsByReason(ours),
         eventsAndStatusNote: 'controller writes also include PeerFleet status writes, Events and holder Leases, which the floor leaves out',
       },
     };
