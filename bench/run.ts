@@ -39,7 +39,7 @@ const LAMBDA_N = env('BENCH_LAMBDA_N', 10);
 const IDLE_N = env('BENCH_IDLE_N', 50);
 const IDLE_TIMEOUT = process.env.BENCH_IDLE_TIMEOUT ?? '10s';
 const IDLE_CHECK = process.env.BENCH_IDLE_CHECK ?? '5s';
-const PHASES = new Set((process.env.BENCH_PHASES ?? 'loop,memory,lambda,idle').split(','));
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'loop,memory,lambda,idle,peer').split(','));
 
 async function loopPhase() {
   const ns = await namespace('bench-loop');
