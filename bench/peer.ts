@@ -214,8 +214,15 @@ export async function peerPhase(): Promise<void> {
 
     // Drains: once a third of the queue is done, our own work arrives for nodes that lend.
     await waitUntil(`${Math.ceil(JOBS / 3)} peer Jobs complete`, async () => done() >= Math.ceil(JOBS / 3), 60 * 60_000, 200);
-    const lending: string[] = (fleetStatus?.hosts ?? []).filter((h: any) => h.state === 'Lending').map((h: any) => h.node as string);
-    const drained = lending.slice(0, DRAINS);
+    // Nodes whose peer Job the peer has seen start most recently: the status may still say Lending
+    // for a node whose Job has ended, and our pod would then run at once and drain nothing.
+    const lending = new Set<string>((fleetStatus?.hosts ?? []).filter((h: any) => h.state === 'Lending').map((h: any) => h.node));
+    const drained = [...jobs.values()]
+      .filter((j) => j.node && lending.has(j.node) && j.running !== undefined && j.complete === undefined)
+      .sort((a, b) => b.running! - a.running!)
+      .map((j) => j.node!)
+      .filter((n, i, all) => all.indexOf(n) === i)
+      .slice(0, DRAINS);
     await must(ours, ['create', '-f', '-'], JSON.stringify(list(drained.map((node) =>
       job(`ours-${node}`, WORK, '2s', {}, { nodeSelector: { ...POOL, 'kubernetes.io/hostname': node } })))));
     log(`peer: our Jobs created for ${drained.length} lending nodes at ${done()} peer Jobs complete`);
