@@ -11,6 +11,7 @@ import { ControlPlane } from '../e2e/cluster/controlplane.js';
 import { createFakeNodes, KWOK_RUN_FOR_ENV } from '../e2e/cluster/kwok.js';
 import { createPeerCredential } from '../e2e/cluster/peer.js';
 import { startController, type ControllerProcess } from '../e2e/support/controller.js';
+import { NODE_LABEL } from '../controllers/peerfleet/labels.js';
 import { env, log, ms, quantiles, results, sleep, waitUntil } from './support.js';
 
 const NODES = env('BENCH_PEER_NODES', 100);
@@ -115,7 +116,15 @@ function changedPaths(a: unknown, b: unknown, at = ''): string[] {
   return [at || '.'];
 }
 
-interface PeerJobSeen { node?: string; claimed?: number; running?: number; complete?: number }
+interface PeerJobSeen {
+  node?: string;
+  claimed?: number;
+  running?: number;
+  complete?: number;
+  /** The peer Job's status.startTime and completionTime: our mirror's, written back (whole seconds). */
+  startTime?: number;
+  completionTime?: number;
+}
 interface HostSeen { idleSince?: number; drainingAt?: number; lastState?: string }
 
 export async function peerPhase(): Promise<void> {
@@ -160,6 +169,8 @@ export async function peerPhase(): Promise<void> {
       if (by && s.claimed === undefined) Object.assign(s, { claimed: now, node: by.split('/').pop() });
       if ((j.status?.startTime || (j.status?.active ?? 0) > 0) && s.running === undefined) s.running = now;
       if (j.status?.conditions?.some((c) => c.type === 'Complete' && c.status === 'True') && s.complete === undefined) s.complete = now;
+      if (j.status?.startTime) s.startTime = new Date(j.status.startTime).getTime();
+      if (j.status?.completionTime) s.completionTime = new Date(j.status.completionTime).getTime();
       jobs.set(j.metadata!.name!, s);
     }));
     const mirrorInf = await follow<k8s.V1Job>(kcOurs, `/apis/batch/v1/namespaces/${NS}/jobs`, () => batchOurs.listNamespacedJob({ namespace: NS }), () => undefined);
@@ -214,14 +225,13 @@ export async function peerPhase(): Promise<void> {
 
     // Drains: once a third of the queue is done, our own work arrives for nodes that lend.
     await waitUntil(`${Math.ceil(JOBS / 3)} peer Jobs complete`, async () => done() >= Math.ceil(JOBS / 3), 60 * 60_000, 200);
-    // Nodes whose peer Job the peer has seen start most recently: the status may still say Lending
-    // for a node whose Job has ended, and our pod would then run at once and drain nothing.
-    const lending = new Set<string>((fleetStatus?.hosts ?? []).filter((h: any) => h.state === 'Lending').map((h: any) => h.node));
-    const drained = [...jobs.values()]
-      .filter((j) => j.node && lending.has(j.node) && j.running !== undefined && j.complete === undefined)
-      .sort((a, b) => b.running! - a.running!)
-      .map((j) => j.node!)
-      .filter((n, i, all) => all.indexOf(n) === i)
+    // The nodes whose mirror started last, by our side's record: the PeerFleet status and the peer
+    // lag behind the controller's effects, and a node whose Job has ended would take our pod at once.
+    const drained = mirrorInf.list()
+      .filter((m) => (m.status?.active ?? 0) > 0 && !m.status?.succeeded && m.status?.startTime)
+      .sort((a, b) => new Date(b.status!.startTime!).getTime() - new Date(a.status!.startTime!).getTime())
+      .map((m) => m.metadata?.labels?.[NODE_LABEL] ?? '')
+      .filter((n, i, all) => n && all.indexOf(n) === i)
       .slice(0, DRAINS);
     await must(ours, ['create', '-f', '-'], JSON.stringify(list(drained.map((node) =>
       job(`ours-${node}`, WORK, '2s', {}, { nodeSelector: { ...POOL, 'kubernetes.io/hostname': node } })))));
@@ -254,6 +264,9 @@ export async function peerPhase(): Promise<void> {
       // Negative when the next Job runs before the peer sees the last one Complete (its write-back comes later).
       for (let i = 1; i < seq.length; i++) if (seq[i - 1]!.complete !== undefined) gaps.push(seq[i]!.running! - seq[i - 1]!.complete!);
     }
+    // How late the peer learns: seen Running − startTime, seen Complete − completionTime (whole seconds, so up to 1 s more).
+    const startLag = all.filter((j) => j.running !== undefined && j.startTime !== undefined).map((j) => j.running! - j.startTime!);
+    const endLag = all.filter((j) => j.complete !== undefined && j.completionTime !== undefined).map((j) => j.complete! - j.completionTime!);
     // 2. Drain reaction: our pod seen → its node Draining in status; claims on that node after our pod came, before it ran.
     const drains = drained.map((node) => {
       const pod = [...ourPods.values()].find((p) => p.node === node);
@@ -272,6 +285,7 @@ export async function peerPhase(): Promise<void> {
       nodes: NODES, gpusPerNode: GPUS, peerJobs: JOBS, runFor: RUN_FOR, pollInterval: POLL, idleWindow: WINDOW,
       claimLatency: { samples: claimLatency.length, seconds: dist(claimLatency), perPollInterval: ratio(claimLatency, pollMs) },
       gapBetweenPeerJobsOnANode: { samples: gaps.length, seconds: dist(gaps), perPollInterval: ratio(gaps, pollMs) },
+      writeBackLagSeconds: { running: dist(startLag), complete: dist(endLag) },
       drain: {
         nodes: drained.length,
         reacted: reactions.length,
