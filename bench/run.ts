@@ -18,15 +18,19 @@
 //            emulator with the real 12 s launch rule, vs the floor (N-1) x 12 s.
 //   idle     BENCH_IDLE_N (50) Leases with idleTimeout BENCH_IDLE_TIMEOUT (10s) and
 //            --check-interval BENCH_IDLE_CHECK (5s): release lateness distribution.
+//   peer     PeerFleet lending (peer.ts) on BENCH_PEER_NODES (100) KWOK nodes to a second
+//            control plane's queue of BENCH_PEER_JOBS peer Jobs: claim latency and drain
+//            reaction vs pollInterval, throughput and its writes vs their floor, quiet cost.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ControlPlane } from '../e2e/cluster/controlplane.js';
 import { startController } from '../e2e/support/controller.js';
 import { startLambdaEmulator } from '../e2e/fakes/lambda/server.js';
 import { memoryPhase } from './memory.js';
+import { peerPhase } from './peer.js';
 import {
   G, api, apiserverCounts, apiserverMetrics, bareClient, connect, controllerKeySecret, controllerReads, createLeases, env, listLeases, log, mib, ms,
-  namespace, offer, results, sharedMachine, sleep, stopSharedMachine, stopTrackers, waitUntil,
+  namespace, offer, quantiles, results, sharedMachine, sleep, stopSharedMachine, stopTrackers, waitUntil,
 } from './support.js';
 
 const N = env('BENCH_N', 1000);
@@ -35,7 +39,7 @@ const LAMBDA_N = env('BENCH_LAMBDA_N', 10);
 const IDLE_N = env('BENCH_IDLE_N', 50);
 const IDLE_TIMEOUT = process.env.BENCH_IDLE_TIMEOUT ?? '10s';
 const IDLE_CHECK = process.env.BENCH_IDLE_CHECK ?? '5s';
-const PHASES = new Set((process.env.BENCH_PHASES ?? 'loop,memory,lambda,idle').split(','));
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'loop,memory,lambda,idle,peer').split(','));
 
 async function loopPhase() {
   const ns = await namespace('bench-loop');
@@ -153,12 +157,6 @@ async function lambdaPhase() {
   }
 }
 
-function quantiles(xs: number[]) {
-  const s = [...xs].sort((a, b) => a - b);
-  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * (s.length - 1) + 0.5))]!;
-  return { min: s[0]!, p50: q(0.5), p90: q(0.9), max: s[s.length - 1]! };
-}
-
 async function idlePhase() {
   const ns = await namespace('bench-idle');
   const pub = await controllerKeySecret(ns);
@@ -205,21 +203,26 @@ async function idlePhase() {
 
 async function main() {
   const t0 = Date.now();
-  const cp = await ControlPlane.start();
-  try {
-    connect(cp);
-    const applied = await cp.kubectl(['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
-    if (applied.code !== 0) throw new Error(applied.stderr);
-    await cp.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '-l', 'app.kubernetes.io/part-of=leasehold']);
-    log(`control plane up at ${cp.info.server}; phases ${[...PHASES].join(',')}`);
-    if (PHASES.has('loop')) await loopPhase();
-    if (PHASES.has('memory')) await memoryPhase();
-    if (PHASES.has('lambda')) await lambdaPhase();
-    if (PHASES.has('idle')) await idlePhase();
-  } finally {
-    await stopTrackers().catch(() => undefined);
-    await cp.stop();
+  log(`phases ${[...PHASES].join(',')}`);
+  // The shared control plane; the peer phase starts its own two (it needs a scheduler, KWOK and a peer).
+  if (['loop', 'memory', 'lambda', 'idle'].some((p) => PHASES.has(p))) {
+    const cp = await ControlPlane.start();
+    try {
+      connect(cp);
+      const applied = await cp.kubectl(['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
+      if (applied.code !== 0) throw new Error(applied.stderr);
+      await cp.kubectl(['wait', '--for=condition=Established', '--timeout=60s', 'crd', '-l', 'app.kubernetes.io/part-of=leasehold']);
+      log(`control plane up at ${cp.info.server}`);
+      if (PHASES.has('loop')) await loopPhase();
+      if (PHASES.has('memory')) await memoryPhase();
+      if (PHASES.has('lambda')) await lambdaPhase();
+      if (PHASES.has('idle')) await idlePhase();
+    } finally {
+      await stopTrackers().catch(() => undefined);
+      await cp.stop();
+    }
   }
+  if (PHASES.has('peer')) await peerPhase();
   results.totalSeconds = (Date.now() - t0) / 1000;
   process.stdout.write(`\n${JSON.stringify(results, null, 2)}\n`);
   if (process.env.BENCH_OUT) writeFileSync(process.env.BENCH_OUT, `${JSON.stringify(results, null, 2)}\n`);

@@ -163,6 +163,12 @@ export async function bareClient(writes: number, objects: number, width: number)
   return took;
 }
 
+export function quantiles(xs: number[]) {
+  const s = [...xs].sort((a, b) => a - b);
+  const q = (p: number) => s[Math.min(s.length - 1, Math.floor(p * (s.length - 1) + 0.5))]!;
+  return { min: s[0]!, p50: q(0.5), p90: q(0.9), max: s[s.length - 1]! };
+}
+
 export const ms = (n: number) => `${(n / 1000).toFixed(1)} s`;
 export const mib = (n: number) => `${Math.round(n / 2 ** 20)} MiB`;
 
