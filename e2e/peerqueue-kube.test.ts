@@ -34,6 +34,9 @@ async function peerJob(name: string): Promise<void> {
   }));
 }
 
+const metrics = new Metrics();
+const patches = async () => ((await metrics.kubeRequests.get()).values.find((v) => v.labels.verb === 'PATCH')?.value ?? 0);
+
 beforeAll(async () => {
   peer = await ControlPlane.start({ name: 'peer' });
   cred = await createPeerCredential(peer, { namespace: 'queue' });
@@ -43,7 +46,7 @@ beforeAll(async () => {
     token: cred.token,
     caPEM: await readFile(join(peer.info.dir, 'pki', 'ca.crt'), 'utf8'),
     namespace: 'queue',
-    metrics: new Metrics(),
+    metrics,
   });
   await peerJob('a');
   await peerJob('b');
@@ -91,6 +94,10 @@ describe('KubePeerQueue on a real peer', () => {
     const running = await queue.writeStatus('a', { status: { startTime: start, active: 1, ready: 1 }, annotations: { [HOST_ANNOTATION]: 'ours/node-1' } });
     expect(running.status).toMatchObject({ active: 1, ready: 1 });
     expect(running.metadata?.annotations?.[HOST_ANNOTATION]).toBe('ours/node-1');
+    // The annotations are there already: the next write-back is the status PATCH alone.
+    const before = await patches();
+    await queue.writeStatus('a', { status: { startTime: start, active: 1, ready: 0 }, annotations: { [HOST_ANNOTATION]: 'ours/node-1' } });
+    expect((await patches()) - before).toBe(1);
     const end = new Date(start.getTime() + 5000);
     await queue.writeStatus('a', {
       status: {

@@ -212,6 +212,18 @@ describe('PeerFleetReconciler', () => {
       expect(h.writes).toHaveLength(written);
     });
 
+    it('passes brought by our cluster between polls reuse the last reading of the Secrets and the peer', async () => {
+      const h = lendingHarness(fleet({}, { hosts: [] }));
+      const deps = (h.reconciler as unknown as { deps: { now: () => Date } }).deps;
+      await h.reconciler.reconcile('lend/gpu');
+      deps.now = () => new Date('2026-12-01T00:00:10Z');
+      expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 20_000 });
+      expect(h.accesses).toHaveLength(1);
+      deps.now = () => new Date('2026-12-01T00:00:30Z');
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.accesses).toHaveLength(2);
+    });
+
     it('a status write that conflicts runs no effect', async () => {
       const h = lendingHarness(fleet({}, available), { conflict: true });
       await h.reconciler.reconcile('lend/gpu');

@@ -17,7 +17,7 @@ import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/
 import type { StatusWriter } from '../../src/kube/status.js';
 import type { PeerQueue } from '../../src/providers/peerqueue/types.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
-import { lendingPass, type FleetPass, type FleetWorld } from './lending.js';
+import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from './lending.js';
 import type { PeerFleetMetrics } from './metrics.js';
 import type { EffectResult, LendingOperations } from './operations.js';
 import { judgeReadiness, readyCondition, type SecretField, type Verdict, type VerdictInput } from './verdict.js';
@@ -67,6 +67,9 @@ export interface PeerFleetReconcilerDeps {
 /** Kept on a PeerFleet until its last mirror has finished and the peer has its record. */
 export const LENDING_FINALIZER = 'leasehold.dev/peer-lending';
 
+/** Effects other than claims run this many at a time. */
+const EFFECTS_AT_ONCE = 8;
+
 /** How long a created mirror counts before the informer shows it. */
 const EXPECTATION_MS = 60_000;
 
@@ -87,6 +90,8 @@ export class PeerFleetReconciler {
    * not given again before the watch catches up.
    */
   private readonly expected = new Map<string, { job: V1Job; at: number }>();
+  /** The last reading of each fleet's Secrets and peer, and until when it stands. */
+  private readonly observed = new Map<string, { generation: number | undefined; until: number; input: VerdictInput; access: PeerAccess | undefined }>();
 
   constructor(private readonly deps: PeerFleetReconcilerDeps) {}
 
@@ -95,6 +100,7 @@ export class PeerFleetReconciler {
     let fleet = this.deps.fleets.get(namespace, name);
     if (!fleet) {
       this.downStreak.delete(key);
+      this.observed.delete(key);
       this.deps.forget?.(key);
       return;
     }
@@ -102,12 +108,11 @@ export class PeerFleetReconciler {
     const deleting = !!fleet.metadata?.deletionTimestamp;
     if (lending && deleting && !hasFinalizer(fleet, LENDING_FINALIZER)) return;
     if (lending && !deleting && !hasFinalizer(fleet, LENDING_FINALIZER)) fleet = await lending.finalizers.add(fleet);
-    const { input, access } = await this.observe(key, fleet);
-    const verdict = judgeReadiness(input);
     const now = this.now();
+    const { input, access, poll } = await this.observeAtPoll(key, fleet, now);
+    const verdict = judgeReadiness(input);
     const pass = lending ? this.pass(lending, fleet, verdict, access, now) : undefined;
     const written = await this.record(fleet, verdict, pass);
-    const poll = this.nextPoll(key, fleet, verdict);
     if (!lending || !pass) return { requeueAfter: poll };
     // Effects run only on a status that reached the API server: after a
     // conflict the informer brings the newer object and a new pass.
@@ -120,6 +125,27 @@ export class PeerFleetReconciler {
     if (pass.again || results.some((r) => r.outcome === 'claimed' || r.outcome === 'started')) return { requeueAfter: 0 };
     const wake = pass.wakeAt === undefined ? poll : Math.max(0, Math.min(poll, pass.wakeAt - now.getTime() + 100));
     return { requeueAfter: wake };
+  }
+
+  /**
+   * The Secrets and the peer are read once per poll (sooner after a spec
+   * change): with lending on, every change of a node or pod in our cluster
+   * brings a pass, and those passes reuse the last reading rather than ask
+   * the peer again. The namespace's Pod Security label comes from an
+   * informer and is read every pass.
+   */
+  private async observeAtPoll(key: string, fleet: PeerFleet, now: Date): Promise<{ input: VerdictInput; access?: PeerAccess; poll: number }> {
+    const generation = fleet.metadata?.generation;
+    const kept = this.deps.lending ? this.observed.get(key) : undefined;
+    const podSecurity = this.deps.lending?.podSecurity(fleet.metadata!.namespace!);
+    const withLabel = (input: VerdictInput): VerdictInput => (podSecurity === undefined ? input : { ...input, podSecurity });
+    if (kept && kept.generation === generation && now.getTime() < kept.until) {
+      return { input: withLabel(kept.input), ...(kept.access ? { access: kept.access } : {}), poll: kept.until - now.getTime() };
+    }
+    const { input, access } = await this.observe(key, fleet);
+    const poll = this.nextPoll(key, fleet, judgeReadiness(input));
+    this.observed.set(key, { generation, until: now.getTime() + poll, input, access });
+    return { input: withLabel(input), ...(access ? { access } : {}), poll };
   }
 
   private now(): Date {
@@ -162,23 +188,27 @@ export class PeerFleetReconciler {
       created: (mirror: V1Job) => this.expected.set(`${mirror.metadata?.namespace}/${mirror.metadata?.name}`, { job: mirror, at: now.getTime() }),
       now,
     };
-    const results: EffectResult[] = [];
-    for (const effect of pass.effects) {
+    const run = async (effect: LendEffect): Promise<EffectResult> => {
       const result = await lending.operations.run(effect, ctx);
-      results.push(result);
       if (result.note) await this.deps.events.record(fleet, result.note.type, result.note.reason, result.note.message);
       if (result.outcome === 'error') {
         await this.deps.events.record(fleet, 'Warning', 'LendingError', `${effect.kind}: ${result.error ?? 'failed'}; retried at the next pass`);
       }
-    }
+      return result;
+    };
+    // Write-backs, releases and deletions touch one Job each and run side by
+    // side; claims come after them, one at a time, each choosing its room
+    // from what the pass saw.
+    const [claims, rest] = [pass.effects.filter((e) => e.kind === 'claim'), pass.effects.filter((e) => e.kind !== 'claim')];
+    const results: EffectResult[] = [];
+    for (let i = 0; i < rest.length; i += EFFECTS_AT_ONCE) results.push(...(await Promise.all(rest.slice(i, i + EFFECTS_AT_ONCE).map(run))));
+    for (const effect of claims) results.push(await run(effect));
     return results;
   }
 
   private async observe(key: string, fleet: PeerFleet): Promise<{ input: VerdictInput; access?: PeerAccess }> {
     const namespace = fleet.metadata!.namespace!;
     const input: VerdictInput = { namespace, spec: fleet.spec };
-    const podSecurity = this.deps.lending?.podSecurity(namespace);
-    if (podSecurity !== undefined) input.podSecurity = podSecurity;
     const read = async (field: SecretField) => {
       const ref = field === 'spec.caSecretRef' ? fleet.spec.caSecretRef : fleet.spec.credentialSecretRef;
       if (!ref) return undefined;

@@ -85,7 +85,9 @@ export class KubePeerQueue implements PeerQueue {
   /** The status subresource first, then the annotations that describe it (host, exit code). */
   async writeStatus(name: string, write: StatusWrite, signal?: AbortSignal): Promise<V1Job> {
     let job = await this.call((o) => this.batch.patchNamespacedJobStatus({ name, namespace: this.namespace, body: { status: write.status } }, mergePatch(o)), signal);
-    if (Object.keys(write.annotations).length > 0) {
+    const have = job.metadata?.annotations ?? {};
+    // One PATCH where the peer already carries the annotations (most write-backs).
+    if (Object.entries(write.annotations).some(([k, v]) => have[k] !== v)) {
       job = await this.call((o) => this.batch.patchNamespacedJob({ name, namespace: this.namespace, body: { metadata: { annotations: write.annotations } } }, mergePatch(o)), signal);
     }
     return job;
