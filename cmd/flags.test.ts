@@ -20,11 +20,16 @@ describe('parseControllerFlags', () => {
       historyMaxAgeMs: 168 * 3600_000,
       shutdownGraceMs: 25_000,
       peerLending: true,
+      runnerSampleWindowScale: 1,
     });
   });
 
   it('--max-leases-per-namespace caps the active Leases of each namespace', () => {
     expect(parseControllerFlags(['--max-leases-per-namespace', '3'], {}).maxLeasesPerNamespace).toBe(3);
+  });
+
+  it('--runner-sample-window-scale scales the RunnerTarget sample window', () => {
+    expect(parseControllerFlags(['--runner-sample-window-scale', '0.01'], {}).runnerSampleWindowScale).toBe(0.01);
   });
 
   it('--no-leader-elect turns leader election off', () => {
@@ -38,6 +43,8 @@ describe('parseControllerFlags', () => {
     [['--history-limit', '2.5'], /--history-limit 2.5 must be a whole number/],
     [['--acquire-timeout', 'soon'], /^--acquire-timeout: /],
     [['--orphans', 'delete'], /--orphans delete must be terminate or report/],
+    [['--runner-sample-window-scale', '0'], /--runner-sample-window-scale 0 must be a positive number/],
+    [['--runner-sample-window-scale', 'fast'], /--runner-sample-window-scale fast must be a positive number/],
   ])('%j is refused naming the flag', (args, message) => {
     expect(() => parseControllerFlags(args, {})).toThrow(FlagError);
     expect(() => parseControllerFlags(args, {})).toThrow(message);

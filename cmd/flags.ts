@@ -33,6 +33,8 @@ export interface ControllerFlags {
   shutdownGraceMs: number;
   /** Whether PeerFleets lend (needs read access to nodes and pods); without it they only report readiness. */
   peerLending: boolean;
+  /** RunnerTarget's sample window (300-450 s, waits up to 2 min) times this; below 1 only for tests. */
+  runnerSampleWindowScale: number;
 }
 
 export class FlagError extends Error {
@@ -67,6 +69,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'history-limit': { type: 'string', default: '32' },
       'history-max-age': { type: 'string', default: '168h' },
       'shutdown-grace': { type: 'string', default: '25s' },
+      'runner-sample-window-scale': { type: 'string', default: '1' },
     },
     strict: true,
   });
@@ -83,6 +86,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     if (!Number.isInteger(n) || n < min) throw new FlagError(`--${name} ${text(name)} must be a whole number ${meaning}`);
     return n;
   };
+  const scale = Number(text('runner-sample-window-scale'));
+  if (!(scale > 0) || !Number.isFinite(scale)) throw new FlagError(`--runner-sample-window-scale ${text('runner-sample-window-scale')} must be a positive number (1: the 300-450 s window)`);
   const orphans = text('orphans');
   if (orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
   return {
@@ -108,5 +113,6 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     historyMaxAgeMs: duration('history-max-age'),
     shutdownGraceMs: duration('shutdown-grace'),
     peerLending: !values['no-peer-lending'],
+    runnerSampleWindowScale: scale,
   };
 }

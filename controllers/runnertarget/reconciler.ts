@@ -1,0 +1,64 @@
+// The RunnerTarget reconciler: when a target's check is due (every
+// checkInterval, or at once after its spec changed), one check runs
+// (check.ts). The work queue never runs one key twice at once, and the
+// check lease keeps two replicas apart; status writes of our own wake the
+// target but start no check before its time.
+import type { Logger } from 'pino';
+import { durationMs, type RunnerTarget } from '../../src/api/index.js';
+import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
+import type { EventRecorder } from '../../src/kube/events.js';
+import type { StatusWriter } from '../../src/kube/status.js';
+import { CheckRun } from './check.js';
+import type { CheckLeases } from './checklease.js';
+import type { RunnerTargetMetrics } from './metrics.js';
+import type { TargetClients } from './operations.js';
+import type { PlanSettings } from './plan.js';
+
+export interface RunnerTargetDeps {
+  targets: ObjectCache<RunnerTarget>;
+  /** The object as the API server has it now; undefined when it is gone. */
+  read(namespace: string, name: string): Promise<RunnerTarget | undefined>;
+  status: Pick<StatusWriter, 'write'>;
+  events: Pick<EventRecorder, 'record'>;
+  providers: { clients(target: RunnerTarget): Promise<TargetClients>; forget(key: string): void };
+  leases: Pick<CheckLeases, 'acquire'>;
+  /** This replica, as the Held condition names it. */
+  identity: string;
+  installationID: string;
+  /** The controller's SSH public key, which every host admits. */
+  sshPublicKey(): Promise<string>;
+  settings?: Partial<PlanSettings>;
+  metrics?: RunnerTargetMetrics;
+  log?: Logger;
+  now?: () => number;
+}
+
+export class RunnerTargetReconciler {
+  /** When each target's last check ended here, and the generation it checked. */
+  private readonly checked = new Map<string, { at: number; generation: number | undefined }>();
+
+  constructor(private readonly deps: RunnerTargetDeps) {}
+
+  private now(): number {
+    return (this.deps.now ?? Date.now)();
+  }
+
+  async reconcile(key: string): Promise<ReconcileResult | void> {
+    const [namespace = '', name = ''] = key.split('/');
+    const target = this.deps.targets.get(namespace, name);
+    if (!target) {
+      this.checked.delete(key);
+      this.deps.providers.forget(key);
+      return;
+    }
+    const interval = durationMs(target.spec.checkInterval);
+    const generation = target.metadata?.generation;
+    const last = this.checked.get(key) ?? { at: Date.parse(target.status?.lastCheckAt ?? ''), generation: target.status?.observedGeneration };
+    const now = this.now();
+    if (Number.isFinite(last.at) && last.generation === generation && now - last.at < interval) return { requeueAfter: last.at + interval - now };
+    const result = await new CheckRun(this.deps, target).run();
+    // A check that found the lease held elsewhere did nothing: it is tried again soon, not after a whole interval.
+    if (result.state !== 'Held') this.checked.set(key, { at: this.now(), generation });
+    return { requeueAfter: result.retryAfterMs ?? interval };
+  }
+}
