@@ -148,4 +148,38 @@ describe('RunnerTarget checks', () => {
     expect(gh.mutations.length).toBe(ghBefore);
     expect((await events('conflict')).map((e) => e.reason)).toContain('StatusConflict');
   });
+
+  it('a check lease held by another replica: the check changes nothing and says so; once it is let go, the next check acts', async () => {
+    const gceBefore = gce.mutations.length;
+    gh.queueRun('held', [{ labels: ['self-hosted', 'linux'] }]);
+    // A dry run first, to learn the UID the check lease is named after before any live check.
+    await target('held', 'held', { dryRun: true });
+    const dry = await waitFor('the dry run', async () => (await get('held'))?.status?.plan);
+    expect(dry.dryRun).toBe(true);
+    const uid = (await get('held')).metadata.uid;
+    const now = new Date().toISOString().replace('Z', '000Z');
+    await apply(kubectl, JSON.stringify({
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: `runnertarget-${uid}`, namespace: ns },
+      spec: { holderIdentity: 'other-replica', leaseDurationSeconds: 3600, acquireTime: now, renewTime: now },
+    }));
+    await must(['patch', 'runnertarget', 'held', '-n', ns, '--type=merge', '-p', '{"spec":{"dryRun":false}}']);
+    const patched = await get('held');
+    const held = await waitFor('the HeldElsewhere event', async () => (await events('held')).find((e) => e.reason === 'HeldElsewhere'), 60_000);
+    expect(held.message).toContain('other-replica');
+    // Any status write would move the object under the holder, whose next receipt write would then conflict.
+    const after = await get('held');
+    expect(after.metadata.resourceVersion).toBe(patched.metadata.resourceVersion);
+    expect(after.status.receipts ?? []).toEqual([]);
+    expect(gce.mutations.length).toBe(gceBefore);
+
+    // The other replica lets go: the next attempt takes the lease and launches.
+    await must(['patch', 'leases.coordination.k8s.io', `runnertarget-${uid}`, '-n', ns, '--type=merge', '-p', '{"spec":{"holderIdentity":""}}']);
+    await waitFor('the launch after the lease was let go', async () => gce.mutations.length > gceBefore, 120_000, 500);
+    const lease = JSON.parse(await must(['get', 'leases.coordination.k8s.io', `runnertarget-${uid}`, '-n', ns, '-o', 'json']));
+    expect(lease.spec.leaseTransitions).toBeGreaterThanOrEqual(1);
+    const launched = await get('held');
+    expect((launched.status.receipts ?? []).map((r: any) => r.action)).toEqual(['Launch']);
+  });
 });

@@ -43,6 +43,7 @@ export class CheckRun {
   private outcome?: ChangeOutcome;
   private status: RunnerTargetStatus;
   private waited = false;
+  private released = false;
   private wroteFirst = false;
   private retryAfterMs?: number;
   private last!: CheckStep;
@@ -64,7 +65,7 @@ export class CheckRun {
     let event: CheckEvent | undefined = { type: 'START', dryRun: this.target.spec.dryRun, message: `check of ${this.key} started` };
     try {
       while (event) {
-        if (this.lease?.signal.aborted && snapshot.can({ type: 'LEASE_LOST', message: '' })) {
+        if (this.lease?.signal.aborted && !this.released && snapshot.can({ type: 'LEASE_LOST', message: '' })) {
           event = { type: 'LEASE_LOST', message: `the check lease was lost (${errorText(this.lease.signal.reason)}); the check stopped where it was` };
         }
         const s = step(snapshot, event);
@@ -79,7 +80,7 @@ export class CheckRun {
         event = s.final ? undefined : next;
       }
     } finally {
-      if (this.lease && !this.lease.signal.aborted) await this.lease.release();
+      await this.releaseLease();
     }
     this.deps.metrics?.check(this.target, this.last.state);
     return { state: this.last.state, ...(this.retryAfterMs !== undefined ? { retryAfterMs: this.retryAfterMs } : {}) };
@@ -108,7 +109,7 @@ export class CheckRun {
           await this.finalWrite();
           return undefined;
         case 'releaseLease':
-          await this.lease?.release();
+          await this.releaseLease();
           return undefined;
         case 'announce':
           await this.announce();
@@ -130,6 +131,14 @@ export class CheckRun {
     }
     this.retryAfterMs = got.retryAfterMs;
     return { type: 'LEASE_HELD', holder: got.holder, message: `the check lease of ${this.key} is held by ${got.holder}; this check changed nothing` };
+  }
+
+  /** Once per check; a lost lease is not ours to release. */
+  private async releaseLease(): Promise<void> {
+    const lease = this.lease;
+    if (!lease || this.released) return;
+    this.released = true;
+    if (!lease.signal.aborted) await lease.release();
   }
 
   private async observe(): Promise<CheckEvent> {
@@ -255,7 +264,8 @@ export class CheckRun {
       for (const e of this.plan!.events) await this.event(e);
       return;
     }
-    if (state === 'Held') return this.event({ type: 'Normal', reason: context.reason, message: context.message });
+    // Held elsewhere is the lease doing its job; a lease lost mid-check is worth a warning.
+    if (state === 'Held') return this.event({ type: context.reason === 'LeaseLost' ? 'Warning' : 'Normal', reason: context.reason, message: context.message });
     await this.event({ type: 'Warning', reason: context.reason, message: context.message });
     // An ended check says why on a fresh read: never over the object a conflicting writer moved.
     const fresh = await this.deps.read(this.target.metadata!.namespace!, this.target.metadata!.name!).catch(() => undefined);
