@@ -65,7 +65,13 @@ registerLeaseController(mgr, {
   },
 });
 registerPeerFleetController(mgr, { installationID, controllerNamespace: flags.namespace, lending: flags.peerLending });
-registerRunnerTargetController(mgr, { installationID, identity, controllerNamespace: flags.namespace, settings: { window: sampleWindow(flags.runnerSampleWindowScale) } });
+registerRunnerTargetController(mgr, {
+  installationID,
+  identity,
+  controllerNamespace: flags.namespace,
+  settings: { window: sampleWindow(flags.runnerSampleWindowScale) },
+  hostSSH: { user: flags.runnerSSHUser, port: flags.runnerSSHPort },
+});
 
 let signalled = false;
 for (const sig of ['SIGTERM', 'SIGINT'] as const) {

@@ -21,6 +21,8 @@ describe('parseControllerFlags', () => {
       shutdownGraceMs: 25_000,
       peerLending: true,
       runnerSampleWindowScale: 1,
+      runnerSSHUser: 'leasehold',
+      runnerSSHPort: 22,
     });
   });
 
@@ -30,6 +32,10 @@ describe('parseControllerFlags', () => {
 
   it('--runner-sample-window-scale scales the RunnerTarget sample window', () => {
     expect(parseControllerFlags(['--runner-sample-window-scale', '0.01'], {}).runnerSampleWindowScale).toBe(0.01);
+  });
+
+  it('--runner-ssh-user and --runner-ssh-port say how hosts are reached', () => {
+    expect(parseControllerFlags(['--runner-ssh-user', 'ci', '--runner-ssh-port', '2222'], {})).toMatchObject({ runnerSSHUser: 'ci', runnerSSHPort: 2222 });
   });
 
   it('--no-leader-elect turns leader election off', () => {
@@ -45,6 +51,9 @@ describe('parseControllerFlags', () => {
     [['--orphans', 'delete'], /--orphans delete must be terminate or report/],
     [['--runner-sample-window-scale', '0'], /--runner-sample-window-scale 0 must be a positive number/],
     [['--runner-sample-window-scale', 'fast'], /--runner-sample-window-scale fast must be a positive number/],
+    [['--runner-ssh-port', '0'], /--runner-ssh-port 0 must be a whole number from 1 to 65535/],
+    [['--runner-ssh-port', '70000'], /--runner-ssh-port 70000 must be a whole number from 1 to 65535/],
+    [['--runner-ssh-user', 'Root User'], /--runner-ssh-user Root User must be a Unix user name/],
   ])('%j is refused naming the flag', (args, message) => {
     expect(() => parseControllerFlags(args, {})).toThrow(FlagError);
     expect(() => parseControllerFlags(args, {})).toThrow(message);

@@ -35,6 +35,9 @@ export interface ControllerFlags {
   peerLending: boolean;
   /** RunnerTarget's sample window (300-450 s, waits up to 2 min) times this; below 1 only for tests. */
   runnerSampleWindowScale: number;
+  /** The login user and SSH port of RunnerTarget hosts. */
+  runnerSSHUser: string;
+  runnerSSHPort: number;
 }
 
 export class FlagError extends Error {
@@ -70,6 +73,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'history-max-age': { type: 'string', default: '168h' },
       'shutdown-grace': { type: 'string', default: '25s' },
       'runner-sample-window-scale': { type: 'string', default: '1' },
+      'runner-ssh-user': { type: 'string', default: 'leasehold' },
+      'runner-ssh-port': { type: 'string', default: '22' },
     },
     strict: true,
   });
@@ -88,6 +93,13 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
   };
   const scale = Number(text('runner-sample-window-scale'));
   if (!(scale > 0) || !Number.isFinite(scale)) throw new FlagError(`--runner-sample-window-scale ${text('runner-sample-window-scale')} must be a positive number (1: the 300-450 s window)`);
+  const port = (name: keyof typeof values): number => {
+    const n = whole(name, 1, 'from 1 to 65535');
+    if (n > 65535) throw new FlagError(`--${name} ${n} must be a whole number from 1 to 65535`);
+    return n;
+  };
+  const sshUser = text('runner-ssh-user');
+  if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(sshUser)) throw new FlagError(`--runner-ssh-user ${sshUser} must be a Unix user name (lowercase letters, digits, _ and -)`);
   const orphans = text('orphans');
   if (orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
   return {
@@ -114,5 +126,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     shutdownGraceMs: duration('shutdown-grace'),
     peerLending: !values['no-peer-lending'],
     runnerSampleWindowScale: scale,
+    runnerSSHUser: sshUser,
+    runnerSSHPort: port('runner-ssh-port'),
   };
 }

@@ -1,10 +1,19 @@
 // RunnerTarget checks for real: the controller process against the shared
 // control plane, with the Compute Engine and GitHub emulators in this test
 // process. Each test follows its own repository, so the jobs it queues are
-// seen only by its own RunnerTarget.
+// seen only by its own RunnerTarget. Every VM boots a real sshd that admits
+// the keys of its ssh-keys metadata (as the guest agent does) and publishes
+// its host keys; a host whose runner config arrives over SSH starts a fake
+// runner with it, as the image's runner service would.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { JIT_CONFIG_PATH } from '../controllers/runnertarget/deliver.js';
 import { startGceEmulator, type GceEmulator } from './fakes/gce/server.js';
 import { startGitHubEmulator, type GitHubEmulator } from './fakes/github/server.js';
+import { freePort, SshdMachine } from './fakes/lambda/machine.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
 
@@ -13,6 +22,11 @@ let gce: GceEmulator;
 let gh: GitHubEmulator;
 let controller: ControllerProcess;
 let ns: string;
+let hostsRunning: NodeJS.Timeout;
+const machines = new Map<string, SshdMachine>();
+const runnersStarted = new Set<string>();
+/** Host keys of a machine that is not the one answering: what an impostor's published keys look like. */
+let decoyKeys: string[];
 
 const HOST_ACCOUNT = 'runner-host@leasehold-test.iam.gserviceaccount.com';
 
@@ -50,17 +64,46 @@ async function events(name: string): Promise<any[]> {
   return (await getJSON(kubectl, ['events', '-n', ns, '--field-selector', `involvedObject.name=${name}`]))?.items ?? [];
 }
 
+/** The VMs of one RunnerTarget, by its name label. */
+const vmsOf = (name: string) => gce.instances().filter((i) => i.labels['leasehold-runnertarget'] === name);
+const runnersOf = (name: string) => gh.runners().filter((r) => r.name.startsWith(`${name}-`));
+
 beforeAll(async () => {
-  gce = await startGceEmulator();
+  const root = await mkdtemp(join(tmpdir(), 'runnertarget-hosts-'));
+  const sshPort = await freePort();
+  decoyKeys = (await SshdMachine.create({ dir: join(root, 'decoy'), address: '127.0.0.1', port: sshPort, authorizedKeys: [], hostKeys: [], comment: 'decoy' })).hostKeys;
+  gce = await startGceEmulator({
+    onInstanceRunning: async (i) => {
+      const keys = i.metadata.filter((m) => m.key === 'ssh-keys').flatMap((m) => m.value.split('\n')).map((l) => l.slice(l.indexOf(':') + 1)).filter(Boolean);
+      const m = await SshdMachine.create({ dir: join(root, i.name), address: i.address, port: sshPort, authorizedKeys: keys, hostKeys: [], comment: `gce-${i.name}` });
+      await m.start();
+      machines.set(i.name, m);
+      // An impostor: the published host keys are not those of the machine that answers.
+      return { hostKeys: i.labels['leasehold-runnertarget'] === 'impostor' ? decoyKeys : m.hostKeys, sshPort };
+    },
+    onInstanceGone: async (i) => machines.get(i.name)?.stop(),
+  });
   gh = await startGitHubEmulator();
+  // Each host runs its runner from the config once it is there, as the image's runner service does.
+  hostsRunning = setInterval(() => {
+    for (const [name, m] of machines) {
+      const file = join(m.home, JIT_CONFIG_PATH);
+      if (runnersStarted.has(name) || !existsSync(file)) continue;
+      runnersStarted.add(name);
+      gh.startRunner(readFileSync(file, 'utf8'));
+    }
+  }, 100);
   ns = await freshNamespace(kubectl, 'runnertarget');
   await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gh-token', namespace: ns }, stringData: { token: gh.token } }));
   await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
-  controller = await startController(process.env.E2E_KUBECONFIG!, ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns]);
+  controller = await startController(process.env.E2E_KUBECONFIG!, ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
+    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort)]);
 });
 
 afterAll(async () => {
+  clearInterval(hostsRunning);
   await controller?.stop();
+  await Promise.all([...machines.values()].map((m) => m.stop()));
   await gce?.stop();
   await gh?.stop();
   if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
@@ -90,7 +133,6 @@ describe('RunnerTarget checks', () => {
   });
 
   it('a queued job launches a spot VM whose receipt is in status before the insert reaches Compute Engine', async () => {
-    const inserts = gce.mutations.length;
     gh.queueRun('live', [{ labels: ['self-hosted', 'linux'] }]);
     // The insert is held at the emulator for a while: the receipt must already be in status when it arrives.
     gce.fault({ op: 'insert', mode: 'delay', ms: 3000, times: 1 });
@@ -111,7 +153,8 @@ describe('RunnerTarget checks', () => {
     expect(vm.labels).toMatchObject({ 'leasehold-runnertarget': 'live', 'leasehold-runnertarget-uid': during.metadata.uid });
     expect(vm.labels['leasehold-installation']).toMatch(/^[a-z0-9]{4,16}$/);
     expect(vm.serviceAccounts).toEqual([{ email: HOST_ACCOUNT, scopes: ['https://www.googleapis.com/auth/logging.write', 'https://www.googleapis.com/auth/monitoring.write'] }]);
-    expect(vm.metadata.find((m) => m.key === 'ssh-keys')?.value).toMatch(/^leasehold:ssh-ed25519 /);
+    // The controller's key, for the login user the controller was told (leasehold unless --runner-ssh-user).
+    expect(vm.metadata.find((m) => m.key === 'ssh-keys')?.value).toMatch(new RegExp(`^${userInfo().username}:ssh-ed25519 \\S+ leasehold-controller$`));
     // The runner's config goes over SSH, never into metadata anyone with compute read access can see.
     expect(JSON.stringify(vm.metadata)).not.toMatch(/jit/i);
 
@@ -123,13 +166,12 @@ describe('RunnerTarget checks', () => {
     expect(condition(after, 'Held')).toMatchObject({ status: 'False', reason: 'CheckEnded' });
     // The launch stays Intended until its runner registers; the next check continues it from there.
     expect(after.status.receipts).toEqual([expect.objectContaining({ id: receipt.id, phase: 'Intended' })]);
-    expect(gce.mutations.length - inserts).toBe(1);
+    expect(vmsOf('live')).toHaveLength(1);
+    expect(gce.requests.filter((r) => r.op === 'insert')).toHaveLength(1);
     expect((await events('live')).map((e) => e.reason)).toContain('Launched');
   });
 
   it('a receipt write that conflicts stops the check before any provider change: Durable=False, no insert', async () => {
-    const gceBefore = gce.mutations.length;
-    const ghBefore = gh.mutations.length;
     gh.queueRun('conflict', [{ labels: ['self-hosted', 'linux'] }]);
     // The check's look at the jobs is held at GitHub; meanwhile another writer moves the RunnerTarget.
     gh.fault({ op: 'list-jobs', mode: 'delay', ms: 3000, times: 1 });
@@ -144,13 +186,12 @@ describe('RunnerTarget checks', () => {
     expect(condition(t, 'Durable').message).toMatch(/do not edit status/);
     expect(condition(t, 'Ready')).toMatchObject({ status: 'False', reason: 'NotDurable' });
     expect(t.status.receipts ?? []).toEqual([]);
-    expect(gce.mutations.length).toBe(gceBefore);
-    expect(gh.mutations.length).toBe(ghBefore);
+    expect(vmsOf('conflict')).toEqual([]);
+    expect(runnersOf('conflict')).toEqual([]);
     expect((await events('conflict')).map((e) => e.reason)).toContain('StatusConflict');
   });
 
   it('a check lease held by another replica: the check changes nothing and says so; once it is let go, the next check acts', async () => {
-    const gceBefore = gce.mutations.length;
     gh.queueRun('held', [{ labels: ['self-hosted', 'linux'] }]);
     // A dry run first, to learn the UID the check lease is named after before any live check.
     await target('held', 'held', { dryRun: true });
@@ -172,14 +213,44 @@ describe('RunnerTarget checks', () => {
     const after = await get('held');
     expect(after.metadata.resourceVersion).toBe(patched.metadata.resourceVersion);
     expect(after.status.receipts ?? []).toEqual([]);
-    expect(gce.mutations.length).toBe(gceBefore);
+    expect(vmsOf('held')).toEqual([]);
 
     // The other replica lets go: the next attempt takes the lease and launches.
     await must(['patch', 'leases.coordination.k8s.io', `runnertarget-${uid}`, '-n', ns, '--type=merge', '-p', '{"spec":{"holderIdentity":""}}']);
-    await waitFor('the launch after the lease was let go', async () => gce.mutations.length > gceBefore, 120_000, 500);
+    await waitFor('the launch after the lease was let go', async () => vmsOf('held').length > 0, 120_000, 500);
     const lease = JSON.parse(await must(['get', 'leases.coordination.k8s.io', `runnertarget-${uid}`, '-n', ns, '-o', 'json']));
     expect(lease.spec.leaseTransitions).toBeGreaterThanOrEqual(1);
     const launched = await get('held');
     expect((launched.status.receipts ?? []).map((r: any) => r.action)).toEqual(['Launch']);
+  });
+
+  it('a launched host gets its runner config over SSH with its published host key pinned; its runner registers and the launch is Done', async () => {
+    gh.queueRun('ssh', [{ labels: ['self-hosted', 'linux'] }]);
+    await target('ssh', 'ssh');
+    const done = await waitFor('the launch receipt Done', async () => {
+      const got = await get('ssh');
+      return got?.status?.receipts?.some((r: any) => r.action === 'Launch' && r.phase === 'Done') ? got : undefined;
+    }, 120_000, 500);
+    const name = done.status.receipts[0].hosts[0];
+    expect(runnersOf('ssh')).toEqual([expect.objectContaining({ name, status: 'online' })]);
+    expect(runnersOf('ssh')[0]!.labels.map((l) => l.name).sort()).toEqual(['linux', 'self-hosted', 'x64']);
+    const file = join(machines.get(name)!.home, JIT_CONFIG_PATH);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    // The config went over SSH only: nothing of it in the instance's metadata.
+    expect(JSON.stringify(gce.instance('us-central1-a', name)!.metadata)).not.toContain(readFileSync(file, 'utf8').trim().slice(0, 40));
+    expect((await events('ssh')).map((e) => e.reason)).toContain('RunnerConfigDelivered');
+    const host = await waitFor('the host Idle', async () => (await get('ssh'))?.status?.hosts?.find((h: any) => h.name === name && h.state === 'Idle'), 60_000, 500);
+    expect(host.runnerID).toBe(runnersOf('ssh')[0]!.id);
+  });
+
+  it('a host whose SSH host key is not the one it published is not trusted: no runner config is made for it', async () => {
+    gh.queueRun('impostor', [{ labels: ['self-hosted', 'linux'] }]);
+    await target('impostor', 'impostor');
+    const refused = await waitFor('the refused connection', async () => (await events('impostor')).find((e) => e.reason === 'HostUnreachable'), 120_000, 500);
+    expect(refused.message).toMatch(/host key/i);
+    expect(runnersOf('impostor')).toEqual([]);
+    const t = await get('impostor');
+    expect(t.status.receipts).toEqual([expect.objectContaining({ action: 'Launch', phase: 'Intended' })]);
+    expect(existsSync(join(machines.get(t.status.receipts[0].hosts[0])!.home, JIT_CONFIG_PATH))).toBe(false);
   });
 });

@@ -11,7 +11,8 @@ import { GceApiError } from '../../src/providers/gce/errors.js';
 import { RunnerBusyError } from '../../src/providers/github/errors.js';
 import type { DurabilityGuard } from './durability.js';
 import type { Observation } from './observation.js';
-import { DEFAULT_IMAGE, HOST_SSH_USER, vmLabels, type TargetClients } from './operations.js';
+import { deliverRunnerConfig, type HostAccess } from './deliver.js';
+import { DEFAULT_IMAGE, vmLabels, type TargetClients } from './operations.js';
 import { nextPlacement, type LaunchFailure, type Placement } from './placement.js';
 import type { Change, PlanEvent } from './plan.js';
 import { receiptFor } from './receipts.js';
@@ -23,7 +24,7 @@ export interface ChangeContext {
   clients: TargetClients;
   observation: Observation;
   installationID: string;
-  sshPublicKey: string;
+  host: HostAccess;
   guard: DurabilityGuard;
   signal?: AbortSignal | undefined;
   now: () => number;
@@ -77,8 +78,11 @@ async function resume(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutco
     case 'failed':
       return failed(receipt, 'ReceiptFailed', next.message);
     case 'waitForBoot':
-    case 'deliverConfig':
       return { ok: true, receiptID: receipt.id, message: next.message, event: { type: 'Normal', reason: 'LaunchWaiting', message: next.message } };
+    case 'deliverConfig': {
+      const zone = receipt.zone ?? ctx.observation.vms.find((v) => v.name === name)?.zone ?? '';
+      return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host);
+    }
     case 'repeat':
       break;
   }
@@ -115,8 +119,8 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
           spot: placement.provisioningModel === 'SPOT',
           image: target.spec.gce.image ?? DEFAULT_IMAGE,
           serviceAccountEmail: target.spec.gce.serviceAccount,
-          sshUser: HOST_SSH_USER,
-          sshPublicKey: ctx.sshPublicKey,
+          sshUser: ctx.host.user,
+          sshPublicKey: ctx.host.publicKey,
           labels: vmLabels(target, ctx.installationID),
           requestId: receipt.requestId ?? '',
         },

@@ -202,7 +202,7 @@ export class CheckRun {
         clients: this.clients!,
         observation: this.observation!,
         installationID: this.deps.installationID,
-        sshPublicKey: await this.deps.sshPublicKey(),
+        host: await this.deps.hostAccess(),
         guard: this.guard,
         signal: this.lease?.signal,
         now: () => this.now(),

@@ -20,8 +20,6 @@ export const TARGET_UID_LABEL = 'leasehold-runnertarget-uid';
 export const TARGET_NAME_LABEL = 'leasehold-runnertarget';
 export const INSTALLATION_LABEL = 'leasehold-installation';
 export const DEFAULT_IMAGE = 'projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64';
-/** The Unix user the controller's key logs in as on a host. */
-export const HOST_SSH_USER = 'leasehold';
 
 export interface TargetClients {
   gce: ComputeInstances;

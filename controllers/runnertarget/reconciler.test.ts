@@ -42,7 +42,7 @@ function world(over: Partial<RunnerTarget['spec']> = {}) {
     },
     identity: 'me',
     installationID: 'abcd',
-    sshPublicKey: async () => 'ssh-ed25519 AAAA',
+    hostAccess: async () => ({ privateKey: '', publicKey: 'ssh-ed25519 AAAA', user: 'leasehold', port: 22 }),
     now: () => now,
   };
   return {

@@ -9,10 +9,15 @@ import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import type { StatusWriter } from '../../src/kube/status.js';
 import { CheckRun } from './check.js';
+import type { HostAccess } from './deliver.js';
 import type { CheckLeases } from './checklease.js';
 import type { RunnerTargetMetrics } from './metrics.js';
 import type { TargetClients } from './operations.js';
 import type { PlanSettings } from './plan.js';
+import { openReceipts } from './receipts.js';
+
+/** How soon a check follows one that left a launch open (a VM booting, a runner to register). */
+export const LAUNCH_FOLLOW_UP_MS = 10_000;
 
 export interface RunnerTargetDeps {
   targets: ObjectCache<RunnerTarget>;
@@ -25,8 +30,8 @@ export interface RunnerTargetDeps {
   /** This replica, as the Held condition names it. */
   identity: string;
   installationID: string;
-  /** The controller's SSH public key, which every host admits. */
-  sshPublicKey(): Promise<string>;
+  /** The controller's SSH key (every host admits its public half) and the hosts' login user and port. */
+  hostAccess(): Promise<HostAccess>;
   settings?: Partial<PlanSettings>;
   metrics?: RunnerTargetMetrics;
   log?: Logger;
@@ -55,10 +60,14 @@ export class RunnerTargetReconciler {
     const generation = target.metadata?.generation;
     const last = this.checked.get(key) ?? { at: Date.parse(target.status?.lastCheckAt ?? ''), generation: target.status?.observedGeneration };
     const now = this.now();
-    if (Number.isFinite(last.at) && last.generation === generation && now - last.at < interval) return { requeueAfter: last.at + interval - now };
+    // An open launch is followed sooner than the interval: its host waits for its runner config.
+    const every = openReceipts(target.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, LAUNCH_FOLLOW_UP_MS) : interval;
+    if (Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
     const result = await new CheckRun(this.deps, target).run();
     // A check that found the lease held elsewhere did nothing: it is tried again soon, not after a whole interval.
     if (result.state !== 'Held') this.checked.set(key, { at: this.now(), generation });
-    return { requeueAfter: result.retryAfterMs ?? interval };
+    const fresh = this.deps.targets.get(namespace, name) ?? target;
+    const follow = openReceipts(fresh.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, LAUNCH_FOLLOW_UP_MS) : interval;
+    return { requeueAfter: result.retryAfterMs ?? follow };
   }
 }

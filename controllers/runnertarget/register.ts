@@ -6,7 +6,7 @@ import { isNotFound } from '../../src/kube/client.js';
 import type { Manager } from '../../src/kube/manager.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { secretDataReader } from '../../src/kube/secrets.js';
-import { loadOrCreateControllerKey } from '../lease/identity.js';
+import { loadOrCreateControllerKey, type ControllerKey } from '../lease/identity.js';
 import { CheckLeases } from './checklease.js';
 import { RunnerTargetMetrics } from './metrics.js';
 import { TargetProviders } from './operations.js';
@@ -20,12 +20,17 @@ export interface RunnerTargetOptions {
   controllerNamespace: string;
   settings?: Partial<PlanSettings>;
   concurrency?: number;
+  /** The login user and SSH port of hosts (default leasehold, 22); tests reach emulated hosts elsewhere. */
+  hostSSH?: { user?: string | undefined; port?: number | undefined };
 }
+
+/** The Unix user the controller's key logs in as on a host (Compute Engine's guest agent makes it from the ssh-keys metadata). */
+export const HOST_SSH_USER = 'leasehold';
 
 export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetOptions): RunnerTargetReconciler {
   const targets = mgr.informer<RunnerTarget>(resourcePath(RUNNERTARGET_RESOURCE, mgr.watchNamespace));
   const { group, version, plural } = RUNNERTARGET_RESOURCE;
-  let key: Promise<string> | undefined;
+  let key: Promise<ControllerKey> | undefined;
   const reconciler = new RunnerTargetReconciler({
     targets,
     read: async (namespace, name) => {
@@ -45,13 +50,15 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
     leases: new CheckLeases({ api: mgr.coordination, namespace: opts.controllerNamespace, identity: opts.identity }),
     identity: opts.identity,
     installationID: opts.installationID,
-    // Read once and kept; a failed read is tried again at the next launch.
-    sshPublicKey: () => {
-      key ??= loadOrCreateControllerKey(mgr.core, opts.controllerNamespace).then((k) => k.publicKey);
-      return key.catch((err: unknown) => {
+    // Read once and kept; a failed read is tried again at the next change.
+    hostAccess: async () => {
+      key ??= loadOrCreateControllerKey(mgr.core, opts.controllerNamespace);
+      try {
+        return { ...(await key), user: opts.hostSSH?.user ?? HOST_SSH_USER, port: opts.hostSSH?.port ?? 22 };
+      } catch (err) {
         key = undefined;
         throw err;
-      });
+      }
     },
     ...(opts.settings ? { settings: opts.settings } : {}),
     metrics: new RunnerTargetMetrics(mgr.metrics.registry, () => targets.list()),
