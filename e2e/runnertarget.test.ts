@@ -253,4 +253,37 @@ describe('RunnerTarget checks', () => {
     expect(t.status.receipts).toEqual([expect.objectContaining({ action: 'Launch', phase: 'Intended' })]);
     expect(existsSync(join(machines.get(t.status.receipts[0].hosts[0])!.home, JIT_CONFIG_PATH))).toBe(false);
   });
+
+  it('a zone without capacity moves the launch to the next zone, a quota error to the next tier, each try with a receipt of its own', async () => {
+    gh.queueRun('capacity', [{ labels: ['self-hosted', 'linux'] }]);
+    gce.refuse({ zone: 'us-central1-a', machineType: 'e2-standard-4', code: 'ZONE_RESOURCE_POOL_EXHAUSTED', as: 'operation', times: 1 });
+    gce.refuse({ zone: 'us-central1-b', machineType: 'e2-standard-4', code: 'QUOTA_EXCEEDED', as: 'http', times: 1 });
+    await target('capacity', 'capacity', {
+      maxHosts: 1,
+      gce: {
+        project: gce.project,
+        zones: ['us-central1-a', 'us-central1-b'],
+        machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }, { machineType: 'e2-standard-8', pricePerHour: 0.1 }],
+        serviceAccount: HOST_ACCOUNT,
+        credentialsSecretRef: { name: 'gce-key' },
+        endpoint: gce.url,
+      },
+    });
+    const t = await waitFor('the launch in the third placement', async () => {
+      const got = await get('capacity');
+      return (got?.status?.receipts ?? []).length === 3 && condition(got, 'Ready') ? got : undefined;
+    }, 60_000, 300);
+    expect(t.status.receipts.map((r: any) => [r.phase, r.zone, r.machineType])).toEqual([
+      ['Failed', 'us-central1-a', 'e2-standard-4'],
+      ['Failed', 'us-central1-b', 'e2-standard-4'],
+      ['Intended', 'us-central1-a', 'e2-standard-8'],
+    ]);
+    expect(t.status.receipts[0].message).toContain('ZONE_RESOURCE_POOL_EXHAUSTED');
+    expect(t.status.receipts[1].message).toContain('QUOTA_EXCEEDED');
+    expect(new Set(t.status.receipts.map((r: any) => r.requestId)).size).toBe(3);
+    const vms = vmsOf('capacity');
+    expect(vms.map((v) => [v.zone, v.machineType])).toEqual([['us-central1-a', 'e2-standard-8']]);
+    expect(vms[0]!.requestId).toBe(t.status.receipts[2].requestId);
+    expect(t.status.hosts).toEqual([expect.objectContaining({ name: vms[0]!.name, zone: 'us-central1-a', machineType: 'e2-standard-8', pricePerHour: 0.1 })]);
+  });
 });

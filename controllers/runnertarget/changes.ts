@@ -7,7 +7,7 @@
 import type { Receipt, RunnerHost, RunnerTarget } from '../../src/api/index.js';
 import { errorText } from '../../src/kube/errors.js';
 import { isProviderError, ProviderError } from '../../src/providers/errors.js';
-import { GceApiError } from '../../src/providers/gce/errors.js';
+import { CAPACITY_CODES, CapacityExhausted, GceApiError, QuotaExceeded } from '../../src/providers/gce/errors.js';
 import { RunnerBusyError } from '../../src/providers/github/errors.js';
 import type { DurabilityGuard } from './durability.js';
 import type { Observation } from './observation.js';
@@ -49,7 +49,8 @@ export interface ChangeOutcome {
 }
 
 const done = (receipt: Receipt, reason: string, message: string): ChangeOutcome => ({ ok: true, phase: 'Done', receiptID: receipt.id, message, event: { type: 'Normal', reason, message } });
-const failed = (receipt: Receipt, reason: string, message: string, phase: 'Failed' | undefined = 'Failed'): ChangeOutcome => ({ ok: false, phase, receiptID: receipt.id, message, event: { type: 'Warning', reason, message } });
+/** A failed change; `open`: its receipt stays as it is (the answer was lost, or it was settled already). */
+const failed = (receipt: Receipt, reason: string, message: string, open = false): ChangeOutcome => ({ ok: false, ...(open ? {} : { phase: 'Failed' as const }), receiptID: receipt.id, message, event: { type: 'Warning', reason, message } });
 
 /** Runs `change` whose receipt `receipt` is written. Throws NotDurableError when the guard refuses the call. */
 export async function runChange(change: Change, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
@@ -131,19 +132,19 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
       return { ok: true, receiptID: receipt.id, message, event: { type: 'Normal', reason: 'Launched', message } };
     } catch (err) {
       // No answer: the insert may have been made; the next check looks and repeats it with the same requestId.
-      if (isProviderError(err) && err.answerLost) return failed(receipt, 'LaunchUnknown', `inserting VM ${name} got no answer (${errorText(err)}); the next check continues it`, undefined);
+      if (isProviderError(err) && err.answerLost) return failed(receipt, 'LaunchUnknown', `inserting VM ${name} got no answer (${errorText(err)}); the next check continues it`, true);
       if (!(err instanceof ProviderError)) throw err;
-      const code = err instanceof GceApiError ? (err.reason ?? err.kind) : err.kind;
+      const code = launchCode(err);
       failures.push({ placement, code, message: errorText(err) });
       const choice = nextPlacement(placements, failures, ctx.affordable);
       if (!(await ctx.settle(receipt.id, 'Failed', `${placement.zone} ${placement.machineType}: ${code}: ${errorText(err)}`.slice(0, 4000)))) {
-        return failed(receipt, 'LaunchFailed', `launching ${name} failed (${code}) and its receipt could not be settled`, undefined);
+        return failed(receipt, 'LaunchFailed', `launching ${name} failed (${code}) and its receipt could not be settled`, true);
       }
-      if (choice.kind === 'none') return failed(receipt, choice.reason, `launching ${name}: ${choice.message}`, undefined);
+      if (choice.kind === 'none') return failed(receipt, choice.reason, `launching ${name}: ${choice.message}`, true);
       placement = choice.placement;
       receipt = receiptFor({ action: 'Launch', hosts: [name], zone: placement.zone, machineType: placement.machineType, provisioningModel: placement.provisioningModel }, ctx.now(), target.metadata!.uid!);
       const host = { zone: placement.zone, machineType: placement.machineType, provisioningModel: placement.provisioningModel, pricePerHour: placement.pricePerHour };
-      if (!(await ctx.record(receipt, host))) return failed(receipt, 'LaunchFailed', `the receipt of ${name}'s next placement could not be written`, undefined);
+      if (!(await ctx.record(receipt, host))) return failed(receipt, 'LaunchFailed', `the receipt of ${name}'s next placement could not be written`, true);
     }
   }
 }
@@ -156,7 +157,7 @@ async function deleteVM(name: string, receipt: Receipt, ctx: ChangeContext): Pro
     return done(receipt, 'Deleted', `VM ${name} in ${zone} is being deleted`);
   } catch (err) {
     if (isProviderError(err, 'NotFound')) return done(receipt, 'Deleted', `VM ${name} was already gone`);
-    if (isProviderError(err) && err.answerLost) return failed(receipt, 'DeleteUnknown', `deleting VM ${name} got no answer; the next check looks again`, undefined);
+    if (isProviderError(err) && err.answerLost) return failed(receipt, 'DeleteUnknown', `deleting VM ${name} got no answer; the next check looks again`, true);
     return failed(receipt, 'DeleteFailed', `deleting VM ${name} failed: ${errorText(err)}`);
   }
 }
@@ -169,7 +170,14 @@ async function removeRunner(name: string, id: number, receipt: Receipt, ctx: Cha
   } catch (err) {
     if (isProviderError(err, 'NotFound')) return { ...done(receipt, 'RunnerRemoved', `runner ${name} was already gone`), deregistered: 'gone' };
     if (err instanceof RunnerBusyError) return { ...failed(receipt, 'RunnerBusy', `GitHub refused to remove runner ${name}: it runs a job`), deregistered: 'busy' };
-    if (isProviderError(err) && err.answerLost) return failed(receipt, 'RemoveUnknown', `removing runner ${name} got no answer; the next check looks again`, undefined);
+    if (isProviderError(err) && err.answerLost) return failed(receipt, 'RemoveUnknown', `removing runner ${name} got no answer; the next check looks again`, true);
     return failed(receipt, 'RemoveFailed', `removing runner ${name} failed: ${errorText(err)}`);
   }
+}
+
+/** The Compute Engine code of a refused insert, as placement.ts names them (a synchronous quota error says quotaExceeded). */
+function launchCode(err: ProviderError): string {
+  if (err instanceof QuotaExceeded) return 'QUOTA_EXCEEDED';
+  if (err instanceof CapacityExhausted) return (CAPACITY_CODES as readonly string[]).includes(err.reason ?? '') ? err.reason! : 'ZONE_RESOURCE_POOL_EXHAUSTED';
+  return err instanceof GceApiError ? (err.reason ?? err.kind) : err.kind;
 }

@@ -44,6 +44,7 @@ export class CheckRun {
   private status: RunnerTargetStatus;
   private waited = false;
   private released = false;
+  private lastNow = 0;
   private wroteFirst = false;
   private retryAfterMs?: number;
   private last!: CheckStep;
@@ -56,8 +57,10 @@ export class CheckRun {
     this.status = target.status ?? {};
   }
 
+  /** Strictly increasing within the check, so that two receipts of one host never share an ID. */
   private now(): number {
-    return (this.deps.now ?? Date.now)();
+    this.lastNow = Math.max((this.deps.now ?? Date.now)(), this.lastNow + 1);
+    return this.lastNow;
   }
 
   async run(): Promise<CheckResult> {
