@@ -97,7 +97,7 @@ beforeAll(async () => {
   await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gh-token', namespace: ns }, stringData: { token: gh.token } }));
   await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
   controller = await startController(process.env.E2E_KUBECONFIG!, ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
-    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort)]);
+    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01']);
 });
 
 afterAll(async () => {
@@ -285,5 +285,25 @@ describe('RunnerTarget checks', () => {
     expect(vms.map((v) => [v.zone, v.machineType])).toEqual([['us-central1-a', 'e2-standard-8']]);
     expect(vms[0]!.requestId).toBe(t.status.receipts[2].requestId);
     expect(t.status.hosts).toEqual([expect.objectContaining({ name: vms[0]!.name, zone: 'us-central1-a', machineType: 'e2-standard-8', pricePerHour: 0.1 })]);
+  });
+
+  it('with no job left, an idle host leaves in order: its runner removed first, no job process found over SSH, then its VM deleted', async () => {
+    const { jobIds } = gh.queueRun('drain', [{ labels: ['self-hosted', 'linux'] }]);
+    await target('drain', 'drain', { checkInterval: '5s', maxHosts: 1 });
+    const idle = await waitFor('the host Idle', async () => (await get('drain'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
+    gh.completeJob(jobIds[0]!, 'cancelled');
+    // GitHub's busy flag may lag a minute behind a job's start: an idle host is kept that long before it drains.
+    await waitFor('the VM deleted', async () => vmsOf('drain').length === 0, 240_000, 1000);
+    const removed = gh.requests.filter((r) => r.op === 'delete-runner' && r.path.endsWith(`/${idle.runnerID}`));
+    const deleted = gce.requests.filter((r) => r.op === 'delete' && r.path.endsWith(`/${idle.name}`));
+    expect(removed).toHaveLength(1);
+    expect(deleted.length).toBeGreaterThanOrEqual(1);
+    expect(removed[0]!.time).toBeLessThan(deleted[0]!.time);
+    const t = await waitFor('the host gone from status', async () => {
+      const got = await get('drain');
+      return (got?.status?.hosts ?? []).length === 0 ? got : undefined;
+    }, 60_000, 500);
+    expect(t.status.receipts.map((r: any) => [r.action, r.phase])).toEqual([['Launch', 'Done'], ['Deregister', 'Done'], ['Delete', 'Done']]);
+    expect(Date.parse(t.status.receipts[1].at) - Date.parse(idle.idleSince)).toBeGreaterThanOrEqual(60_000);
   });
 });

@@ -16,6 +16,7 @@ import { DurabilityGuard, NotDurableError, readBackOutcome, type WriteOutcome } 
 import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from './machine.js';
 import type { Observation } from './observation.js';
 import { CredentialsError, observePool, type TargetClients } from './operations.js';
+import { probeHosts } from './probe.js';
 import { planCheck, plannedStatus, type CheckPlan, type PlanEvent } from './plan.js';
 import { receiptFor, settled, withReceipt } from './receipts.js';
 import type { RunnerTargetDeps } from './reconciler.js';
@@ -151,7 +152,8 @@ export class CheckRun {
     this.target = fresh;
     this.status = fresh.status ?? {};
     this.clients ??= await this.deps.providers.clients(fresh);
-    this.observation = await observePool(fresh, this.clients, this.deps.installationID, this.lease?.signal);
+    const seen = await observePool(fresh, this.clients, this.deps.installationID, this.lease?.signal);
+    this.observation = { ...seen, probes: await probeHosts(this.status.hosts ?? [], seen, this.clients, await this.deps.hostAccess(), this.lease?.signal) };
     const timing = sampleTiming(this.status.lastSample?.at, this.observation.at, this.deps.settings?.window);
     if (timing.kind === 'wait' && !this.waited) {
       this.waited = true;
