@@ -23,6 +23,7 @@ let gh: GitHubEmulator;
 let controller: ControllerProcess;
 let ns: string;
 let hostsRunning: NodeJS.Timeout;
+let controllerArgs: string[];
 const machines = new Map<string, SshdMachine>();
 const runnersStarted = new Set<string>();
 /** Host keys of a machine that is not the one answering: what an impostor's published keys look like. */
@@ -96,8 +97,9 @@ beforeAll(async () => {
   ns = await freshNamespace(kubectl, 'runnertarget');
   await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gh-token', namespace: ns }, stringData: { token: gh.token } }));
   await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
-  controller = await startController(process.env.E2E_KUBECONFIG!, ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
-    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01']);
+  controllerArgs = ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
+    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01'];
+  controller = await startController(process.env.E2E_KUBECONFIG!, controllerArgs);
 });
 
 afterAll(async () => {
@@ -305,5 +307,28 @@ describe('RunnerTarget checks', () => {
     }, 60_000, 500);
     expect(t.status.receipts.map((r: any) => [r.action, r.phase])).toEqual([['Launch', 'Done'], ['Deregister', 'Done'], ['Delete', 'Done']]);
     expect(Date.parse(t.status.receipts[1].at) - Date.parse(idle.idleSince)).toBeGreaterThanOrEqual(60_000);
+  });
+
+  it('a controller killed while its insert is in flight: the next one continues the launch from its receipt, with no second VM', async () => {
+    gh.queueRun('sigkill', [{ labels: ['self-hosted', 'linux'] }]);
+    gce.fault({ op: 'insert', mode: 'delay', ms: 3000, times: 1 });
+    const inserts = gce.requests.filter((r) => r.op === 'insert').length;
+    await target('sigkill', 'sigkill');
+    await waitFor('the insert at Compute Engine', async () => gce.requests.filter((r) => r.op === 'insert').length > inserts, 60_000);
+    await controller.stop('SIGKILL');
+    const receipt = (await get('sigkill')).status.receipts[0];
+    expect(receipt).toMatchObject({ action: 'Launch', phase: 'Intended' });
+    // The insert lands after its sender died; the receipt is the only record of it.
+    await waitFor('the VM of the dead check', async () => vmsOf('sigkill').length === 1, 30_000);
+    controller = await startController(process.env.E2E_KUBECONFIG!, controllerArgs);
+    // The dead replica's check lease runs out first (30 s by the new replica's clock).
+    const t = await waitFor('the launch continued to Done', async () => {
+      const got = await get('sigkill');
+      return got?.status?.receipts?.[0]?.phase === 'Done' ? got : undefined;
+    }, 180_000, 1000);
+    expect(t.status.receipts).toEqual([expect.objectContaining({ id: receipt.id, action: 'Launch', phase: 'Done' })]);
+    expect(vmsOf('sigkill')).toHaveLength(1);
+    expect(vmsOf('sigkill')[0]!.requestId).toBe(receipt.requestId);
+    expect(runnersOf('sigkill')).toEqual([expect.objectContaining({ name: receipt.hosts[0], status: 'online' })]);
   });
 });
