@@ -331,4 +331,19 @@ describe('RunnerTarget checks', () => {
     expect(vmsOf('sigkill')[0]!.requestId).toBe(receipt.requestId);
     expect(runnersOf('sigkill')).toEqual([expect.objectContaining({ name: receipt.hosts[0], status: 'online' })]);
   });
+
+  it('a preempted spot host: its ghost runner is removed and, with the job still queued, a new host replaces it', async () => {
+    gh.queueRun('preempt', [{ labels: ['self-hosted', 'linux'] }]);
+    await target('preempt', 'preempt', { checkInterval: '5s', maxHosts: 1 });
+    const first = await waitFor('the host Idle', async () => (await get('preempt'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
+    gce.preempt(first.zone, first.name);
+    const preempted = await waitFor('the Preempted event', async () => (await events('preempt')).find((e) => e.reason === 'Preempted'), 60_000, 500);
+    expect(preempted.message).toContain(first.name);
+    await waitFor('the ghost runner removed', async () => !runnersOf('preempt').some((r) => r.name === first.name), 60_000, 500);
+    const replaced = await waitFor('a new host', async () => vmsOf('preempt').find((v) => v.name !== first.name), 60_000, 500);
+    const t = await get('preempt');
+    expect(t.status.receipts.map((r: any) => [r.action, r.hosts[0]])).toEqual(expect.arrayContaining([['RemoveRunner', first.name], ['Launch', replaced.name]]));
+    expect(t.status.hosts.map((h: any) => h.name)).not.toContain(first.name);
+    expect(vmsOf('preempt')).toHaveLength(1);
+  });
 });

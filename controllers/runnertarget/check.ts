@@ -101,7 +101,7 @@ export class CheckRun {
           await sleep(realClock, event.type === 'SAMPLE_EARLY' ? event.waitMs : 0, this.lease?.signal);
           return { type: 'SAMPLE_DUE', message: 'the sample window opened; reading the runners again' };
         case 'plan':
-          return this.makePlan();
+          return await this.makePlan();
         case 'recordIntent':
           return await this.recordIntent();
         case 'callProvider':
@@ -162,9 +162,11 @@ export class CheckRun {
     return { type: 'OBSERVED', message: `${this.observation.vms.length} VMs, ${this.observation.runners.length} runners, ${this.observation.jobs.length} jobs` };
   }
 
-  private makePlan(): CheckEvent {
+  private async makePlan(): Promise<CheckEvent> {
     const { metadata, spec } = this.target;
     this.plan = planCheck({ name: metadata!.name!, spec, status: this.status, observation: this.observation!, settings: this.deps.settings });
+    // What the check found (a preempted host, an orphan VM, a tier change), said before anything is done about it.
+    for (const e of this.plan.events) await this.event(e);
     return { type: 'PLANNED', changes: this.plan.changes.length, message: this.plan.plan.reason };
   }
 
@@ -266,7 +268,6 @@ export class CheckRun {
     const { state, context } = this.last;
     if (state === 'DryRun') {
       await this.event({ type: 'Normal', reason: 'DryRunPlan', message: `dry run, nothing changed; plan: ${JSON.stringify(this.plan!.plan)}` });
-      for (const e of this.plan!.events) await this.event(e);
       return;
     }
     // Held elsewhere is the lease doing its job; a lease lost mid-check is worth a warning.
