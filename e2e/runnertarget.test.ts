@@ -346,4 +346,18 @@ describe('RunnerTarget checks', () => {
     expect(t.status.hosts.map((h: any) => h.name)).not.toContain(first.name);
     expect(vmsOf('preempt')).toHaveLength(1);
   });
+
+  it('a deleted RunnerTarget stays until its pool is gone: hosts drained in order, VMs deleted, runners removed, then the finalizer goes', async () => {
+    gh.queueRun('teardown', [{ labels: ['self-hosted', 'linux'] }]);
+    await target('teardown', 'teardown', { checkInterval: '5s', maxHosts: 1 });
+    const idle = await waitFor('the host Idle', async () => (await get('teardown'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
+    expect((await get('teardown')).metadata.finalizers).toContain('leasehold.dev/runner-hosts');
+    await must(['delete', 'runnertarget', 'teardown', '-n', ns, '--wait=false']);
+    await waitFor('the RunnerTarget gone', async () => (await get('teardown')) === undefined, 240_000, 1000);
+    expect(vmsOf('teardown')).toEqual([]);
+    expect(runnersOf('teardown')).toEqual([]);
+    const removed = gh.requests.filter((r) => r.op === 'delete-runner' && r.path.endsWith(`/${idle.runnerID}`));
+    const deleted = gce.requests.filter((r) => r.op === 'delete' && r.path.endsWith(`/${idle.name}`));
+    expect(removed[0]!.time).toBeLessThan(deleted[0]!.time);
+  });
 });

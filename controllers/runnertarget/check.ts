@@ -21,6 +21,7 @@ import { planCheck, plannedStatus, type CheckPlan, type PlanEvent } from './plan
 import { receiptFor, settled, withReceipt } from './receipts.js';
 import type { RunnerTargetDeps } from './reconciler.js';
 import { sampleTiming } from './sample.js';
+import { poolGone, teardownPlan, teardownSpec } from './teardown.js';
 import { afterDeregister } from './scaledown.js';
 import type { HeldLease } from './checklease.js';
 
@@ -31,6 +32,10 @@ export interface CheckResult {
   state: CheckStep['state'];
   /** When to look again sooner than checkInterval (a lease held elsewhere). */
   retryAfterMs?: number;
+  /** The check saw no VM and no runner of the pool (a finished check only). */
+  poolGone?: boolean;
+  /** The object as the check last had it. */
+  target: RunnerTarget;
 }
 
 export class CheckRun {
@@ -87,7 +92,8 @@ export class CheckRun {
       await this.releaseLease();
     }
     this.deps.metrics?.check(this.target, this.last.state);
-    return { state: this.last.state, ...(this.retryAfterMs !== undefined ? { retryAfterMs: this.retryAfterMs } : {}) };
+    const gone = (this.last.state === 'Done' || this.last.state === 'DryRun') && this.observation !== undefined && poolGone(this.observation);
+    return { state: this.last.state, poolGone: gone, target: this.target, ...(this.retryAfterMs !== undefined ? { retryAfterMs: this.retryAfterMs } : {}) };
   }
 
   private async effect(effect: CheckEffect, event: CheckEvent): Promise<CheckEvent | undefined> {
@@ -164,7 +170,9 @@ export class CheckRun {
 
   private async makePlan(): Promise<CheckEvent> {
     const { metadata, spec } = this.target;
-    this.plan = planCheck({ name: metadata!.name!, spec, status: this.status, observation: this.observation!, settings: this.deps.settings });
+    const deleting = !!metadata?.deletionTimestamp;
+    const planned = planCheck({ name: metadata!.name!, spec: deleting ? teardownSpec(spec) : spec, status: this.status, observation: this.observation!, settings: this.deps.settings });
+    this.plan = deleting ? teardownPlan(planned, this.observation!) : planned;
     // What the check found (a preempted host, an orphan VM, a tier change), said before anything is done about it.
     for (const e of this.plan.events) await this.event(e);
     return { type: 'PLANNED', changes: this.plan.changes.length, message: this.plan.plan.reason };

@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import { durationMs, type RunnerTarget } from '../../src/api/index.js';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import type { EventRecorder } from '../../src/kube/events.js';
+import { hasFinalizer } from '../../src/kube/finalizers.js';
 import type { StatusWriter } from '../../src/kube/status.js';
 import { CheckRun } from './check.js';
 import type { HostAccess } from './deliver.js';
@@ -15,6 +16,7 @@ import type { RunnerTargetMetrics } from './metrics.js';
 import type { TargetClients } from './operations.js';
 import type { PlanSettings } from './plan.js';
 import { openReceipts } from './receipts.js';
+import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
 
 /** How soon a check follows one that left a launch open (a VM booting, a runner to register). */
 export const LAUNCH_FOLLOW_UP_MS = 10_000;
@@ -36,6 +38,8 @@ export interface RunnerTargetDeps {
   metrics?: RunnerTargetMetrics;
   log?: Logger;
   now?: () => number;
+  /** Keeps RUNNER_HOSTS_FINALIZER on targets until their pool is gone; absent, none is added. */
+  finalizers?: { add(target: RunnerTarget): Promise<unknown>; remove(target: RunnerTarget): Promise<unknown> };
 }
 
 export class RunnerTargetReconciler {
@@ -56,7 +60,11 @@ export class RunnerTargetReconciler {
       this.deps.providers.forget(key);
       return;
     }
-    const interval = durationMs(target.spec.checkInterval);
+    const deleting = !!target.metadata?.deletionTimestamp;
+    if (deleting && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) return;
+    if (!deleting && this.deps.finalizers && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) await this.deps.finalizers.add(target);
+    // A target being deleted is checked as often as an open launch, until its pool is gone.
+    const interval = deleting ? Math.min(durationMs(target.spec.checkInterval), LAUNCH_FOLLOW_UP_MS) : durationMs(target.spec.checkInterval);
     const generation = target.metadata?.generation;
     const last = this.checked.get(key) ?? { at: Date.parse(target.status?.lastCheckAt ?? ''), generation: target.status?.observedGeneration };
     const now = this.now();
@@ -64,6 +72,10 @@ export class RunnerTargetReconciler {
     const every = openReceipts(target.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, LAUNCH_FOLLOW_UP_MS) : interval;
     if (Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
     const result = await new CheckRun(this.deps, target).run();
+    if (deleting && result.poolGone && this.deps.finalizers) {
+      await this.deps.finalizers.remove(result.target);
+      return;
+    }
     // A check that found the lease held elsewhere did nothing: it is tried again soon, not after a whole interval.
     if (result.state !== 'Held') this.checked.set(key, { at: this.now(), generation });
     const fresh = this.deps.targets.get(namespace, name) ?? target;

@@ -12,6 +12,7 @@ import { RunnerTargetMetrics } from './metrics.js';
 import { TargetProviders } from './operations.js';
 import type { PlanSettings } from './plan.js';
 import { RunnerTargetReconciler } from './reconciler.js';
+import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
 
 export interface RunnerTargetOptions {
   installationID: string;
@@ -63,6 +64,10 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
     ...(opts.settings ? { settings: opts.settings } : {}),
     metrics: new RunnerTargetMetrics(mgr.metrics.registry, () => targets.list()),
     log: mgr.log.child({ controller: 'runnertarget' }),
+    finalizers: {
+      add: (t) => mgr.finalizers.add(RUNNERTARGET_RESOURCE, t, RUNNER_HOSTS_FINALIZER),
+      remove: (t) => mgr.finalizers.remove(RUNNERTARGET_RESOURCE, t, RUNNER_HOSTS_FINALIZER),
+    },
   });
   const queue = mgr.add({ name: 'runnertarget', concurrency: opts.concurrency ?? 4, reconcile: (k) => reconciler.reconcile(k) });
   const enqueue = (t: RunnerTarget) => queue.add(objectKey(t));
