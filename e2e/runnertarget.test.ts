@@ -6,6 +6,7 @@
 // its host keys; a host whose runner config arrives over SSH starts a fake
 // runner with it, as the image's runner service would.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
+import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
@@ -307,7 +308,7 @@ describe('RunnerTarget checks', () => {
     }, 60_000, 500);
     expect(t.status.receipts.map((r: any) => [r.action, r.phase])).toEqual([['Launch', 'Done'], ['Deregister', 'Done'], ['Delete', 'Done']]);
     expect(Date.parse(t.status.receipts[1].at) - Date.parse(idle.idleSince)).toBeGreaterThanOrEqual(60_000);
-  });
+  }, 360_000);
 
   it('a controller killed while its insert is in flight: the next one continues the launch from its receipt, with no second VM', async () => {
     gh.queueRun('sigkill', [{ labels: ['self-hosted', 'linux'] }]);
@@ -330,7 +331,7 @@ describe('RunnerTarget checks', () => {
     expect(vmsOf('sigkill')).toHaveLength(1);
     expect(vmsOf('sigkill')[0]!.requestId).toBe(receipt.requestId);
     expect(runnersOf('sigkill')).toEqual([expect.objectContaining({ name: receipt.hosts[0], status: 'online' })]);
-  });
+  }, 360_000);
 
   it('a preempted spot host: its ghost runner is removed and, with the job still queued, a new host replaces it', async () => {
     gh.queueRun('preempt', [{ labels: ['self-hosted', 'linux'] }]);
@@ -359,5 +360,29 @@ describe('RunnerTarget checks', () => {
     const removed = gh.requests.filter((r) => r.op === 'delete-runner' && r.path.endsWith(`/${idle.runnerID}`));
     const deleted = gce.requests.filter((r) => r.op === 'delete' && r.path.endsWith(`/${idle.name}`));
     expect(removed[0]!.time).toBeLessThan(deleted[0]!.time);
-  });
+  }, 360_000);
+
+  it('a host whose job process runs is never drained, whatever GitHub\'s busy flag says; once the job ends it drains', async () => {
+    const { jobIds } = gh.queueRun('worker', [{ labels: ['self-hosted', 'linux'] }]);
+    await target('worker', 'worker', { checkInterval: '5s', maxHosts: 1 });
+    const idle = await waitFor('the host Idle', async () => (await get('worker'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
+    // A job runs on the host (its runner's worker process), but GitHub's flag says idle and no job waits.
+    const home = machines.get(idle.name)!.home;
+    const worker = spawn('bash', ['-c', `exec -a "${home}/actions-runner/bin/Runner.Worker" sleep 600`], { stdio: 'ignore' });
+    try {
+      gh.completeJob(jobIds[0]!, 'cancelled');
+      await waitFor('the host seen Busy over SSH', async () => (await get('worker'))?.status?.hosts?.find((h: any) => h.state === 'Busy'), 60_000, 500);
+      const busyAt = Date.now();
+      // Past the busy-flag lag and many checks: the host stays, its runner is not touched.
+      await waitFor('the busy-flag lag and a few checks more', async () => Date.now() - busyAt > 75_000, 90_000, 1000);
+      const t = await get('worker');
+      expect(t.status.hosts).toEqual([expect.objectContaining({ name: idle.name, state: 'Busy' })]);
+      expect(t.status.receipts.map((r: any) => r.action)).toEqual(['Launch']);
+      expect(runnersOf('worker')).toHaveLength(1);
+      expect(vmsOf('worker')).toHaveLength(1);
+    } finally {
+      worker.kill('SIGKILL');
+    }
+    await waitFor('the VM deleted once the job ended', async () => vmsOf('worker').length === 0, 240_000, 1000);
+  }, 480_000);
 });

@@ -64,7 +64,7 @@ export async function runChange(change: Change, receipt: Receipt, ctx: ChangeCon
     case 'deregister':
       return removeRunner(name, change.runnerID, receipt, ctx);
     case 'register':
-      return failed(receipt, 'RegisterFailed', `a new runner for ${name} needs its config delivered over SSH, which this controller version does not do yet`);
+      return register(name, receipt, ctx);
     case 'resume':
       return resume(receipt, ctx);
   }
@@ -100,8 +100,15 @@ async function resume(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutco
       return runner ? removeRunner(name, runner.id, receipt, ctx) : done(receipt, 'RunnerRemoved', `runner ${name} is gone`);
     }
     case 'Register':
-      return failed(receipt, 'RegisterFailed', `a new runner for ${name} needs its config delivered over SSH, which this controller version does not do yet`);
+      return register(name, receipt, ctx);
   }
+}
+
+/** A drained host on which a job still runs gets a new runner; the receipt settles once it registers. */
+function register(name: string, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+  const zone = ctx.observation.vms.find((v) => v.name === name)?.zone;
+  if (!zone) return Promise.resolve(failed(receipt, 'RegisterFailed', `VM ${name} is gone; no runner to register`));
+  return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host);
 }
 
 async function launch(name: string, first: Receipt, placements: readonly Placement[], ctx: ChangeContext): Promise<ChangeOutcome> {
