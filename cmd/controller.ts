@@ -11,6 +11,8 @@ import { LambdaAccounts } from '../src/providers/lambda/accounts.js';
 import { registerLeaseController } from '../controllers/lease/register.js';
 import { registerOfferController } from '../controllers/offer/register.js';
 import { registerPeerFleetController } from '../controllers/peerfleet/register.js';
+import { registerRunnerTargetController } from '../controllers/runnertarget/register.js';
+import { sampleWindow } from '../controllers/runnertarget/sample.js';
 import { FlagError, parseControllerFlags, type ControllerFlags } from './flags.js';
 
 let flags: ControllerFlags;
@@ -63,6 +65,13 @@ registerLeaseController(mgr, {
   },
 });
 registerPeerFleetController(mgr, { installationID, controllerNamespace: flags.namespace, lending: flags.peerLending });
+registerRunnerTargetController(mgr, {
+  installationID,
+  identity,
+  controllerNamespace: flags.namespace,
+  settings: { window: sampleWindow(flags.runnerSampleWindowScale) },
+  hostSSH: { user: flags.runnerSSHUser, port: flags.runnerSSHPort },
+});
 
 let signalled = false;
 for (const sig of ['SIGTERM', 'SIGINT'] as const) {

@@ -20,11 +20,22 @@ describe('parseControllerFlags', () => {
       historyMaxAgeMs: 168 * 3600_000,
       shutdownGraceMs: 25_000,
       peerLending: true,
+      runnerSampleWindowScale: 1,
+      runnerSSHUser: 'leasehold',
+      runnerSSHPort: 22,
     });
   });
 
   it('--max-leases-per-namespace caps the active Leases of each namespace', () => {
     expect(parseControllerFlags(['--max-leases-per-namespace', '3'], {}).maxLeasesPerNamespace).toBe(3);
+  });
+
+  it('--runner-sample-window-scale scales the RunnerTarget sample window', () => {
+    expect(parseControllerFlags(['--runner-sample-window-scale', '0.01'], {}).runnerSampleWindowScale).toBe(0.01);
+  });
+
+  it('--runner-ssh-user and --runner-ssh-port say how hosts are reached', () => {
+    expect(parseControllerFlags(['--runner-ssh-user', 'ci', '--runner-ssh-port', '2222'], {})).toMatchObject({ runnerSSHUser: 'ci', runnerSSHPort: 2222 });
   });
 
   it('--no-leader-elect turns leader election off', () => {
@@ -38,6 +49,11 @@ describe('parseControllerFlags', () => {
     [['--history-limit', '2.5'], /--history-limit 2.5 must be a whole number/],
     [['--acquire-timeout', 'soon'], /^--acquire-timeout: /],
     [['--orphans', 'delete'], /--orphans delete must be terminate or report/],
+    [['--runner-sample-window-scale', '0'], /--runner-sample-window-scale 0 must be a positive number/],
+    [['--runner-sample-window-scale', 'fast'], /--runner-sample-window-scale fast must be a positive number/],
+    [['--runner-ssh-port', '0'], /--runner-ssh-port 0 must be a whole number from 1 to 65535/],
+    [['--runner-ssh-port', '70000'], /--runner-ssh-port 70000 must be a whole number from 1 to 65535/],
+    [['--runner-ssh-user', 'Root User'], /--runner-ssh-user Root User must be a Unix user name/],
   ])('%j is refused naming the flag', (args, message) => {
     expect(() => parseControllerFlags(args, {})).toThrow(FlagError);
     expect(() => parseControllerFlags(args, {})).toThrow(message);

@@ -33,6 +33,11 @@ export interface ControllerFlags {
   shutdownGraceMs: number;
   /** Whether PeerFleets lend (needs read access to nodes and pods); without it they only report readiness. */
   peerLending: boolean;
+  /** RunnerTarget's sample window (300-450 s, waits up to 2 min) times this; below 1 only for tests. */
+  runnerSampleWindowScale: number;
+  /** The login user and SSH port of RunnerTarget hosts. */
+  runnerSSHUser: string;
+  runnerSSHPort: number;
 }
 
 export class FlagError extends Error {
@@ -67,6 +72,9 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'history-limit': { type: 'string', default: '32' },
       'history-max-age': { type: 'string', default: '168h' },
       'shutdown-grace': { type: 'string', default: '25s' },
+      'runner-sample-window-scale': { type: 'string', default: '1' },
+      'runner-ssh-user': { type: 'string', default: 'leasehold' },
+      'runner-ssh-port': { type: 'string', default: '22' },
     },
     strict: true,
   });
@@ -83,6 +91,15 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     if (!Number.isInteger(n) || n < min) throw new FlagError(`--${name} ${text(name)} must be a whole number ${meaning}`);
     return n;
   };
+  const scale = Number(text('runner-sample-window-scale'));
+  if (!(scale > 0) || !Number.isFinite(scale)) throw new FlagError(`--runner-sample-window-scale ${text('runner-sample-window-scale')} must be a positive number (1: the 300-450 s window)`);
+  const port = (name: keyof typeof values): number => {
+    const n = whole(name, 1, 'from 1 to 65535');
+    if (n > 65535) throw new FlagError(`--${name} ${n} must be a whole number from 1 to 65535`);
+    return n;
+  };
+  const sshUser = text('runner-ssh-user');
+  if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(sshUser)) throw new FlagError(`--runner-ssh-user ${sshUser} must be a Unix user name (lowercase letters, digits, _ and -)`);
   const orphans = text('orphans');
   if (orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
   return {
@@ -108,5 +125,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     historyMaxAgeMs: duration('history-max-age'),
     shutdownGraceMs: duration('shutdown-grace'),
     peerLending: !values['no-peer-lending'],
+    runnerSampleWindowScale: scale,
+    runnerSSHUser: sshUser,
+    runnerSSHPort: port('runner-ssh-port'),
   };
 }

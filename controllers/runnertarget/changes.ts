@@ -1,0 +1,190 @@
+// The provider call of one planned Change, made only after its receipt is
+// in status and only through the check's DurabilityGuard. A launch that a
+// zone or tier refuses settles its receipt Failed and records a new one
+// for the next placement before that insert: every insert has its own
+// receipt and requestId. An answer that never came leaves the receipt
+// Intended, so that the next check finds out what happened (resume.ts).
+import type { Receipt, RunnerHost, RunnerTarget } from '../../src/api/index.js';
+import { errorText } from '../../src/kube/errors.js';
+import { isProviderError, ProviderError } from '../../src/providers/errors.js';
+import { CAPACITY_CODES, CapacityExhausted, GceApiError, QuotaExceeded } from '../../src/providers/gce/errors.js';
+import { RunnerBusyError } from '../../src/providers/github/errors.js';
+import type { DurabilityGuard } from './durability.js';
+import type { Observation } from './observation.js';
+import { deliverRunnerConfig, type HostAccess } from './deliver.js';
+import { DEFAULT_IMAGE, vmLabels, type TargetClients } from './operations.js';
+import { nextPlacement, type LaunchFailure, type Placement } from './placement.js';
+import type { Change, PlanEvent } from './plan.js';
+import { receiptFor } from './receipts.js';
+import { resumeStep } from './resume.js';
+import type { DeregisterOutcome } from './scaledown.js';
+
+export interface ChangeContext {
+  target: RunnerTarget;
+  clients: TargetClients;
+  observation: Observation;
+  installationID: string;
+  host: HostAccess;
+  guard: DurabilityGuard;
+  signal?: AbortSignal | undefined;
+  now: () => number;
+  /** Whether one more host at this price fits the daily budget. */
+  affordable(pricePerHour: number): boolean;
+  /** Writes a new Intended receipt, and where its host now goes; false when status is no longer durable. */
+  record(receipt: Receipt, host?: Partial<RunnerHost>): Promise<boolean>;
+  /** Settles a receipt Done or Failed; false when status is no longer durable. */
+  settle(id: string, phase: 'Done' | 'Failed', message: string): Promise<boolean>;
+}
+
+export interface ChangeOutcome {
+  ok: boolean;
+  /** How the receipt ends; absent: it stays Intended (a VM booting, an answer lost) or was settled already. */
+  phase?: 'Done' | 'Failed' | undefined;
+  /** The receipt the outcome belongs to (a launch may have moved to a new one). */
+  receiptID: string;
+  message: string;
+  event: PlanEvent;
+  /** A Deregister's answer, for the host's next state. */
+  deregistered?: DeregisterOutcome;
+}
+
+const done = (receipt: Receipt, reason: string, message: string): ChangeOutcome => ({ ok: true, phase: 'Done', receiptID: receipt.id, message, event: { type: 'Normal', reason, message } });
+/** A failed change; `open`: its receipt stays as it is (the answer was lost, or it was settled already). */
+const failed = (receipt: Receipt, reason: string, message: string, open = false): ChangeOutcome => ({ ok: false, ...(open ? {} : { phase: 'Failed' as const }), receiptID: receipt.id, message, event: { type: 'Warning', reason, message } });
+
+/** Runs `change` whose receipt `receipt` is written. Throws NotDurableError when the guard refuses the call. */
+export async function runChange(change: Change, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+  const name = receipt.hosts[0] ?? '';
+  switch (change.kind) {
+    case 'launch':
+      return launch(name, receipt, change.placements, ctx);
+    case 'delete':
+      return deleteVM(name, receipt, ctx);
+    case 'removeRunner':
+    case 'deregister':
+      return removeRunner(name, change.runnerID, receipt, ctx);
+    case 'register':
+      return register(name, receipt, ctx);
+    case 'resume':
+      return resume(receipt, ctx);
+  }
+}
+
+async function resume(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+  const name = receipt.hosts[0] ?? '';
+  const next = resumeStep(receipt, ctx.observation);
+  switch (next.step) {
+    case 'done':
+      return done(receipt, 'ReceiptResumed', next.message);
+    case 'failed':
+      return failed(receipt, 'ReceiptFailed', next.message);
+    case 'waitForBoot':
+      return { ok: true, receiptID: receipt.id, message: next.message, event: { type: 'Normal', reason: 'LaunchWaiting', message: next.message } };
+    case 'deliverConfig': {
+      const zone = receipt.zone ?? ctx.observation.vms.find((v) => v.name === name)?.zone ?? '';
+      return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host);
+    }
+    case 'repeat':
+      break;
+  }
+  switch (receipt.action) {
+    case 'Launch': {
+      const placement: Placement = { zone: receipt.zone ?? '', machineType: receipt.machineType ?? '', tier: 0, provisioningModel: receipt.provisioningModel ?? 'SPOT', pricePerHour: 0 };
+      return launch(name, receipt, [placement], ctx);
+    }
+    case 'Delete':
+      return deleteVM(name, receipt, ctx);
+    case 'Deregister':
+    case 'RemoveRunner': {
+      const runner = ctx.observation.runners.find((r) => r.name === name);
+      return runner ? removeRunner(name, runner.id, receipt, ctx) : done(receipt, 'RunnerRemoved', `runner ${name} is gone`);
+    }
+    case 'Register':
+      return register(name, receipt, ctx);
+  }
+}
+
+/** A drained host on which a job still runs gets a new runner; the receipt settles once it registers. */
+function register(name: string, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+  const zone = ctx.observation.vms.find((v) => v.name === name)?.zone;
+  if (!zone) return Promise.resolve(failed(receipt, 'RegisterFailed', `VM ${name} is gone; no runner to register`));
+  return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host);
+}
+
+async function launch(name: string, first: Receipt, placements: readonly Placement[], ctx: ChangeContext): Promise<ChangeOutcome> {
+  const { target, clients, signal } = ctx;
+  let receipt = first;
+  let placement = placements[0]!;
+  const failures: LaunchFailure[] = [];
+  for (;;) {
+    ctx.guard.permit(`compute.instances.insert ${placement.zone}/${name}`);
+    try {
+      const op = await clients.gce.insert(
+        {
+          zone: placement.zone,
+          name,
+          machineType: placement.machineType,
+          spot: placement.provisioningModel === 'SPOT',
+          image: target.spec.gce.image ?? DEFAULT_IMAGE,
+          serviceAccountEmail: target.spec.gce.serviceAccount,
+          sshUser: ctx.host.user,
+          sshPublicKey: ctx.host.publicKey,
+          labels: vmLabels(target, ctx.installationID),
+          requestId: receipt.requestId ?? '',
+        },
+        signal,
+      );
+      await clients.gce.waitOperation(op, signal);
+      const message = `VM ${name} inserted in ${placement.zone} (${placement.machineType}, ${placement.provisioningModel}); its receipt stays Intended until its runner registers`;
+      return { ok: true, receiptID: receipt.id, message, event: { type: 'Normal', reason: 'Launched', message } };
+    } catch (err) {
+      // No answer: the insert may have been made; the next check looks and repeats it with the same requestId.
+      if (isProviderError(err) && err.answerLost) return failed(receipt, 'LaunchUnknown', `inserting VM ${name} got no answer (${errorText(err)}); the next check continues it`, true);
+      if (!(err instanceof ProviderError)) throw err;
+      const code = launchCode(err);
+      failures.push({ placement, code, message: errorText(err) });
+      const choice = nextPlacement(placements, failures, ctx.affordable);
+      if (!(await ctx.settle(receipt.id, 'Failed', `${placement.zone} ${placement.machineType}: ${code}: ${errorText(err)}`.slice(0, 4000)))) {
+        return failed(receipt, 'LaunchFailed', `launching ${name} failed (${code}) and its receipt could not be settled`, true);
+      }
+      if (choice.kind === 'none') return failed(receipt, choice.reason, `launching ${name}: ${choice.message}`, true);
+      placement = choice.placement;
+      receipt = receiptFor({ action: 'Launch', hosts: [name], zone: placement.zone, machineType: placement.machineType, provisioningModel: placement.provisioningModel }, ctx.now(), target.metadata!.uid!);
+      const host = { zone: placement.zone, machineType: placement.machineType, provisioningModel: placement.provisioningModel, pricePerHour: placement.pricePerHour };
+      if (!(await ctx.record(receipt, host))) return failed(receipt, 'LaunchFailed', `the receipt of ${name}'s next placement could not be written`, true);
+    }
+  }
+}
+
+async function deleteVM(name: string, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+  const zone = receipt.zone ?? ctx.observation.vms.find((v) => v.name === name)?.zone ?? '';
+  ctx.guard.permit(`compute.instances.delete ${zone}/${name}`);
+  try {
+    await ctx.clients.gce.delete(zone, name, receipt.requestId ?? '', ctx.signal);
+    return done(receipt, 'Deleted', `VM ${name} in ${zone} is being deleted`);
+  } catch (err) {
+    if (isProviderError(err, 'NotFound')) return done(receipt, 'Deleted', `VM ${name} was already gone`);
+    if (isProviderError(err) && err.answerLost) return failed(receipt, 'DeleteUnknown', `deleting VM ${name} got no answer; the next check looks again`, true);
+    return failed(receipt, 'DeleteFailed', `deleting VM ${name} failed: ${errorText(err)}`);
+  }
+}
+
+async function removeRunner(name: string, id: number, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+  ctx.guard.permit(`github.deleteRunner ${name}`);
+  try {
+    await ctx.clients.github.deleteRunner(id, ctx.signal);
+    return { ...done(receipt, 'RunnerRemoved', `runner ${name} removed`), deregistered: 'removed' };
+  } catch (err) {
+    if (isProviderError(err, 'NotFound')) return { ...done(receipt, 'RunnerRemoved', `runner ${name} was already gone`), deregistered: 'gone' };
+    if (err instanceof RunnerBusyError) return { ...failed(receipt, 'RunnerBusy', `GitHub refused to remove runner ${name}: it runs a job`), deregistered: 'busy' };
+    if (isProviderError(err) && err.answerLost) return failed(receipt, 'RemoveUnknown', `removing runner ${name} got no answer; the next check looks again`, true);
+    return failed(receipt, 'RemoveFailed', `removing runner ${name} failed: ${errorText(err)}`);
+  }
+}
+
+/** The Compute Engine code of a refused insert, as placement.ts names them (a synchronous quota error says quotaExceeded). */
+function launchCode(err: ProviderError): string {
+  if (err instanceof QuotaExceeded) return 'QUOTA_EXCEEDED';
+  if (err instanceof CapacityExhausted) return (CAPACITY_CODES as readonly string[]).includes(err.reason ?? '') ? err.reason! : 'ZONE_RESOURCE_POOL_EXHAUSTED';
+  return err instanceof GceApiError ? (err.reason ?? err.kind) : err.kind;
+}

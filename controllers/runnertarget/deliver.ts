@@ -1,0 +1,43 @@
+// A launched host gets its runner: the controller reaches it over SSH with
+// the host key pinned (hostssh.ts; never trusted on first use), asks GitHub
+// for a just-in-time runner config, and writes it to the host over that
+// connection. The config never goes into instance metadata, which anyone
+// with compute read access in the project can read. The host's image runs
+// the runner from the file (see README, RunnerTarget hosts).
+import type { ChangeContext, ChangeOutcome } from './changes.js';
+import { runnerLabels } from './demand.js';
+import { openHost, SSH_TIMEOUT_MS, type HostAccess } from './hostssh.js';
+
+export type { HostAccess };
+
+/** Where the host finds its runner config: written whole (a rename), readable by the login user only. */
+export const JIT_CONFIG_PATH = '.leasehold/jitconfig';
+const DELIVER = `umask 077 && mkdir -p "$HOME/.leasehold" && cat > "$HOME/${JIT_CONFIG_PATH}.tmp" && mv "$HOME/${JIT_CONFIG_PATH}.tmp" "$HOME/${JIT_CONFIG_PATH}"`;
+/** The runner group of the org every runner joins (GitHub's Default group). */
+export const DEFAULT_RUNNER_GROUP = 1;
+
+const wait = (id: string, reason: string, message: string): ChangeOutcome => ({ ok: false, receiptID: id, message, event: { type: 'Warning', reason, message } });
+
+/** Delivers a runner config to host `name`; its receipt stays Intended until the runner registers. */
+export async function deliverRunnerConfig(name: string, zone: string, receiptID: string, ctx: ChangeContext, host: HostAccess): Promise<ChangeOutcome> {
+  const { clients, signal } = ctx;
+  const opened = await openHost(name, zone, clients, host, signal);
+  if (!('session' in opened)) return wait(receiptID, opened.reason, `${opened.message}; looked at again next check`);
+  const { session } = opened;
+  try {
+    ctx.guard.permit(`github.generateJitConfig ${name}`);
+    const labels = runnerLabels(ctx.target.spec.github).filter((l) => l !== 'self-hosted');
+    const jit = await clients.github.generateJitConfig({ name, runnerGroupId: DEFAULT_RUNNER_GROUP, labels }, signal);
+    const result = await session.exec(DELIVER, { stdin: jit.encodedJitConfig, timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) });
+    if (result.code !== 0) {
+      // A registration whose config never arrived would pass for a registered runner: it goes again.
+      ctx.guard.permit(`github.deleteRunner ${name}`);
+      await clients.github.deleteRunner(jit.runner.id, signal).catch(() => undefined);
+      return wait(receiptID, 'DeliveryFailed', `writing the runner config on ${name} failed (exit ${result.code}): ${result.stderr.slice(0, 300)}; tried again next check`);
+    }
+    const message = `runner config delivered to ${name} over SSH (host key pinned); the receipt settles once its runner registers`;
+    return { ok: true, receiptID, message, event: { type: 'Normal', reason: 'RunnerConfigDelivered', message } };
+  } finally {
+    session.close();
+  }
+}

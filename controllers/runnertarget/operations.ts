@@ -1,0 +1,138 @@
+// The provider side of a RunnerTarget check: clients made from the
+// target's Secrets (kept while the credentials stay the same, so their token
+// caches live across checks), the observation read from Compute Engine and
+// GitHub, and the calls a Change makes. No credential leaves this file
+// except inside the clients; errors carry the field and the fix, never a value.
+import { createHash } from 'node:crypto';
+import type { RunnerTarget } from '../../src/api/index.js';
+import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
+import { parseServiceAccountKey } from '../../src/providers/gce/auth.js';
+import { GceClient } from '../../src/providers/gce/client.js';
+import type { ComputeInstances, GceInstance } from '../../src/providers/gce/types.js';
+import type { GitHubCredentials } from '../../src/providers/github/auth.js';
+import { GitHubClient } from '../../src/providers/github/client.js';
+import type { GitHubActions } from '../../src/providers/github/types.js';
+import { isPoolRunner, namePrefix } from './naming.js';
+import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from './observation.js';
+
+/** Labels every VM of a target carries: the target's UID (names may repeat across namespaces) and the installation. */
+export const TARGET_UID_LABEL = 'leasehold-runnertarget-uid';
+export const TARGET_NAME_LABEL = 'leasehold-runnertarget';
+export const INSTALLATION_LABEL = 'leasehold-installation';
+export const DEFAULT_IMAGE = 'projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64';
+
+export interface TargetClients {
+  gce: ComputeInstances;
+  github: GitHubActions;
+}
+
+/** A credential problem the user fixes in the spec or a Secret. */
+export class CredentialsError extends Error {
+  override readonly name = 'CredentialsError';
+}
+
+export interface ProviderFactoryOptions {
+  secrets: SecretDataReader;
+  onResult?: (provider: 'gce' | 'github', operation: string, code: string) => void;
+}
+
+/** Makes (and keeps) the clients of each target from its Secrets. */
+export class TargetProviders {
+  private readonly kept = new Map<string, { fingerprint: string; clients: TargetClients }>();
+
+  constructor(private readonly opts: ProviderFactoryOptions) {}
+
+  async clients(target: RunnerTarget): Promise<TargetClients> {
+    const ns = target.metadata!.namespace!;
+    const key = `${ns}/${target.metadata!.name}`;
+    const { spec } = target;
+    const github = await this.githubCredentials(target);
+    const gceRef = spec.gce.credentialsSecretRef;
+    if (!gceRef) throw new CredentialsError('spec.gce.credentialsSecretRef is not set; this controller version needs a service account key Secret (key.json) to call Compute Engine');
+    const keyJson = await this.read(gceRef, ns, { field: 'spec.gce.credentialsSecretRef', what: 'the Compute Engine service account key (JSON)', defaultKey: 'key.json' });
+    const fingerprint = createHash('sha256').update(JSON.stringify([github, keyJson, spec.gce.endpoint, spec.gce.project, spec.github.apiURL, spec.github.org])).digest('hex');
+    const kept = this.kept.get(key);
+    if (kept?.fingerprint === fingerprint) return kept.clients;
+    let parsed;
+    try {
+      parsed = parseServiceAccountKey(keyJson);
+    } catch (err) {
+      throw new CredentialsError(`spec.gce.credentialsSecretRef: ${(err as Error).message}`);
+    }
+    // The key file names its token endpoint (token_uri), as google-auth-library reads it.
+    const tokenUrl = tokenUriOf(keyJson);
+    const clients: TargetClients = {
+      gce: new GceClient({ key: parsed, project: spec.gce.project, endpoint: spec.gce.endpoint, ...(tokenUrl ? { tokenUrl } : {}), onResult: (op, code) => this.opts.onResult?.('gce', op, code) }),
+      github: new GitHubClient({ org: spec.github.org, credentials: github, api: spec.github.apiURL, onResult: (op, code) => this.opts.onResult?.('github', op, code) }),
+    };
+    this.kept.set(key, { fingerprint, clients });
+    return clients;
+  }
+
+  forget(key: string): void {
+    this.kept.delete(key);
+  }
+
+  private async githubCredentials(target: RunnerTarget): Promise<GitHubCredentials> {
+    const ns = target.metadata!.namespace!;
+    const g = target.spec.github;
+    if (g.tokenSecretRef) return { token: await this.read(g.tokenSecretRef, ns, { field: 'spec.github.tokenSecretRef', what: 'the GitHub token', defaultKey: 'token' }) };
+    const ref = g.appSecretRef!;
+    const app = (key: string, what: string) => this.read({ name: ref.name, namespace: ref.namespace, key }, ns, { field: 'spec.github.appSecretRef', what, defaultKey: key });
+    return { appId: await app('appID', 'the GitHub App ID'), installationId: await app('installationID', 'the GitHub App installation ID'), privateKey: await app('privateKey', 'the GitHub App private key (PEM)') };
+  }
+
+  private async read(ref: { name: string; namespace?: string | undefined; key?: string | undefined }, ns: string, use: { field: string; what: string; defaultKey: string }): Promise<string> {
+    try {
+      return await readSecretKey(this.opts.secrets, { ...ref, namespace: ref.namespace || ns }, use);
+    } catch (err) {
+      if (err instanceof SecretKeyError) throw new CredentialsError(err.message);
+      throw err;
+    }
+  }
+}
+
+function tokenUriOf(json: string): string | undefined {
+  try {
+    const uri = (JSON.parse(json) as { token_uri?: unknown }).token_uri;
+    return typeof uri === 'string' && /^https?:\/\//.test(uri) ? uri : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export function vmLabels(target: RunnerTarget, installationID: string): Record<string, string> {
+  const value = (s: string) => s.toLowerCase().replace(/[^a-z0-9_-]/g, '_').slice(0, 63);
+  return { [TARGET_UID_LABEL]: value(target.metadata!.uid!), [TARGET_NAME_LABEL]: value(target.metadata!.name!), [INSTALLATION_LABEL]: value(installationID) };
+}
+
+function poolVM(i: GceInstance): PoolVM {
+  const status = ((VM_STATUSES as readonly string[]).includes(i.status) ? i.status : 'PROVISIONING') as VMStatus;
+  return { name: i.name, zone: i.zone, machineType: i.machineType, status, createdAt: i.creationTimestamp ?? new Date().toISOString(), provisioningModel: i.spot ? 'SPOT' : 'STANDARD' };
+}
+
+/** Everything a check reads from the providers: the target's VMs in every zone, the pool's runners, the jobs of the followed repositories. */
+export async function observePool(target: RunnerTarget, clients: TargetClients, installationID: string, signal?: AbortSignal): Promise<Observation> {
+  const { spec } = target;
+  const labels = vmLabels(target, installationID);
+  const filter = { labels: { [TARGET_UID_LABEL]: labels[TARGET_UID_LABEL]!, [INSTALLATION_LABEL]: labels[INSTALLATION_LABEL]! } };
+  const vms = (await Promise.all(spec.gce.zones.map((z) => clients.gce.list(z, filter, signal)))).flat().map(poolVM);
+  const prefix = namePrefix(target.metadata!.name!, spec.gce.namePrefix);
+  const runners: PoolRunner[] = (await clients.github.listRunners(signal))
+    .filter((r) => isPoolRunner(r.name, prefix))
+    .map((r) => ({ id: r.id, name: r.name, status: r.status === 'online' ? 'online' : 'offline', busy: r.busy, labels: r.labels }));
+  const jobs: WorkflowJob[] = [];
+  for (const repo of spec.github.repositories) {
+    for (const status of ['queued', 'in_progress'] as const) {
+      for (const run of await clients.github.listRuns(repo, status, signal)) {
+        for (const j of await clients.github.listJobs(repo, run.id, signal)) {
+          if (j.status !== 'queued' && j.status !== 'in_progress') continue;
+          jobs.push({ id: j.id, repository: repo, status: j.status, labels: j.labels, ...(j.runnerName ? { runnerName: j.runnerName } : {}) });
+        }
+      }
+    }
+  }
+  // A job seen in both lists (it started between them) counts once.
+  const unique = [...new Map(jobs.map((j) => [j.id, j])).values()];
+  return { at: Date.now(), jobs: unique, runners, vms, probes: new Map() };
+}

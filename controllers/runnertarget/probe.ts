@@ -1,0 +1,52 @@
+// What SSH finds on each host at a check: whether a job process of the
+// runner runs (GitHub's busy flag lags and can read false mid-job, so a
+// host is deleted only after this says none), and the pressure evidence
+// the tier policy reads. A host that cannot be read is 'unknown', which
+// keeps it. Only reads: no guard, no receipt.
+import type { RunnerHost } from '../../src/api/index.js';
+import { openHost, SSH_TIMEOUT_MS, type HostAccess } from './hostssh.js';
+import type { HostProbe, Observation } from './observation.js';
+import type { TargetClients } from './operations.js';
+import { EVIDENCE_FILES, parseEvidence, splitHeadOutput } from './pressure.js';
+
+/** The runner is installed under the login user's home (~/actions-runner); its job process is Runner.Worker. */
+export const PROBE_COMMAND = [
+  `head -n 50 ${EVIDENCE_FILES.cpu} ${EVIDENCE_FILES.memory} ${EVIDENCE_FILES.io} 2>/dev/null`,
+  `echo '==> job <=='`,
+  `if pgrep -f "$HOME/.*Runner[.]Worker" >/dev/null 2>&1; then echo running; else echo none; fi`,
+].join('; ');
+
+/** Hosts worth a look: a runner may run there (or just ran, for a drained one). */
+const PROBED: readonly RunnerHost['state'][] = ['Idle', 'Busy', 'Draining'];
+
+export function parseProbe(stdout: string): HostProbe {
+  const files = splitHeadOutput(stdout);
+  const job = files.get('job');
+  const evidence = parseEvidence(files);
+  return { job: job === 'running' ? 'running' : job === 'none' ? 'none' : 'unknown', ...(evidence.ok ? { pressure: evidence.value } : {}) };
+}
+
+export async function probeHosts(hosts: readonly RunnerHost[], observation: Observation, clients: TargetClients, access: HostAccess, signal?: AbortSignal): Promise<Map<string, HostProbe>> {
+  const running = new Map(observation.vms.filter((v) => v.status === 'RUNNING').map((v) => [v.name, v]));
+  const probes = new Map<string, HostProbe>();
+  await Promise.all(
+    hosts
+      .filter((h) => PROBED.includes(h.state) && running.has(h.name))
+      .map(async (h) => {
+        try {
+          const opened = await openHost(h.name, running.get(h.name)!.zone, clients, access, signal);
+          if (!('session' in opened)) return probes.set(h.name, { job: 'unknown' });
+          try {
+            const r = await opened.session.exec(PROBE_COMMAND, { timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) });
+            probes.set(h.name, r.code === 0 ? parseProbe(r.stdout) : { job: 'unknown' });
+          } finally {
+            opened.session.close();
+          }
+        } catch {
+          // Unread is unknown, which keeps the host: never a reason to delete it.
+          probes.set(h.name, { job: 'unknown' });
+        }
+      }),
+  );
+  return probes;
+}

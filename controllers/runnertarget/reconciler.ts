@@ -1,0 +1,85 @@
+// The RunnerTarget reconciler: when a target's check is due (every
+// checkInterval, or at once after its spec changed), one check runs
+// (check.ts). The work queue never runs one key twice at once, and the
+// check lease keeps two replicas apart; status writes of our own wake the
+// target but start no check before its time.
+import type { Logger } from 'pino';
+import { durationMs, type RunnerTarget } from '../../src/api/index.js';
+import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
+import type { EventRecorder } from '../../src/kube/events.js';
+import { hasFinalizer } from '../../src/kube/finalizers.js';
+import type { StatusWriter } from '../../src/kube/status.js';
+import { CheckRun } from './check.js';
+import type { HostAccess } from './deliver.js';
+import type { CheckLeases } from './checklease.js';
+import type { RunnerTargetMetrics } from './metrics.js';
+import type { TargetClients } from './operations.js';
+import type { PlanSettings } from './plan.js';
+import { openReceipts } from './receipts.js';
+import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
+
+/** How soon a check follows one that left a launch open (a VM booting, a runner to register). */
+export const LAUNCH_FOLLOW_UP_MS = 10_000;
+
+export interface RunnerTargetDeps {
+  targets: ObjectCache<RunnerTarget>;
+  /** The object as the API server has it now; undefined when it is gone. */
+  read(namespace: string, name: string): Promise<RunnerTarget | undefined>;
+  status: Pick<StatusWriter, 'write'>;
+  events: Pick<EventRecorder, 'record'>;
+  providers: { clients(target: RunnerTarget): Promise<TargetClients>; forget(key: string): void };
+  leases: Pick<CheckLeases, 'acquire'>;
+  /** This replica, as the Held condition names it. */
+  identity: string;
+  installationID: string;
+  /** The controller's SSH key (every host admits its public half) and the hosts' login user and port. */
+  hostAccess(): Promise<HostAccess>;
+  settings?: Partial<PlanSettings>;
+  metrics?: RunnerTargetMetrics;
+  log?: Logger;
+  now?: () => number;
+  /** Keeps RUNNER_HOSTS_FINALIZER on targets until their pool is gone; absent, none is added. */
+  finalizers?: { add(target: RunnerTarget): Promise<unknown>; remove(target: RunnerTarget): Promise<unknown> };
+}
+
+export class RunnerTargetReconciler {
+  /** When each target's last check ended here, and the generation it checked. */
+  private readonly checked = new Map<string, { at: number; generation: number | undefined }>();
+
+  constructor(private readonly deps: RunnerTargetDeps) {}
+
+  private now(): number {
+    return (this.deps.now ?? Date.now)();
+  }
+
+  async reconcile(key: string): Promise<ReconcileResult | void> {
+    const [namespace = '', name = ''] = key.split('/');
+    const target = this.deps.targets.get(namespace, name);
+    if (!target) {
+      this.checked.delete(key);
+      this.deps.providers.forget(key);
+      return;
+    }
+    const deleting = !!target.metadata?.deletionTimestamp;
+    if (deleting && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) return;
+    if (!deleting && this.deps.finalizers && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) await this.deps.finalizers.add(target);
+    // A target being deleted is checked as often as an open launch, until its pool is gone.
+    const interval = deleting ? Math.min(durationMs(target.spec.checkInterval), LAUNCH_FOLLOW_UP_MS) : durationMs(target.spec.checkInterval);
+    const generation = target.metadata?.generation;
+    const last = this.checked.get(key) ?? { at: Date.parse(target.status?.lastCheckAt ?? ''), generation: target.status?.observedGeneration };
+    const now = this.now();
+    // An open launch is followed sooner than the interval: its host waits for its runner config.
+    const every = openReceipts(target.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, LAUNCH_FOLLOW_UP_MS) : interval;
+    if (Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
+    const result = await new CheckRun(this.deps, target).run();
+    if (deleting && result.poolGone && this.deps.finalizers) {
+      await this.deps.finalizers.remove(result.target);
+      return;
+    }
+    // A check that found the lease held elsewhere did nothing: it is tried again soon, not after a whole interval.
+    if (result.state !== 'Held') this.checked.set(key, { at: this.now(), generation });
+    const fresh = this.deps.targets.get(namespace, name) ?? target;
+    const follow = openReceipts(fresh.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, LAUNCH_FOLLOW_UP_MS) : interval;
+    return { requeueAfter: result.retryAfterMs ?? follow };
+  }
+}

@@ -1,0 +1,76 @@
+// Wires the RunnerTarget controller into the manager: the informer on
+// RunnerTargets, the provider clients made from their Secrets, the check
+// leases in the controller's namespace, metrics, and the work queue.
+import { RUNNERTARGET_RESOURCE, type RunnerTarget } from '../../src/api/index.js';
+import { isNotFound } from '../../src/kube/client.js';
+import type { Manager } from '../../src/kube/manager.js';
+import { objectKey, resourcePath } from '../../src/kube/resource.js';
+import { secretDataReader } from '../../src/kube/secrets.js';
+import { loadOrCreateControllerKey, type ControllerKey } from '../lease/identity.js';
+import { CheckLeases } from './checklease.js';
+import { RunnerTargetMetrics } from './metrics.js';
+import { TargetProviders } from './operations.js';
+import type { PlanSettings } from './plan.js';
+import { RunnerTargetReconciler } from './reconciler.js';
+import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
+
+export interface RunnerTargetOptions {
+  installationID: string;
+  identity: string;
+  /** The controller's namespace: the check leases and its SSH key Secret live there. */
+  controllerNamespace: string;
+  settings?: Partial<PlanSettings>;
+  concurrency?: number;
+  /** The login user and SSH port of hosts (default leasehold, 22); tests reach emulated hosts elsewhere. */
+  hostSSH?: { user?: string | undefined; port?: number | undefined };
+}
+
+/** The Unix user the controller's key logs in as on a host (Compute Engine's guest agent makes it from the ssh-keys metadata). */
+export const HOST_SSH_USER = 'leasehold';
+
+export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetOptions): RunnerTargetReconciler {
+  const targets = mgr.informer<RunnerTarget>(resourcePath(RUNNERTARGET_RESOURCE, mgr.watchNamespace));
+  const { group, version, plural } = RUNNERTARGET_RESOURCE;
+  let key: Promise<ControllerKey> | undefined;
+  const reconciler = new RunnerTargetReconciler({
+    targets,
+    read: async (namespace, name) => {
+      try {
+        return (await mgr.custom.getNamespacedCustomObject({ group, version, plural, namespace, name })) as RunnerTarget;
+      } catch (err) {
+        if (isNotFound(err)) return undefined;
+        throw err;
+      }
+    },
+    status: mgr.status,
+    events: mgr.events,
+    providers: new TargetProviders({
+      secrets: secretDataReader(mgr.core),
+      onResult: (provider, operation, code) => mgr.metrics.providerRequests.inc({ provider, operation, code }),
+    }),
+    leases: new CheckLeases({ api: mgr.coordination, namespace: opts.controllerNamespace, identity: opts.identity }),
+    identity: opts.identity,
+    installationID: opts.installationID,
+    // Read once and kept; a failed read is tried again at the next change.
+    hostAccess: async () => {
+      key ??= loadOrCreateControllerKey(mgr.core, opts.controllerNamespace);
+      try {
+        return { ...(await key), user: opts.hostSSH?.user ?? HOST_SSH_USER, port: opts.hostSSH?.port ?? 22 };
+      } catch (err) {
+        key = undefined;
+        throw err;
+      }
+    },
+    ...(opts.settings ? { settings: opts.settings } : {}),
+    metrics: new RunnerTargetMetrics(mgr.metrics.registry, () => targets.list()),
+    log: mgr.log.child({ controller: 'runnertarget' }),
+    finalizers: {
+      add: (t) => mgr.finalizers.add(RUNNERTARGET_RESOURCE, t, RUNNER_HOSTS_FINALIZER),
+      remove: (t) => mgr.finalizers.remove(RUNNERTARGET_RESOURCE, t, RUNNER_HOSTS_FINALIZER),
+    },
+  });
+  const queue = mgr.add({ name: 'runnertarget', concurrency: opts.concurrency ?? 4, reconcile: (k) => reconciler.reconcile(k) });
+  const enqueue = (t: RunnerTarget) => queue.add(objectKey(t));
+  targets.on('add', enqueue).on('update', enqueue).on('delete', enqueue);
+  return reconciler;
+}
