@@ -86,6 +86,16 @@ is one the controller sends (see README, "Install with Helm").
 - apiGroups: ["leasehold.dev"]
   resources: ["peerfleets/status"]
   verbs: ["patch"]
+# RunnerTargets: informer (list+watch), a fresh read at the start of each
+# check (get), the finalizer leasehold.dev/runner-hosts added and removed
+# with a merge patch (patch), and status (receipts, hosts, plan) written with
+# a merge patch on the status subresource, each receipt before its provider call.
+- apiGroups: ["leasehold.dev"]
+  resources: ["runnertargets"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["leasehold.dev"]
+  resources: ["runnertargets/status"]
+  verbs: ["patch"]
 {{- end -}}
 
 {{/*
