@@ -40,6 +40,13 @@ describe('observeMachine', () => {
       { at: NOW - 1, inputs },
       { event: { type: 'BUSY' }, status: { lastActivityAt: at(0) }, notice: { reason: 'ActivityInFuture', message: expect.stringContaining(`${future} is in the future; counted as activity now`) } },
     ],
+    [
+      'a future time first seen in the second the Lease turned Ready: no activity to add, still reported',
+      annotated(future, { ...ready, readyAt: at(0), lastActivityAt: at(0) }),
+      'Ready',
+      { at: NOW - 1, inputs },
+      { event: { type: 'IDLE' }, notice: { reason: 'ActivityInFuture' } },
+    ],
     ['a future time seen at the last check: counts no more', annotated(future, { ...ready, lastActivityAt: at(-60_000) }), 'Ready', { at: NOW - 1, inputs: `1|${future}` }, { event: { type: 'IDLE' } }],
   ])('%s', (_name, lease, phase, plan, want) => {
     const obs = observeMachine(input(lease, ok(0), plan), phase);

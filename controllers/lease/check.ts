@@ -73,5 +73,7 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
     status: { ...keysStatus, idleSince: st.idleSince && phase === 'Idle' ? st.idleSince : rfc3339(new Date(at)) },
     plan,
     requeueAfter,
+    // A future time annotated in the second the Lease turned Ready adds no activity, but is still reported.
+    ...(notice ? { notice } : {}),
   };
 }
