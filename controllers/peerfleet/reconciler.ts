@@ -36,10 +36,13 @@ export interface PeerAccess {
   caPEM?: string | undefined;
 }
 
+/** Our side of a pass, as the informers hold it. */
+type OurSide = Pick<FleetWorld, 'clusterID' | 'nodes' | 'pods' | 'mirrors' | 'holders'>;
+
 /** What lending needs beside the verdict; absent, the reconciler judges readiness only. */
 export interface LendingDeps {
   /** Our side of the pass: nodes, pods, mirrors and holder Leases as the informers hold them. */
-  world(fleet: PeerFleet): Pick<FleetWorld, 'clusterID' | 'nodes' | 'pods' | 'mirrors' | 'holders'>;
+  world(fleet: PeerFleet): OurSide;
   /** The PeerFleet namespace's Pod Security enforce label; null when it has none. */
   podSecurity(namespace: string): string | null | undefined;
   /** The peer queue for this access (the same client the probe uses). */
@@ -111,13 +114,15 @@ export class PeerFleetReconciler {
     const now = this.now();
     const { input, access, poll } = await this.observeAtPoll(key, fleet, now);
     const verdict = judgeReadiness(input);
-    const pass = lending ? this.pass(lending, fleet, verdict, access, now) : undefined;
+    // One snapshot of our side per pass: the effects act on what the pass judged.
+    const world = lending?.world(fleet);
+    const pass = lending && world ? this.pass(lending, fleet, world, verdict, access, now) : undefined;
     const written = await this.record(fleet, verdict, pass);
-    if (!lending || !pass) return { requeueAfter: poll };
+    if (!lending || !pass || !world) return { requeueAfter: poll };
     // Effects run only on a status that reached the API server: after a
     // conflict the informer brings the newer object and a new pass.
     if (!written) return { requeueAfter: poll };
-    const results = await this.runEffects(lending, fleet, pass, access, now);
+    const results = await this.runEffects(lending, fleet, world, pass, access, now);
     lending.metrics?.observe(fleet, pass, results);
     if (deleting && this.finished(fleet, pass, verdict)) await lending.finalizers.remove(fleet);
     // A failed effect is tried again at the next poll, never in a tight loop.
@@ -152,8 +157,7 @@ export class PeerFleetReconciler {
     return (this.deps.now ?? (() => new Date()))();
   }
 
-  private pass(lending: LendingDeps, fleet: PeerFleet, verdict: Verdict, access: PeerAccess | undefined, now: Date): FleetPass {
-    const world = lending.world(fleet);
+  private pass(lending: LendingDeps, fleet: PeerFleet, world: OurSide, verdict: Verdict, access: PeerAccess | undefined, now: Date): FleetPass {
     const seen = new Set(world.mirrors.map((m) => `${m.metadata?.namespace}/${m.metadata?.name}`));
     for (const [k, e] of this.expected) if (seen.has(k) || now.getTime() - e.at > EXPECTATION_MS) this.expected.delete(k);
     return lendingPass({
@@ -176,9 +180,8 @@ export class PeerFleetReconciler {
     return verdict.ready || !sessions;
   }
 
-  private async runEffects(lending: LendingDeps, fleet: PeerFleet, pass: FleetPass, access: PeerAccess | undefined, now: Date): Promise<EffectResult[]> {
+  private async runEffects(lending: LendingDeps, fleet: PeerFleet, world: OurSide, pass: FleetPass, access: PeerAccess | undefined, now: Date): Promise<EffectResult[]> {
     if (!access || pass.effects.length === 0) return [];
-    const world = lending.world(fleet);
     const ctx = {
       fleet,
       clusterID: world.clusterID,
