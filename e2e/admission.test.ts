@@ -3,6 +3,7 @@
 // (what `edit` aggregates) and one with leasehold.dev "*" cannot write a
 // Lease's status or strip its release finalizer, while the controller's
 // ServiceAccount, the chart's exempt groups and users, and cluster admins can.
+// The same holds for the status and finalizer of PeerFleets and RunnerTargets.
 // No controller runs: the policy alone is under test.
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { readFileSync } from 'node:fs';
@@ -39,11 +40,11 @@ const kubectlAs = (who: Subject, args: string[]) =>
  * rights do not cover on leases/status). Resolves the HTTP status and the
  * API server's message.
  */
-function mergePatch(who: Subject, ns: string, name: string, body: object, subresource = ''): Promise<{ code: number; message: string }> {
+function mergePatch(who: Subject, ns: string, name: string, body: object, subresource = '', resource = 'leases'): Promise<{ code: number; message: string }> {
   const cfg = YAML.parse(readFileSync(process.env.E2E_KUBECONFIG!, 'utf8'));
   const cluster = cfg.clusters[0].cluster;
   const cred = cfg.users[0].user;
-  const url = new URL(`/apis/leasehold.dev/v1alpha1/namespaces/${ns}/leases/${name}${subresource ? `/${subresource}` : ''}`, cluster.server);
+  const url = new URL(`/apis/leasehold.dev/v1alpha1/namespaces/${ns}/${resource}/${name}${subresource ? `/${subresource}` : ''}`, cluster.server);
   const headers: Record<string, string | string[]> = { 'content-type': 'application/merge-patch+json' };
   if (who.user) headers['impersonate-user'] = who.user;
   if (who.groups?.length) headers['impersonate-group'] = who.groups;
@@ -65,6 +66,21 @@ function mergePatch(who: Subject, ns: string, name: string, body: object, subres
 }
 const patchStatus = (who: Subject, ns: string, name: string, status: object) => mergePatch(who, ns, name, { status }, 'status');
 const stripFinalizers = (who: Subject, ns: string, name: string) => mergePatch(who, ns, name, { metadata: { finalizers: null } });
+/** The other kinds whose status and finalizer only the controller may touch: a valid spec and the finalizer each carries. */
+const OTHER_KINDS = [
+  {
+    kind: 'PeerFleet', resource: 'peerfleets', finalizer: 'leasehold.dev/peer-lending',
+    spec: { origin: 'https://peer.example.com:6443', namespace: 'queue', credentialSecretRef: { name: 'peer-token' }, lendableNodes: { matchLabels: { pool: 'lendable' } }, pricePerGPUHour: 2 },
+  },
+  {
+    kind: 'RunnerTarget', resource: 'runnertargets', finalizer: 'leasehold.dev/runner-hosts',
+    spec: {
+      github: { org: 'example', repositories: ['example/app'], tokenSecretRef: { name: 'gh' } },
+      gce: { project: 'my-project', zones: ['us-central1-a'], machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }], serviceAccount: 'host@my-project.iam.gserviceaccount.com', credentialsSecretRef: { name: 'gce' } },
+      floor: 0, maxHosts: 1, dailyBudgetUSD: 1,
+    },
+  },
+];
 const lease = async (ns: string, name: string) => getJSON(kubectl, ['-n', ns, 'leases.leasehold.dev', name]);
 
 async function createLease(ns: string, name: string): Promise<void> {
@@ -120,6 +136,7 @@ beforeAll(async () => {
   }));
   for (const name of ['by-controller', 'by-admin', 'edited']) await createLease(leaseNS, name);
   await createLease(otherNS, 'elsewhere');
+  for (const k of OTHER_KINDS) await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: k.kind, metadata: { name: 'guarded', namespace: leaseNS, finalizers: [k.finalizer] }, spec: k.spec }));
 
   // The policy is in force once a tenant's harmless status write is refused.
   await waitFor('admission policy in force', async () => (await patchStatus(tenantAll, leaseNS, 'edited', { message: 'probe' })).code === 403, 30_000);
@@ -131,6 +148,11 @@ afterAll(async () => {
     if (!ns) continue;
     await stripFinalizers(admin, ns, name);
     await kubectl(['-n', ns, 'delete', 'leases.leasehold.dev', name, '--ignore-not-found', '--wait=false']);
+  }
+  for (const k of OTHER_KINDS) {
+    if (!leaseNS) break;
+    await mergePatch(admin, leaseNS, 'guarded', { metadata: { finalizers: null } }, '', k.resource);
+    await kubectl(['-n', leaseNS, 'delete', `${k.resource}.leasehold.dev`, 'guarded', '--ignore-not-found', '--wait=false']);
   }
   if (installed) await helm(['uninstall', release, '-n', relNS]);
   for (const ns of [relNS, leaseNS, otherNS]) if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
@@ -196,5 +218,28 @@ describe('the admission policy on Leases', () => {
   it('guards only the namespace this installation serves', async () => {
     expect(await patchStatus(tenantAll, otherNS, 'elsewhere', { message: 'not ours' })).toEqual({ code: 200, message: '' });
     expect((await lease(otherNS, 'elsewhere')).status.message).toBe('not ours');
+  });
+});
+
+describe.each(OTHER_KINDS)('the admission policy on $kind', ({ kind, resource, finalizer }) => {
+  const get = async () => getJSON(kubectl, ['-n', leaseNS, `${resource}.leasehold.dev`, 'guarded']);
+
+  it('refuses a tenant with leasehold.dev "*" its status and its finalizer, naming who may and what to do instead', async () => {
+    const before = await get();
+    const status = await mergePatch(tenantAll, leaseNS, 'guarded', { status: { observedGeneration: 99 } }, 'status', resource);
+    expect(status.code).toBe(403);
+    expect(status.message).toContain(`denied request: ${resource}/status of leasehold.dev may be written only by the Leasehold controller (${controllerUser}) or a cluster admin (group system:masters, lease-ops; user oncall)`);
+    expect(status.message).toContain(`Change the ${kind}'s spec instead`);
+    const strip = await mergePatch(tenantAll, leaseNS, 'guarded', { metadata: { finalizers: null } }, '', resource);
+    expect(strip.code).toBe(403);
+    expect(strip.message).toContain(`denied request: the finalizer ${finalizer} may be removed only by the Leasehold controller (${controllerUser})`);
+    const after = await get();
+    expect(after.status).toEqual(before.status);
+    expect(after.metadata.finalizers).toEqual([finalizer]);
+  });
+
+  it('lets the controller write its status', async () => {
+    expect(await mergePatch({ user: controllerUser }, leaseNS, 'guarded', { status: { observedGeneration: 7 } }, 'status', resource)).toEqual({ code: 200, message: '' });
+    expect((await get()).status.observedGeneration).toBe(7);
   });
 });

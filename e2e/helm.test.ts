@@ -202,9 +202,17 @@ describe('the Helm chart', () => {
     expect(userRoles[1].rules).toEqual([{ apiGroups: ['leasehold.dev'], resources: ['leases', 'offers'], verbs: ['get', 'list', 'watch'] }]);
 
     // The admission policy exempts exactly this release's ServiceAccount, everywhere (no watchNamespace).
-    const [policy] = byKind('ValidatingAdmissionPolicy');
-    expect(policy.spec.matchConditions[0].expression).toBe('request.userInfo.username != "system:serviceaccount:leasehold-system:leasehold"');
-    expect(byKind('ValidatingAdmissionPolicyBinding').map((b) => b.spec)).toEqual([{ policyName: policy.metadata.name, validationActions: ['Deny'] }]);
+    // One policy per kind whose status and finalizer only the controller may touch.
+    const policies = byKind('ValidatingAdmissionPolicy');
+    expect(policies.map((p) => [p.metadata.name, p.spec.matchConstraints.resourceRules[0].resources])).toEqual([
+      ['leasehold-lease-guard', ['leases', 'leases/status']],
+      ['leasehold-peerfleet-guard', ['peerfleets', 'peerfleets/status']],
+      ['leasehold-runnertarget-guard', ['runnertargets', 'runnertargets/status']],
+    ]);
+    for (const policy of policies) {
+      expect(policy.spec.matchConditions[0].expression).toBe('request.userInfo.username != "system:serviceaccount:leasehold-system:leasehold"');
+    }
+    expect(byKind('ValidatingAdmissionPolicyBinding').map((b) => b.spec)).toEqual(policies.map((p) => ({ policyName: p.metadata.name, validationActions: ['Deny'] })));
 
     // The schema is strict, and the chart refuses two replicas without leader election.
     expect((await helm(['template', 'x', chart, ...kv, '--set', 'nosuchvalue=1'])).code).not.toBe(0);
@@ -327,9 +335,10 @@ describe('the Helm chart', () => {
     const objects = await kubectl(['get', 'poddisruptionbudgets,networkpolicies', '-n', relNS, '-l', sel, '-o', 'name']);
     expect(objects.stdout.trim().split('\n').sort()).toEqual([`networkpolicy.networking.k8s.io/${release}-leasehold-metrics`, `poddisruptionbudget.policy/${release}-leasehold`]);
     const admission = await kubectl(['get', 'validatingadmissionpolicies,validatingadmissionpolicybindings', '-l', sel, '-o', 'name']);
+    const guards = ['lease', 'peerfleet', 'runnertarget'];
     expect(admission.stdout.trim().split('\n').sort()).toEqual([
-      `validatingadmissionpolicy.admissionregistration.k8s.io/${release}-leasehold-lease-guard`,
-      `validatingadmissionpolicybinding.admissionregistration.k8s.io/${release}-leasehold-lease-guard`,
+      ...guards.map((g) => `validatingadmissionpolicy.admissionregistration.k8s.io/${release}-leasehold-${g}-guard`),
+      ...guards.map((g) => `validatingadmissionpolicybinding.admissionregistration.k8s.io/${release}-leasehold-${g}-guard`),
     ]);
   }, 60_000);
 
