@@ -60,8 +60,10 @@ async function followChecks(ns: string, ctl: ControllerProcess, hosts: RunnerHos
     if (!l.metadata?.name?.startsWith('runnertarget-') || l.spec?.holderIdentity) return;
     const start = new Date(l.spec?.acquireTime as unknown as string).getTime();
     const end = new Date(l.spec?.renewTime as unknown as string).getTime();
-    const ssh = hosts.sshLogins();
-    void kubeRequests(ctl).then((kube) => checks.push({ start, end, ssh, kube }));
+    // In the order the releases come; the counter is read a moment later, long before the next check.
+    const check: Check = { start, end, ssh: hosts.sshLogins(), kube: new Map() };
+    checks.push(check);
+    void kubeRequests(ctl).then((kube) => (check.kube = kube)).catch(() => undefined);
   });
   inf.on('error', () => setTimeout(() => void inf.start().catch(() => undefined), 1000));
   await inf.start();
