@@ -21,6 +21,9 @@
 //   peer     PeerFleet lending (peer.ts) on BENCH_PEER_NODES (100) KWOK nodes to a second
 //            control plane's queue of BENCH_PEER_JOBS peer Jobs: claim latency and drain
 //            reaction vs pollInterval, throughput and its writes vs their floor, quiet cost.
+//   runner   RunnerTarget (runnertarget.ts) against the Compute Engine and GitHub emulators with
+//            BENCH_RUNNER_HOSTS (50) sshd hosts: queued job to registered runner vs boot time;
+//            per check duration and provider calls by route vs their floor, steady and scale-down.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ControlPlane } from '../e2e/cluster/controlplane.js';
@@ -28,6 +31,7 @@ import { startController } from '../e2e/support/controller.js';
 import { startLambdaEmulator } from '../e2e/fakes/lambda/server.js';
 import { memoryPhase } from './memory.js';
 import { peerPhase } from './peer.js';
+import { runnerPhase } from './runnertarget.js';
 import {
   G, api, apiserverCounts, apiserverMetrics, bareClient, connect, controllerKeySecret, controllerReads, createLeases, env, listLeases, log, mib, ms,
   namespace, offer, quantiles, results, sharedMachine, sleep, stopSharedMachine, stopTrackers, waitUntil,
@@ -39,7 +43,7 @@ const LAMBDA_N = env('BENCH_LAMBDA_N', 10);
 const IDLE_N = env('BENCH_IDLE_N', 50);
 const IDLE_TIMEOUT = process.env.BENCH_IDLE_TIMEOUT ?? '10s';
 const IDLE_CHECK = process.env.BENCH_IDLE_CHECK ?? '5s';
-const PHASES = new Set((process.env.BENCH_PHASES ?? 'loop,memory,lambda,idle,peer').split(','));
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'loop,memory,lambda,idle,peer,runner').split(','));
 
 async function loopPhase() {
   const ns = await namespace('bench-loop');
@@ -205,7 +209,7 @@ async function main() {
   const t0 = Date.now();
   log(`phases ${[...PHASES].join(',')}`);
   // The shared control plane; the peer phase starts its own two (it needs a scheduler, KWOK and a peer).
-  if (['loop', 'memory', 'lambda', 'idle'].some((p) => PHASES.has(p))) {
+  if (['loop', 'memory', 'lambda', 'idle', 'runner'].some((p) => PHASES.has(p))) {
     const cp = await ControlPlane.start();
     try {
       connect(cp);
@@ -217,6 +221,7 @@ async function main() {
       if (PHASES.has('memory')) await memoryPhase();
       if (PHASES.has('lambda')) await lambdaPhase();
       if (PHASES.has('idle')) await idlePhase();
+      if (PHASES.has('runner')) await runnerPhase();
     } finally {
       await stopTrackers().catch(() => undefined);
       await cp.stop();

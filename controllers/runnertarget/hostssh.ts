@@ -21,7 +21,8 @@ const PREFERRED = ['ssh-ed25519', 'ecdsa-sha2-nistp256', 'ecdsa-sha2-nistp384', 
 
 export type Opened = { session: SshSession } | { reason: 'HostKeysPending' | 'AddressPending' | 'HostUnreachable'; message: string };
 
-export async function openHost(name: string, zone: string, clients: TargetClients, host: HostAccess, signal?: AbortSignal): Promise<Opened> {
+/** `known`: the address this check's instances.list gave, which spares an instances.get per host. */
+export async function openHost(name: string, zone: string, clients: TargetClients, host: HostAccess, signal?: AbortSignal, known?: string): Promise<Opened> {
   let keys: string[];
   try {
     keys = await clients.gce.hostKeys(zone, name, signal);
@@ -31,7 +32,7 @@ export async function openHost(name: string, zone: string, clients: TargetClient
   }
   const hostKey = [...keys].sort((a, b) => rank(a) - rank(b))[0];
   if (!hostKey) return { reason: 'HostKeysPending', message: `VM ${name} published no usable host key` };
-  const address = (await clients.gce.get(zone, name, signal)).address;
+  const address = known ?? (await clients.gce.get(zone, name, signal)).address;
   if (!address) return { reason: 'AddressPending', message: `VM ${name} has no address yet` };
   try {
     return { session: await connectPinned({ host: address, port: host.port, user: host.user, hostKey, privateKey: host.privateKey, timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) }) };

@@ -37,6 +37,8 @@ export interface PoolVM {
   /** RFC 3339 */
   createdAt: string;
   provisioningModel: 'SPOT' | 'STANDARD';
+  /** Where SSH reaches it, as the list gave it; absent before one is assigned. */
+  address?: string | undefined;
 }
 
 /** What SSH found on a host. */

@@ -108,7 +108,7 @@ export function vmLabels(target: RunnerTarget, installationID: string): Record<s
 
 function poolVM(i: GceInstance): PoolVM {
   const status = ((VM_STATUSES as readonly string[]).includes(i.status) ? i.status : 'PROVISIONING') as VMStatus;
-  return { name: i.name, zone: i.zone, machineType: i.machineType, status, createdAt: i.creationTimestamp ?? new Date().toISOString(), provisioningModel: i.spot ? 'SPOT' : 'STANDARD' };
+  return { name: i.name, zone: i.zone, machineType: i.machineType, status, createdAt: i.creationTimestamp ?? new Date().toISOString(), provisioningModel: i.spot ? 'SPOT' : 'STANDARD', address: i.address };
 }
 
 /** Everything a check reads from the providers: the target's VMs in every zone, the pool's runners, the jobs of the followed repositories. */

@@ -34,7 +34,8 @@ export async function probeHosts(hosts: readonly RunnerHost[], observation: Obse
       .filter((h) => PROBED.includes(h.state) && running.has(h.name))
       .map(async (h) => {
         try {
-          const opened = await openHost(h.name, running.get(h.name)!.zone, clients, access, signal);
+          const vm = running.get(h.name)!;
+          const opened = await openHost(h.name, vm.zone, clients, access, signal, vm.address);
           if (!('session' in opened)) return probes.set(h.name, { job: 'unknown' });
           try {
             const r = await opened.session.exec(PROBE_COMMAND, { timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) });

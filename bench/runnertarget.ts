@@ -1,0 +1,263 @@
+// The runner phase: one RunnerTarget against the Compute Engine and GitHub
+// emulators with a real sshd per VM (e2e/support/runnerhosts-bench.ts), and
+// the real controller process. It measures, in one run:
+//  - time from a queued job to its registered runner, against the
+//    emulator's boot time (insert → RUNNING), for jobs queued one at a time
+//    and for a burst that fills the pool to BENCH_RUNNER_HOSTS;
+//  - per check at that size: duration, and Compute Engine, GitHub and SSH
+//    calls by route, against the floor the policy strictly needs, for
+//    steady checks (nothing to change) and for a scale-down.
+// A check is the span its coordination Lease is held: from acquireTime to
+// the renewTime of the release (holderIdentity ""), both written by the
+// controller, seen through an informer. Provider calls are the emulators'
+// request logs in that span.
+import * as k8s from '@kubernetes/client-node';
+import { join } from 'node:path';
+import { userInfo } from 'node:os';
+import { startController, type ControllerProcess } from '../e2e/support/controller.js';
+import { startRunnerHosts, type RunnerHosts } from '../e2e/support/runnerhosts-bench.js';
+import { api, env, log, namespace, quantiles, results, sleep, waitUntil, work } from './support.js';
+
+const HOSTS = env('BENCH_RUNNER_HOSTS', 50);
+const SINGLES = Math.min(env('BENCH_RUNNER_SINGLES', 5), HOSTS - 1);
+const BOOT_MS = env('BENCH_RUNNER_BOOT_MS', 3000);
+const CHECK = process.env.BENCH_RUNNER_CHECK ?? '10s';
+const STEADY = env('BENCH_RUNNER_STEADY', 3);
+const DRAIN = env('BENCH_RUNNER_DRAIN', Math.max(1, Math.round(HOSTS / 5)));
+const CHECK_MS = Number(/^(\d+)s$/.exec(CHECK)?.[1] ?? NaN) * 1000;
+const ZONES = ['us-central1-a', 'us-central1-b'];
+const REPO = 'bench';
+const LABELS = ['self-hosted', 'linux'];
+const TG = { group: 'leasehold.dev', version: 'v1alpha1', plural: 'runnertargets' };
+const NAME = 'bench';
+/** The busy-flag lag the controller waits out before an idle host may drain (scaledown.ts). */
+const BUSY_LAG_MS = 60_000;
+
+interface Check {
+  start: number;
+  end: number;
+  ssh: number;
+  kube: Map<string, number>;
+}
+type Counts = Record<string, number>;
+
+const round = (x: number, d = 2) => Number(x.toFixed(d));
+const secs = (xs: number[]) => (xs.length ? Object.fromEntries(Object.entries(quantiles(xs)).map(([k, v]) => [k, round(v / 1000)])) : {});
+
+/** leasehold_kube_requests_total{client="controller"} by verb. */
+async function kubeRequests(ctl: ControllerProcess): Promise<Map<string, number>> {
+  const text = await (await fetch(ctl.metricsURL)).text();
+  const out = new Map<string, number>();
+  for (const m of text.matchAll(/^leasehold_kube_requests_total\{client="controller",verb="([^"]*)"\} (\S+)$/gm)) out.set(m[1]!, Number(m[2]));
+  return out;
+}
+
+/** Every check of the target, from its check lease: each release closes one. */
+async function followChecks(ns: string, ctl: ControllerProcess, hosts: RunnerHosts, checks: Check[]) {
+  const coord = api.kubeConfig.makeApiClient(k8s.CoordinationV1Api);
+  const inf = k8s.makeInformer<k8s.V1Lease>(api.kubeConfig, `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`, () => coord.listNamespacedLease({ namespace: ns }));
+  inf.on('update', (l) => {
+    if (!l.metadata?.name?.startsWith('runnertarget-') || l.spec?.holderIdentity) return;
+    const start = new Date(l.spec?.acquireTime as unknown as string).getTime();
+    const end = new Date(l.spec?.renewTime as unknown as string).getTime();
+    // In the order the releases come; the counter is read a moment later, long before the next check.
+    const check: Check = { start, end, ssh: hosts.sshLogins(), kube: new Map() };
+    checks.push(check);
+    void kubeRequests(ctl).then((kube) => (check.kube = kube)).catch(() => undefined);
+  });
+  inf.on('error', () => setTimeout(() => void inf.start().catch(() => undefined), 1000));
+  await inf.start();
+  return inf;
+}
+
+/** Requests in [from, to] by "METHOD op". */
+function byRoute(reqs: readonly { time: number; method: string; op: string }[], from: number, to: number): Counts {
+  const out: Counts = {};
+  for (const r of reqs) if (r.time >= from && r.time <= to) out[`${r.method} ${r.op}`] = (out[`${r.method} ${r.op}`] ?? 0) + 1;
+  return Object.fromEntries(Object.entries(out).sort());
+}
+const total = (c: Counts) => Object.values(c).reduce((s, v) => s + v, 0);
+const add = (a: Counts, b: Counts) => {
+  const out = { ...a };
+  for (const [k, v] of Object.entries(b)) out[k] = (out[k] ?? 0) + v;
+  return out;
+};
+
+/** What one check cost, from the emulators' logs and the counters sampled at its end. */
+function costOf(c: Check, prev: Check | undefined, hosts: RunnerHosts) {
+  const kube: Counts = {};
+  for (const [verb, v] of c.kube) if (v - (prev?.kube.get(verb) ?? 0)) kube[verb] = v - (prev?.kube.get(verb) ?? 0);
+  return {
+    seconds: round((c.end - c.start) / 1000, 3),
+    gce: byRoute(hosts.gce.requests, c.start, c.end),
+    github: byRoute(hosts.gh.requests, c.start, c.end),
+    ssh: c.ssh - (prev?.ssh ?? 0),
+    kube,
+  };
+}
+type Cost = ReturnType<typeof costOf>;
+
+/**
+ * The calls a check strictly needs, whatever it decides: one instances.list
+ * per zone (Compute Engine lists per zone; aggregatedList, which the
+ * emulator does not serve, would make it one), one page of the org's
+ * runners per 100, per followed repository one runs listing for queued and
+ * one for in_progress plus one jobs listing per such run, and one SSH
+ * session per host to read its job process and pressure. The address and
+ * host keys come with the list and the pin taken at delivery: no per-host
+ * Compute Engine call. A change adds its mutation only (runner DELETE,
+ * instance DELETE), and an SSH session per drained host to confirm no job.
+ */
+function floorOf(hostsProbed: number, runners: number, activeRuns: number, drained = 0) {
+  return {
+    gce: ZONES.length + drained,
+    github: Math.max(1, Math.ceil(runners / 100)) + 2 + activeRuns + drained,
+    ssh: hostsProbed + drained,
+  };
+}
+
+function ratios(cost: { gce: Counts; github: Counts; ssh: number }, floor: ReturnType<typeof floorOf>) {
+  return {
+    gce: `${total(cost.gce)} / ${floor.gce} = ${round(total(cost.gce) / floor.gce)}`,
+    github: `${total(cost.github)} / ${floor.github} = ${round(total(cost.github) / floor.github)}`,
+    ssh: `${cost.ssh} / ${floor.ssh} = ${round(cost.ssh / floor.ssh)}`,
+  };
+}
+
+async function targetNow(ns: string): Promise<any> {
+  return api.custom.getNamespacedCustomObject({ ...TG, namespace: ns, name: NAME });
+}
+const openReceipts = (t: any) => (t?.status?.receipts ?? []).filter((r: any) => r.phase === 'Intended').length;
+const patchSpec = (ns: string, spec: Record<string, unknown>) =>
+  api.custom.patchNamespacedCustomObject({ ...TG, namespace: ns, name: NAME, body: { spec } }, k8s.setHeaderOptions('Content-Type', k8s.PatchStrategy.MergePatch));
+
+/** The insert Operation's insertTime of a host, ms since the epoch. */
+function insertedAt(hosts: RunnerHosts, name: string): number {
+  const op = hosts.gce.operations().find((o) => o.operationType === 'insert' && o.targetLink.endsWith(`/${name}`));
+  return op ? Date.parse(op.insertTime) : NaN;
+}
+
+/** Latency components of one host, from its job's queue time. */
+function latency(hosts: RunnerHosts, name: string, queuedAt: number) {
+  const inserted = insertedAt(hosts, name);
+  const running = hosts.running.get(name)!;
+  const registered = hosts.registered.get(name)!;
+  return { queuedToInsert: inserted - queuedAt, boot: running - inserted, runningToRegistered: registered - running, total: registered - queuedAt };
+}
+
+function summary(lat: ReturnType<typeof latency>[]) {
+  const boot = quantiles(lat.map((l) => l.boot));
+  const tot = quantiles(lat.map((l) => l.total));
+  return {
+    jobs: lat.length,
+    queuedToRegisteredSeconds: secs(lat.map((l) => l.total)),
+    bootSeconds: secs(lat.map((l) => l.boot)),
+    queuedToInsertSeconds: secs(lat.map((l) => l.queuedToInsert)),
+    runningToRegisteredSeconds: secs(lat.map((l) => l.runningToRegistered)),
+    ratioToBoot: { p50: round(tot.p50 / boot.p50), p90: round(tot.p90 / boot.p50) },
+  };
+}
+
+export async function runnerPhase(): Promise<void> {
+  const ns = await namespace('bench-runner');
+  const hosts = await startRunnerHosts(join(work, 'runner-hosts'), { bootMs: BOOT_MS });
+  const { gce, gh } = hosts;
+  await api.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'gh-token' }, stringData: { token: gh.token } } });
+  await api.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'gce-key' }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } } });
+  const ctl = await startController(api.cp.info.kubeconfig, ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
+    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(hosts.sshPort), '--runner-sample-window-scale', String(CHECK_MS / 300_000)], { LEASEHOLD_LOG_LEVEL: 'info' });
+  const checks: Check[] = [];
+  const inf = await followChecks(ns, ctl, hosts, checks);
+  const out: Record<string, unknown> = { hosts: HOSTS, zones: ZONES.length, checkInterval: CHECK, emulatorBootMs: BOOT_MS };
+  results.runner = out;
+  try {
+    await api.custom.createNamespacedCustomObject({
+      ...TG,
+      namespace: ns,
+      body: {
+        apiVersion: 'leasehold.dev/v1alpha1',
+        kind: 'RunnerTarget',
+        metadata: { name: NAME },
+        spec: {
+          github: { org: gh.org, repositories: [`${gh.org}/${REPO}`], tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url },
+          gce: { project: gce.project, zones: ZONES, machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }], serviceAccount: 'runner-host@leasehold-test.iam.gserviceaccount.com', credentialsSecretRef: { name: 'gce-key' }, endpoint: gce.url },
+          floor: 0,
+          maxHosts: HOSTS,
+          dailyBudgetUSD: 10_000,
+          checkInterval: CHECK,
+        },
+      },
+    });
+
+    // 1. Jobs queued one at a time, each at another point of the check cycle.
+    const jobIds: number[] = [];
+    const singles = [];
+    for (let j = 1; j <= SINGLES; j++) {
+      await sleep(((j * 0.37) % 1) * CHECK_MS);
+      const before = new Set(hosts.registered.keys());
+      const queuedAt = Date.now();
+      jobIds.push(...gh.queueRun(REPO, [{ labels: LABELS }]).jobIds);
+      await waitUntil(`runner ${j} registered`, async () => hosts.registered.size > before.size, 10 * 60_000, 50);
+      const name = [...hosts.registered.keys()].find((n) => !before.has(n))!;
+      singles.push(latency(hosts, name, queuedAt));
+    }
+    out.single = summary(singles);
+    log(`runner: one job at a time ${JSON.stringify(out.single)}`);
+
+    // 2. The rest of the pool in one burst.
+    const before = new Set(hosts.registered.keys());
+    const burstAt = Date.now();
+    jobIds.push(...gh.queueRun(REPO, Array.from({ length: HOSTS - SINGLES }, () => ({ labels: LABELS }))).jobIds);
+    await waitUntil(`${HOSTS} runners registered`, async () => hosts.registered.size >= HOSTS, 30 * 60_000, 100);
+    const burst = [...hosts.registered.keys()].filter((n) => !before.has(n)).map((n) => latency(hosts, n, burstAt));
+    const inserts = gce.requests.filter((r) => r.op === 'insert' && r.time >= burstAt).map((r) => r.time);
+    out.burst = { ...summary(burst), allRegisteredSeconds: round((Math.max(...hosts.registered.values()) - burstAt) / 1000), firstToLastInsertSeconds: round((Math.max(...inserts) - Math.min(...inserts)) / 1000) };
+    log(`runner: burst of ${HOSTS - SINGLES} ${JSON.stringify(out.burst)}`);
+
+    // 3. Steady: the jobs end and the floor holds the pool; every host Idle, no receipt open.
+    for (const id of jobIds) gh.completeJob(id, 'success');
+    await patchSpec(ns, { floor: HOSTS });
+    await waitUntil('the pool steady', async () => {
+      const t = await targetNow(ns);
+      return (t.status?.hosts ?? []).filter((h: any) => h.state === 'Idle').length === HOSTS && openReceipts(t) === 0;
+    }, 10 * 60_000, 500);
+    const from = checks.length;
+    await waitUntil(`${STEADY + 1} more checks`, async () => checks.length >= from + STEADY + 1, (STEADY + 2) * (CHECK_MS + 120_000), 200);
+    const steady = checks.slice(from + 1, from + 1 + STEADY).map((c, i) => costOf(c, checks[from + i], hosts));
+    const steadyFloor = floorOf(HOSTS, HOSTS, 0);
+    out.steady = { floor: steadyFloor, checks: steady, ratios: steady.map((s) => ratios(s, steadyFloor)), durationSeconds: steady.map((s) => s.seconds) };
+    log(`runner: steady ${JSON.stringify(out.steady)}`);
+
+    // 4. Scale-down by DRAIN hosts, once every host has been idle longer than the busy-flag lag.
+    const t = await targetNow(ns);
+    const idleSince = Math.max(...t.status.hosts.map((h: any) => Date.parse(h.idleSince)));
+    await sleep(Math.max(0, idleSince + BUSY_LAG_MS + 2000 - Date.now()));
+    const down = checks.length;
+    const downAt = Date.now();
+    await patchSpec(ns, { floor: HOSTS - DRAIN });
+    await waitUntil('the scale-down done', async () => {
+      const now = await targetNow(ns);
+      const vms = gce.instances().filter((i) => i.labels['leasehold-runnertarget'] === NAME).length;
+      return (now.status?.hosts ?? []).length === HOSTS - DRAIN && vms === HOSTS - DRAIN && gh.runners().length === HOSTS - DRAIN && openReceipts(now) === 0;
+    }, 15 * 60_000, 500);
+    const doneAt = Date.now();
+    await waitUntil('the last check of the scale-down to end', async () => checks.length > down && checks[checks.length - 1]!.end >= doneAt - 1000, 5 * 60_000, 200).catch(() => undefined);
+    const downChecks = checks.slice(down).filter((c) => c.end >= downAt && c.start <= doneAt).map((c) => costOf(c, checks[checks.indexOf(c) - 1], hosts));
+    const sum = downChecks.reduce((a, c) => ({ gce: add(a.gce, c.gce), github: add(a.github, c.github), ssh: a.ssh + c.ssh }), { gce: {} as Counts, github: {} as Counts, ssh: 0 });
+    const downFloor = floorOf(HOSTS, HOSTS, 0, DRAIN);
+    out.scaleDown = {
+      drained: DRAIN,
+      checks: downChecks.length,
+      patchToDoneSeconds: round((doneAt - downAt) / 1000),
+      perCheck: downChecks,
+      total: sum,
+      floor: downFloor,
+      ratios: ratios(sum, downFloor),
+    };
+    log(`runner: scale-down ${JSON.stringify(out.scaleDown)}`);
+  } finally {
+    await inf.stop();
+    await ctl.stop();
+    await hosts.stop();
+  }
+}
