@@ -127,7 +127,7 @@ export class CheckRun {
       }
     } catch (err) {
       this.deps.log?.warn({ target: this.key, effect, err: errorText(err) }, 'check step failed');
-      const reason = err instanceof CredentialsError ? 'CredentialsInvalid' : 'CheckError';
+      const reason = err instanceof CredentialsError ? err.reason : 'CheckError';
       return { type: 'FAILED', reason, message: `${effect}: ${errorText(err)}`.slice(0, 1000) };
     }
   }

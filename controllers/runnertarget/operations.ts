@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { RunnerTarget } from '../../src/api/index.js';
 import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
-import { parseServiceAccountKey } from '../../src/providers/gce/auth.js';
+import { parseServiceAccountKey, type AccessTokens } from '../../src/providers/gce/auth.js';
 import { GceClient } from '../../src/providers/gce/client.js';
 import type { ComputeInstances, GceInstance } from '../../src/providers/gce/types.js';
 import type { GitHubCredentials } from '../../src/providers/github/auth.js';
@@ -26,13 +26,25 @@ export interface TargetClients {
   github: GitHubActions;
 }
 
-/** A credential problem the user fixes in the spec or a Secret. */
+/** A credential problem the user fixes in the spec or a Secret; `reason` is the condition's. */
 export class CredentialsError extends Error {
   override readonly name = 'CredentialsError';
+
+  constructor(
+    message: string,
+    readonly reason: 'CredentialsInvalid' | 'OwnIdentityDisabled' = 'CredentialsInvalid',
+  ) {
+    super(message);
+  }
 }
+
+export const OWN_IDENTITY_DISABLED =
+  'spec.gce.credentialsSecretRef is not set, and this controller does not call Compute Engine as its own identity for RunnerTargets (off by default, since anyone who may write a RunnerTarget could then spend as the controller): set spec.gce.credentialsSecretRef to a Secret with a service account key (key key.json), or have the platform admin install the controller with runnerTarget.gceOwnIdentity=true (--runner-gce-own-identity)';
 
 export interface ProviderFactoryOptions {
   secrets: SecretDataReader;
+  /** The controller's own Compute Engine identity (--runner-gce-own-identity), for targets without credentialsSecretRef; absent: such targets are refused. */
+  ownIdentity?: AccessTokens | undefined;
   onResult?: (provider: 'gce' | 'github', operation: string, code: string) => void;
 }
 
@@ -48,21 +60,17 @@ export class TargetProviders {
     const { spec } = target;
     const github = await this.githubCredentials(target);
     const gceRef = spec.gce.credentialsSecretRef;
-    if (!gceRef) throw new CredentialsError('spec.gce.credentialsSecretRef is not set; this controller version needs a service account key Secret (key.json) to call Compute Engine');
-    const keyJson = await this.read(gceRef, ns, { field: 'spec.gce.credentialsSecretRef', what: 'the Compute Engine service account key (JSON)', defaultKey: 'key.json' });
-    const fingerprint = createHash('sha256').update(JSON.stringify([github, keyJson, spec.gce.endpoint, spec.gce.project, spec.github.apiURL, spec.github.org])).digest('hex');
+    const own = this.opts.ownIdentity;
+    if (!gceRef && !own) throw new CredentialsError(OWN_IDENTITY_DISABLED, 'OwnIdentityDisabled');
+    const keyJson = gceRef ? await this.read(gceRef, ns, { field: 'spec.gce.credentialsSecretRef', what: 'the Compute Engine service account key (JSON)', defaultKey: 'key.json' }) : undefined;
+    // Asked at every check (from its cache), so that a lost identity ends the check as a credentials problem, before any call.
+    if (keyJson === undefined) await ownToken(own!);
+    const fingerprint = createHash('sha256').update(JSON.stringify([github, keyJson ?? null, spec.gce.endpoint, spec.gce.project, spec.github.apiURL, spec.github.org])).digest('hex');
     const kept = this.kept.get(key);
     if (kept?.fingerprint === fingerprint) return kept.clients;
-    let parsed;
-    try {
-      parsed = parseServiceAccountKey(keyJson);
-    } catch (err) {
-      throw new CredentialsError(`spec.gce.credentialsSecretRef: ${(err as Error).message}`);
-    }
-    // The key file names its token endpoint (token_uri), as google-auth-library reads it.
-    const tokenUrl = tokenUriOf(keyJson);
+    const onResult = (op: string, code: string) => this.opts.onResult?.('gce', op, code);
     const clients: TargetClients = {
-      gce: new GceClient({ key: parsed, project: spec.gce.project, endpoint: spec.gce.endpoint, ...(tokenUrl ? { tokenUrl } : {}), onResult: (op, code) => this.opts.onResult?.('gce', op, code) }),
+      gce: keyJson === undefined ? new GceClient({ tokens: own!, project: spec.gce.project, endpoint: spec.gce.endpoint, onResult }) : keyClient(keyJson, spec.gce.project, spec.gce.endpoint, onResult),
       github: new GitHubClient({ org: spec.github.org, credentials: github, api: spec.github.apiURL, onResult: (op, code) => this.opts.onResult?.('github', op, code) }),
     };
     this.kept.set(key, { fingerprint, clients });
@@ -90,6 +98,26 @@ export class TargetProviders {
       throw err;
     }
   }
+}
+
+async function ownToken(tokens: AccessTokens): Promise<void> {
+  try {
+    await tokens.token();
+  } catch (err) {
+    throw new CredentialsError((err as Error).message);
+  }
+}
+
+function keyClient(keyJson: string, project: string, endpoint: string, onResult: (op: string, code: string) => void): GceClient {
+  let parsed;
+  try {
+    parsed = parseServiceAccountKey(keyJson);
+  } catch (err) {
+    throw new CredentialsError(`spec.gce.credentialsSecretRef: ${(err as Error).message}`);
+  }
+  // The key file names its token endpoint (token_uri), as google-auth-library reads it.
+  const tokenUrl = tokenUriOf(keyJson);
+  return new GceClient({ key: parsed, project, endpoint, ...(tokenUrl ? { tokenUrl } : {}), onResult });
 }
 
 function tokenUriOf(json: string): string | undefined {

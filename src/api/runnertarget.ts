@@ -181,7 +181,7 @@ export const GCESchema = kube(
         .optional()
         .describe('Prefix of host names; defaults to the name of the RunnerTarget.'),
       credentialsSecretRef: secretKeyRef(
-        'The Secret key holding a service account key (JSON) to call Compute Engine with. Omit to use the identity of the controller.',
+        'The Secret key holding a service account key (JSON) to call Compute Engine with. Omit to use the identity of the controller (its metadata server token), which the controller allows only when installed with runnerTarget.gceOwnIdentity (--runner-gce-own-identity).',
         { defaultKey: 'key.json', keyMeaning: 'the key file' },
       ).optional(),
       endpoint: z
