@@ -15,7 +15,7 @@ import { checkConditions } from './conditions.js';
 import { DurabilityGuard, NotDurableError, readBackOutcome, type WriteOutcome } from './durability.js';
 import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from './machine.js';
 import type { Observation } from './observation.js';
-import { CredentialsError, observePool, type TargetClients } from './operations.js';
+import { observePool, TargetSpecError, type TargetClients } from './operations.js';
 import { probeHosts } from './probe.js';
 import { planCheck, plannedStatus, type CheckPlan, type PlanEvent } from './plan.js';
 import { receiptFor, settled, withReceipt } from './receipts.js';
@@ -127,7 +127,7 @@ export class CheckRun {
       }
     } catch (err) {
       this.deps.log?.warn({ target: this.key, effect, err: errorText(err) }, 'check step failed');
-      const reason = err instanceof CredentialsError ? err.reason : 'CheckError';
+      const reason = err instanceof TargetSpecError ? err.reason : 'CheckError';
       return { type: 'FAILED', reason, message: `${effect}: ${errorText(err)}`.slice(0, 1000) };
     }
   }

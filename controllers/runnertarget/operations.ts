@@ -13,6 +13,10 @@ import type { GitHubCredentials } from '../../src/providers/github/auth.js';
 import { GitHubClient } from '../../src/providers/github/client.js';
 import type { GitHubActions } from '../../src/providers/github/types.js';
 import { isPoolRunner, namePrefix } from './naming.js';
+import { resolveRunnerGroup } from './runnergroup.js';
+import { TargetSpecError } from './specerror.js';
+
+export { TargetSpecError };
 import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from './observation.js';
 
 /** Labels every VM of a target carries: the target's UID (names may repeat across namespaces) and the installation. */
@@ -26,15 +30,12 @@ export interface TargetClients {
   github: GitHubActions;
 }
 
-/** A credential problem the user fixes in the spec or a Secret; `reason` is the condition's. */
-export class CredentialsError extends Error {
+/** A credential problem. */
+export class CredentialsError extends TargetSpecError {
   override readonly name = 'CredentialsError';
 
-  constructor(
-    message: string,
-    readonly reason: 'CredentialsInvalid' | 'OwnIdentityDisabled' = 'CredentialsInvalid',
-  ) {
-    super(message);
+  constructor(message: string, reason: 'CredentialsInvalid' | 'OwnIdentityDisabled' = 'CredentialsInvalid') {
+    super(message, reason);
   }
 }
 
@@ -146,6 +147,14 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
   const filter = { labels: { [TARGET_UID_LABEL]: labels[TARGET_UID_LABEL]!, [INSTALLATION_LABEL]: labels[INSTALLATION_LABEL]! } };
   const vms = (await Promise.all(spec.gce.zones.map((z) => clients.gce.list(z, filter, signal)))).flat().map(poolVM);
   const prefix = namePrefix(target.metadata!.name!, spec.gce.namePrefix);
+  // A pool being deleted registers no runner: an unknown group must not hold its teardown.
+  const deleting = !!target.metadata?.deletionTimestamp;
+  let runnerGroupId: number | undefined;
+  try {
+    runnerGroupId = await resolveRunnerGroup(clients.github, spec.github.runnerGroup, spec.github.org, signal);
+  } catch (err) {
+    if (!deleting) throw err;
+  }
   const runners: PoolRunner[] = (await clients.github.listRunners(signal))
     .filter((r) => isPoolRunner(r.name, prefix))
     .map((r) => ({ id: r.id, name: r.name, status: r.status === 'online' ? 'online' : 'offline', busy: r.busy, labels: r.labels }));
@@ -162,5 +171,5 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
   }
   // A job seen in both lists (it started between them) counts once.
   const unique = [...new Map(jobs.map((j) => [j.id, j])).values()];
-  return { at: Date.now(), jobs: unique, runners, vms, probes: new Map() };
+  return { at: Date.now(), jobs: unique, runners, vms, probes: new Map(), ...(runnerGroupId === undefined ? {} : { runnerGroupId }) };
 }
