@@ -175,6 +175,8 @@ export class CheckRun {
     this.plan = deleting ? teardownPlan(planned, this.observation!) : planned;
     // What the check found (a preempted host, an orphan VM, a tier change), said before anything is done about it.
     for (const e of this.plan.events) await this.event(e);
+    // A dry run leaves the preempted host in status, so the next one would count it again.
+    if (!spec.dryRun) this.deps.metrics?.found(this.target, this.plan.events);
     return { type: 'PLANNED', changes: this.plan.changes.length, message: this.plan.plan.reason };
   }
 
