@@ -35,7 +35,7 @@ describe('TargetProviders: Compute Engine credentials', () => {
     }
     throw new Error('expected a CredentialsError');
   };
-  const metadata = () => new MetadataTokenSource({ baseUrl: metadataBaseUrl({ GCE_METADATA_HOST: g.metadataHost }) });
+  const metadata = () => ({ tokens: new MetadataTokenSource({ baseUrl: metadataBaseUrl({ GCE_METADATA_HOST: g.metadataHost }) }), endpoint: g.url });
 
   it('refuses a target without credentialsSecretRef while own identity is off, naming the field and the setting, before any request', async () => {
     const before = g.requests.length;
@@ -51,6 +51,15 @@ describe('TargetProviders: Compute Engine credentials', () => {
     await gce.list('us-central1-a', {});
     expect(g.requests.filter((r) => r.op === 'list').at(-1)).toMatchObject({ status: 200, account: g.serviceAccountKey.client_email });
     expect(g.requests.some((r) => r.op === 'metadata-token')).toBe(true);
+  });
+
+  it("never sends the controller's token to an endpoint the target chose", async () => {
+    const before = g.requests.filter((r) => r.op === 'metadata-token').length;
+    const e = await refusal(new TargetProviders({ secrets, ownIdentity: metadata() }).clients(target({ endpoint: 'https://compute.example.com/compute/v1' })));
+    expect(e.reason).toBe('CredentialsInvalid');
+    expect(e.message).toContain('spec.gce.endpoint https://compute.example.com/compute/v1 is not');
+    expect(e.message).toContain('set spec.gce.credentialsSecretRef');
+    expect(g.requests.filter((r) => r.op === 'metadata-token').length).toBe(before);
   });
 
   it('uses the key Secret when one is named, even with own identity on', async () => {

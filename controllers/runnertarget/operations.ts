@@ -13,11 +13,11 @@ import type { GitHubCredentials } from '../../src/providers/github/auth.js';
 import { GitHubClient } from '../../src/providers/github/client.js';
 import type { GitHubActions } from '../../src/providers/github/types.js';
 import { isPoolRunner, namePrefix } from './naming.js';
+import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from './observation.js';
 import { resolveRunnerGroup } from './runnergroup.js';
 import { TargetSpecError } from './specerror.js';
 
 export { TargetSpecError };
-import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from './observation.js';
 
 /** Labels every VM of a target carries: the target's UID (names may repeat across namespaces) and the installation. */
 export const TARGET_UID_LABEL = 'leasehold-runnertarget-uid';
@@ -44,8 +44,12 @@ export const OWN_IDENTITY_DISABLED =
 
 export interface ProviderFactoryOptions {
   secrets: SecretDataReader;
-  /** The controller's own Compute Engine identity (--runner-gce-own-identity), for targets without credentialsSecretRef; absent: such targets are refused. */
-  ownIdentity?: AccessTokens | undefined;
+  /**
+   * The controller's own Compute Engine identity (--runner-gce-own-identity), for
+   * targets without credentialsSecretRef, and the one endpoint its tokens may be
+   * sent to; absent: such targets are refused.
+   */
+  ownIdentity?: { tokens: AccessTokens; endpoint: string } | undefined;
   onResult?: (provider: 'gce' | 'github', operation: string, code: string) => void;
 }
 
@@ -63,15 +67,17 @@ export class TargetProviders {
     const gceRef = spec.gce.credentialsSecretRef;
     const own = this.opts.ownIdentity;
     if (!gceRef && !own) throw new CredentialsError(OWN_IDENTITY_DISABLED, 'OwnIdentityDisabled');
+    // spec.gce.endpoint is the target writer's to choose: the controller's own token goes nowhere else than its own endpoint.
+    if (!gceRef && !sameEndpoint(spec.gce.endpoint, own!.endpoint)) throw new CredentialsError(`spec.gce.endpoint ${spec.gce.endpoint} is not ${own!.endpoint}, and the controller sends its own Compute Engine token nowhere else: remove spec.gce.endpoint, or set spec.gce.credentialsSecretRef`);
     const keyJson = gceRef ? await this.read(gceRef, ns, { field: 'spec.gce.credentialsSecretRef', what: 'the Compute Engine service account key (JSON)', defaultKey: 'key.json' }) : undefined;
     // Asked at every check (from its cache), so that a lost identity ends the check as a credentials problem, before any call.
-    if (keyJson === undefined) await ownToken(own!);
+    if (keyJson === undefined) await ownToken(own!.tokens);
     const fingerprint = createHash('sha256').update(JSON.stringify([github, keyJson ?? null, spec.gce.endpoint, spec.gce.project, spec.github.apiURL, spec.github.org])).digest('hex');
     const kept = this.kept.get(key);
     if (kept?.fingerprint === fingerprint) return kept.clients;
     const onResult = (op: string, code: string) => this.opts.onResult?.('gce', op, code);
     const clients: TargetClients = {
-      gce: keyJson === undefined ? new GceClient({ tokens: own!, project: spec.gce.project, endpoint: spec.gce.endpoint, onResult }) : keyClient(keyJson, spec.gce.project, spec.gce.endpoint, onResult),
+      gce: keyJson === undefined ? new GceClient({ tokens: own!.tokens, project: spec.gce.project, endpoint: own!.endpoint, onResult }) : keyClient(keyJson, spec.gce.project, spec.gce.endpoint, onResult),
       github: new GitHubClient({ org: spec.github.org, credentials: github, api: spec.github.apiURL, onResult: (op, code) => this.opts.onResult?.('github', op, code) }),
     };
     this.kept.set(key, { fingerprint, clients });
@@ -99,6 +105,10 @@ export class TargetProviders {
       throw err;
     }
   }
+}
+
+function sameEndpoint(a: string, b: string): boolean {
+  return a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
 }
 
 async function ownToken(tokens: AccessTokens): Promise<void> {

@@ -24,8 +24,8 @@ export interface RunnerTargetOptions {
   concurrency?: number;
   /** The login user and SSH port of hosts (default leasehold, 22); tests reach emulated hosts elsewhere. */
   hostSSH?: { user?: string | undefined; port?: number | undefined };
-  /** The controller's own Compute Engine identity, for targets without spec.gce.credentialsSecretRef (--runner-gce-own-identity); absent: they are refused. */
-  gceOwnIdentity?: AccessTokens | undefined;
+  /** The controller's own Compute Engine identity and the endpoint its tokens may go to, for targets without spec.gce.credentialsSecretRef (--runner-gce-own-identity); absent: they are refused. */
+  gceOwnIdentity?: { tokens: AccessTokens; endpoint: string } | undefined;
 }
 
 /** The Unix user the controller's key logs in as on a host (Compute Engine's guest agent makes it from the ssh-keys metadata). */
