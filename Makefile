@@ -65,7 +65,7 @@ chart-lint: binaries
 	    --set 'metrics.networkPolicy.enabled=true,admissionPolicy.exemptGroups={lease-ops},fullnameOverride=lh' \
 	    --set-file providerScripts.sshd-machine\\.sh=e2e/providers/sshd-machine.sh >/dev/null && \
 	  "$$bin/helm" template leasehold charts/leasehold "$$kv" --namespace leasehold-system \
-	    --set 'replicas=1,leaderElection.enabled=false,serviceAccount.create=false,serviceAccount.name=leasehold-existing,runnerTarget.sshUser=ubuntu,runnerTarget.sshPort=2222' \
+	    --set 'replicas=1,leaderElection.enabled=false,serviceAccount.create=false,serviceAccount.name=leasehold-existing,runnerTarget.sshUser=ubuntu,runnerTarget.sshPort=2222,runnerTarget.gceOwnIdentity=true' \
 	    --set 'global.imageRegistry=registry.example,userRoles.enabled=false,admissionPolicy.enabled=false' >/dev/null && \
 	  "$$bin/helm" template leasehold charts/leasehold "$$kv" --namespace leasehold-system \
 	    --set 'peerFleet.enabled=false,watchNamespace=ml' >/dev/null && \

@@ -7,6 +7,8 @@ import { waitForInstallationID } from '../src/kube/installation.js';
 import { createLogger } from '../src/kube/logger.js';
 import { Manager } from '../src/kube/manager.js';
 import { secretDataReader } from '../src/kube/secrets.js';
+import { DEFAULT_GCE_ENDPOINT } from '../src/api/index.js';
+import { MetadataTokenSource } from '../src/providers/gce/auth.js';
 import { LambdaAccounts } from '../src/providers/lambda/accounts.js';
 import { registerLeaseController } from '../controllers/lease/register.js';
 import { registerOfferController } from '../controllers/offer/register.js';
@@ -71,6 +73,7 @@ registerRunnerTargetController(mgr, {
   controllerNamespace: flags.namespace,
   settings: { window: sampleWindow(flags.runnerSampleWindowScale) },
   hostSSH: { user: flags.runnerSSHUser, port: flags.runnerSSHPort },
+  ...(flags.runnerGceOwnIdentity ? { gceOwnIdentity: { tokens: new MetadataTokenSource(), endpoint: DEFAULT_GCE_ENDPOINT } } : {}),
 });
 
 let signalled = false;

@@ -23,7 +23,12 @@ describe('parseControllerFlags', () => {
       runnerSampleWindowScale: 1,
       runnerSSHUser: 'leasehold',
       runnerSSHPort: 22,
+      runnerGceOwnIdentity: false,
     });
+  });
+
+  it('--runner-gce-own-identity lets RunnerTargets without credentials use the controller identity', () => {
+    expect(parseControllerFlags(['--runner-gce-own-identity'], {}).runnerGceOwnIdentity).toBe(true);
   });
 
   it('--max-leases-per-namespace caps the active Leases of each namespace', () => {

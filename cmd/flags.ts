@@ -38,6 +38,8 @@ export interface ControllerFlags {
   /** The login user and SSH port of RunnerTarget hosts. */
   runnerSSHUser: string;
   runnerSSHPort: number;
+  /** Whether RunnerTargets without spec.gce.credentialsSecretRef call Compute Engine as the controller's own identity (metadata server). */
+  runnerGceOwnIdentity: boolean;
 }
 
 export class FlagError extends Error {
@@ -75,6 +77,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'runner-sample-window-scale': { type: 'string', default: '1' },
       'runner-ssh-user': { type: 'string', default: 'leasehold' },
       'runner-ssh-port': { type: 'string', default: '22' },
+      'runner-gce-own-identity': { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -128,5 +131,6 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     runnerSampleWindowScale: scale,
     runnerSSHUser: sshUser,
     runnerSSHPort: port('runner-ssh-port'),
+    runnerGceOwnIdentity: values['runner-gce-own-identity'] === true,
   };
 }

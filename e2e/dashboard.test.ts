@@ -5,9 +5,10 @@
 // is checked against the controller's /metrics: each metric selector of its
 // PromQL has at least one matching sample (histograms with observations), and
 // instant gauge aggregations are evaluated. No Grafana binary is used.
-// This run lends nothing, so the PeerFleet row is checked apart: against the
-// lending metrics' names, types, labels and label values, and against what
-// the controller's own PeerFleet metrics expose for a fleet that lends.
+// This run lends nothing and runs no RunnerTarget, so the PeerFleet and
+// RunnerTarget rows are checked apart: against their metrics' names, types,
+// labels and label values, and against what the controller's own metrics
+// expose for a fleet that lends and a pool with hosts.
 //
 // This file runs its own control plane (restarted once, for informer restarts
 // and reconcile errors), so it never disturbs the shared one.
@@ -17,7 +18,9 @@ import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { DRAIN_REASONS } from '../controllers/peerfleet/drain.js';
 import { PeerFleetMetrics } from '../controllers/peerfleet/metrics.js';
-import { HOST_STATES, type PeerFleet } from '../src/api/index.js';
+import { FINAL_CHECK_STATES } from '../controllers/runnertarget/machine.js';
+import { RunnerTargetMetrics } from '../controllers/runnertarget/metrics.js';
+import { HOST_STATES, RECEIPT_ACTIONS, RUNNER_HOST_STATES, type PeerFleet, type RunnerTarget } from '../src/api/index.js';
 import { ControlPlane } from './cluster/controlplane.js';
 import { waitFor } from './support/kube.js';
 import { BAD_TARGET_PROVIDER, sshdCommands } from './support/leases.js';
@@ -151,11 +154,14 @@ const rowOf = new Map<Panel, string>();
 }
 const allPanels = [...rowOf.keys()];
 const peerPanels = allPanels.filter((p) => rowOf.get(p) === 'PeerFleet');
-const panels = allPanels.filter((p) => rowOf.get(p) !== 'PeerFleet');
+const runnerPanels = allPanels.filter((p) => rowOf.get(p) === 'RunnerTarget');
+const panels = allPanels.filter((p) => rowOf.get(p) !== 'PeerFleet' && rowOf.get(p) !== 'RunnerTarget');
 
 // ---- the PeerFleet lending metrics: every one has labels namespace and peerfleet ----
 
-const PEERFLEET_METRICS: Record<string, { type: 'gauge' | 'counter'; labels: Record<string, readonly string[]> }> = {
+type MetricDefs = Record<string, { type: 'gauge' | 'counter'; labels: Record<string, readonly string[] | 'any'> }>;
+
+const PEERFLEET_METRICS: MetricDefs = {
   leasehold_peerfleet_hosts: { type: 'gauge', labels: { state: HOST_STATES } },
   leasehold_peerfleet_lent_gpu_seconds: { type: 'gauge', labels: {} },
   leasehold_peerfleet_lent_amount_usd: { type: 'gauge', labels: {} },
@@ -166,23 +172,44 @@ const PEERFLEET_METRICS: Record<string, { type: 'gauge' | 'counter'; labels: Rec
   leasehold_peerfleet_writebacks_total: { type: 'counter', labels: { outcome: ['ok', 'error'] } },
 };
 
+// ---- the RunnerTarget metrics: every one has labels namespace and runnertarget ----
+
+const RUNNERTARGET_METRICS: MetricDefs = {
+  leasehold_runnertarget_hosts: { type: 'gauge', labels: { state: RUNNER_HOST_STATES } },
+  leasehold_runnertarget_queued_jobs: { type: 'gauge', labels: {} },
+  leasehold_runnertarget_spend_today_usd: { type: 'gauge', labels: {} },
+  leasehold_runnertarget_daily_budget_usd: { type: 'gauge', labels: {} },
+  leasehold_runnertarget_checks_total: { type: 'counter', labels: { result: FINAL_CHECK_STATES } },
+  leasehold_runnertarget_changes_total: { type: 'counter', labels: { action: RECEIPT_ACTIONS, outcome: ['ok', 'failed'] } },
+  leasehold_runnertarget_launches_total: { type: 'counter', labels: { zone: 'any', outcome: ['ok', 'failed'] } },
+  leasehold_runnertarget_preemptions_total: { type: 'counter', labels: {} },
+};
+
 /** What is wrong with a PeerFleet panel query against those definitions; empty when nothing is. */
 export function peerFleetQueryProblems(expr: string): string[] {
+  return queryProblems(expr, PEERFLEET_METRICS, 'PeerFleet', 'peerfleet');
+}
+
+export function runnerTargetQueryProblems(expr: string): string[] {
+  return queryProblems(expr, RUNNERTARGET_METRICS, 'RunnerTarget', 'runnertarget');
+}
+
+function queryProblems(expr: string, defs: MetricDefs, kind: string, objectLabel: string): string[] {
   const problems: string[] = [];
   const sels = selectorsOf(expr);
   if (sels.length === 0) problems.push('names no metric');
   for (const sel of sels) {
-    const def = PEERFLEET_METRICS[sel.metric];
+    const def = defs[sel.metric];
     if (!def) {
-      problems.push(`${sel.metric} is not a PeerFleet metric`);
+      problems.push(`${sel.metric} is not a ${kind} metric`);
       continue;
     }
     // Prometheus adds job and instance at scrape time.
-    const known = new Set(['namespace', 'peerfleet', 'job', 'instance', ...Object.keys(def.labels)]);
+    const known = new Set(['namespace', objectLabel, 'job', 'instance', ...Object.keys(def.labels)]);
     for (const m of sel.matchers) {
       if (!known.has(m.label)) problems.push(`${sel.metric} has no label ${m.label}`);
       const values = def.labels[m.label];
-      if (!values || (m.op !== '=' && m.op !== '=~')) continue;
+      if (!values || values === 'any' || (m.op !== '=' && m.op !== '=~')) continue;
       const re = new RegExp(`^(?:${m.op === '=' ? m.value.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') : m.value})$`);
       if (!values.some((v) => re.test(v))) problems.push(`${sel.metric}{${m.label}${m.op}"${m.value}"} matches none of ${values.join(', ')}`);
     }
@@ -194,6 +221,25 @@ export function peerFleetQueryProblems(expr: string): string[] {
     if (def.type === 'gauge' && ratedRe.test(expr)) problems.push(`${sel.metric} is a gauge, read with rate() or increase()`);
   }
   return problems;
+}
+
+/** The problems of a row's queries, and the metrics they use; a panel without a query is a problem too. */
+function rowProblems(row: Panel[], check: (expr: string) => string[]): { problems: string[]; used: Set<string> } {
+  const problems: string[] = [];
+  const used = new Set<string>();
+  for (const p of row) {
+    if (!p.targets?.length) problems.push(`${p.title}: no query`);
+    for (const t of p.targets ?? []) {
+      for (const x of check(t.expr)) problems.push(`${p.title} ${t.refId}: ${x}`);
+      for (const sel of selectorsOf(t.expr)) used.add(sel.metric);
+    }
+  }
+  return { problems, used };
+}
+
+/** The selectors of a row's queries that no sample matches. */
+function unmatched(row: Panel[], samples: Sample[]): string[] {
+  return row.flatMap((p) => (p.targets ?? []).flatMap((t) => selectorsOf(t.expr).filter((sel) => !samples.some((x) => matches(x, sel))).map((sel) => `${p.title} ${t.refId}: ${sel.text}`)));
 }
 
 // ---- the run ----
@@ -229,15 +275,7 @@ describe('the Grafana dashboard against a real controller', () => {
   it('PeerFleet panels query the lending metrics, with their labels and label values', () => {
     const titles = peerPanels.map((p) => p.title);
     expect(titles).toEqual(expect.arrayContaining(['Hosts by state', 'Lent GPU-hours', 'Lent amount', 'Lending sessions started', 'Drains by reason', 'Claim conflicts', 'Status write-back errors']));
-    const problems: string[] = [];
-    const used = new Set<string>();
-    for (const p of peerPanels) {
-      expect(p.targets?.length).toBeGreaterThan(0);
-      for (const t of p.targets ?? []) {
-        for (const x of peerFleetQueryProblems(t.expr)) problems.push(`${p.title} ${t.refId}: ${x}`);
-        for (const sel of selectorsOf(t.expr)) used.add(sel.metric);
-      }
-    }
+    const { problems, used } = rowProblems(peerPanels, peerFleetQueryProblems);
     expect(problems).toEqual([]);
     // Every lending metric is on the dashboard.
     expect([...used].sort()).toEqual(Object.keys(PEERFLEET_METRICS).sort());
@@ -269,13 +307,7 @@ describe('the Grafana dashboard against a real controller', () => {
     for (const outcome of ['ok', 'error']) m.writebacks.inc({ ...l, outcome });
     const samples = parseExposition(await registry.metrics());
 
-    const missing: string[] = [];
-    for (const p of peerPanels) {
-      for (const t of p.targets ?? []) {
-        for (const sel of selectorsOf(t.expr)) if (!samples.some((x) => matches(x, sel))) missing.push(`${p.title} ${t.refId}: ${sel.text}`);
-      }
-    }
-    expect(missing).toEqual([]);
+    expect(unmatched(peerPanels, samples)).toEqual([]);
     const one = (title: string) => evaluate(peerPanels.find((p) => p.title === title)!.targets![0]!.expr, samples)?.[0]?.value;
     expect(one('Lending hosts')).toBe(1);
     expect(one('Lent amount')).toBe(4);
@@ -285,6 +317,52 @@ describe('the Grafana dashboard against a real controller', () => {
       { labels: { state: 'Draining' }, value: 1 },
       { labels: { state: 'Busy' }, value: 0 },
     ]));
+  });
+
+  it('RunnerTarget panels query the RunnerTarget metrics, with their labels and label values', () => {
+    const titles = runnerPanels.map((p) => p.title);
+    expect(titles).toEqual(expect.arrayContaining(['Runner hosts by state', 'Queued jobs by RunnerTarget', 'Launches by zone and outcome', 'Preemptions', 'Spend vs budget']));
+    const { problems, used } = rowProblems(runnerPanels, runnerTargetQueryProblems);
+    expect(problems).toEqual([]);
+    // Every RunnerTarget metric but the per-action changes is on the dashboard (changes are in the events and receipts).
+    expect([...used].sort()).toEqual(Object.keys(RUNNERTARGET_METRICS).filter((m) => m !== 'leasehold_runnertarget_changes_total').sort());
+    expect(runnerTargetQueryProblems('sum(leasehold_runnertarget_hosts{state="Running"})')).toEqual([expect.stringMatching(/matches none of Launching, Registering/)]);
+    expect(runnerTargetQueryProblems('sum by (host) (leasehold_runnertarget_hosts)')).toEqual(['grouped by host, which leasehold_runnertarget_hosts does not have']);
+    expect(runnerTargetQueryProblems('sum(leasehold_runnertarget_preemptions_total)')).toEqual(['leasehold_runnertarget_preemptions_total is a counter, read without rate() or increase()']);
+  });
+
+  it("RunnerTarget panels match the series the controller's RunnerTarget metrics expose for a pool with hosts", async () => {
+    const host = (name: string, state: string) => ({ name, state, zone: 'us-central1-a', machineType: 'n2d-standard-8', pricePerHour: 0.07, createdAt: '2026-12-03T12:00:00Z' });
+    const pool = {
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'RunnerTarget',
+      metadata: { name: 'oxidex', namespace: 'runners' },
+      spec: { dailyBudgetUSD: 10 },
+      status: { hosts: [host('a', 'Idle'), host('b', 'Busy'), host('c', 'Launching')], counts: { hosts: 3, busy: 1, idle: 1, queued: 5 }, spendTodayUSD: 2.5 },
+    } as unknown as RunnerTarget;
+    const registry = new Registry();
+    const m = new RunnerTargetMetrics(registry, () => [pool]);
+    const l = { namespace: 'runners', runnertarget: 'oxidex' };
+    for (const result of FINAL_CHECK_STATES) m.checks.inc({ ...l, result });
+    for (const outcome of ['ok', 'failed']) m.launches.inc({ ...l, zone: 'us-central1-a', outcome });
+    m.found(pool, [{ type: 'Warning', reason: 'Preempted', message: 'host d was preempted' }]);
+    const samples = parseExposition(await registry.metrics());
+
+    expect(unmatched(runnerPanels, samples)).toEqual([]);
+    const panel = (title: string) => runnerPanels.find((p) => p.title === title)!.targets!;
+    const one = (title: string) => evaluate(panel(title)[0]!.expr, samples)?.[0]?.value;
+    expect(one('Runner hosts')).toBe(3);
+    expect(one('Queued runner jobs')).toBe(5);
+    expect(one('Runner spend today')).toBe(2.5);
+    expect(evaluate(panel('Runner hosts by state')[0]!.expr, samples)).toEqual(expect.arrayContaining([
+      { labels: { state: 'Busy' }, value: 1 },
+      { labels: { state: 'Launching' }, value: 1 },
+      { labels: { state: 'Draining' }, value: 0 },
+    ]));
+    expect(panel('Spend vs budget').map((t) => evaluate(t.expr, samples))).toEqual([
+      [{ labels: { namespace: 'runners', runnertarget: 'oxidex' }, value: 2.5 }],
+      [{ labels: { namespace: 'runners', runnertarget: 'oxidex' }, value: 10 }],
+    ]);
   });
 
   it('every panel target matches scraped series, with bounded labels', async () => {

@@ -36,6 +36,24 @@ describe('examples/', () => {
     expect(secret.metadata.namespace).toBeUndefined();
   });
 
+  it('the RunnerTarget comes with the Secrets it names, holding placeholders, and prices every tier', () => {
+    const docs = parseAllDocuments(readFileSync(join(dir, 'runnertarget.yaml'), 'utf8')).map((d) => d.toJS());
+    const target = docs.find((d) => d.kind === 'RunnerTarget');
+    const secret = (name: string) => docs.find((d) => d.kind === 'Secret' && d.metadata.name === name);
+    const refs = [
+      [target.spec.github.tokenSecretRef, 'token'],
+      [target.spec.gce.credentialsSecretRef, 'key.json'],
+    ] as const;
+    for (const [ref, defaultKey] of refs) {
+      const s = secret(ref.name);
+      expect(s?.metadata.namespace).toBeUndefined();
+      expect(s.stringData[ref.key ?? defaultKey]).toMatch(/^REPLACE-/);
+    }
+    expect(target.spec.github.runnerGroup).toBe('Default');
+    expect(target.spec.gce.machineTypeTiers.length).toBeGreaterThan(0);
+    for (const tier of target.spec.gce.machineTypeTiers) expect(tier.pricePerHour).toBeGreaterThan(0);
+  });
+
   it('the Lambda Offer points at the Secret template, and the GPU Lease asks for an H100', () => {
     const offer = parseAllDocuments(readFileSync(join(dir, 'offer-lambda.yaml'), 'utf8'))[0]!.toJS();
     const secret = parseAllDocuments(readFileSync(join(dir, 'lambda-api-key-secret.yaml'), 'utf8'))[0]!.toJS();

@@ -15,7 +15,7 @@ import { checkConditions } from './conditions.js';
 import { DurabilityGuard, NotDurableError, readBackOutcome, type WriteOutcome } from './durability.js';
 import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from './machine.js';
 import type { Observation } from './observation.js';
-import { CredentialsError, observePool, type TargetClients } from './operations.js';
+import { observePool, TargetSpecError, type TargetClients } from './operations.js';
 import { probeHosts } from './probe.js';
 import { planCheck, plannedStatus, type CheckPlan, type PlanEvent } from './plan.js';
 import { receiptFor, settled, withReceipt } from './receipts.js';
@@ -127,7 +127,7 @@ export class CheckRun {
       }
     } catch (err) {
       this.deps.log?.warn({ target: this.key, effect, err: errorText(err) }, 'check step failed');
-      const reason = err instanceof CredentialsError ? 'CredentialsInvalid' : 'CheckError';
+      const reason = err instanceof TargetSpecError ? err.reason : 'CheckError';
       return { type: 'FAILED', reason, message: `${effect}: ${errorText(err)}`.slice(0, 1000) };
     }
   }
@@ -175,6 +175,8 @@ export class CheckRun {
     this.plan = deleting ? teardownPlan(planned, this.observation!) : planned;
     // What the check found (a preempted host, an orphan VM, a tier change), said before anything is done about it.
     for (const e of this.plan.events) await this.event(e);
+    // A dry run leaves the preempted host in status, so the next one would count it again.
+    if (!spec.dryRun) this.deps.metrics?.found(this.target, this.plan.events);
     return { type: 'PLANNED', changes: this.plan.changes.length, message: this.plan.plan.reason };
   }
 

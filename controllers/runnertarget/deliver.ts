@@ -13,21 +13,21 @@ export type { HostAccess };
 /** Where the host finds its runner config: written whole (a rename), readable by the login user only. */
 export const JIT_CONFIG_PATH = '.leasehold/jitconfig';
 const DELIVER = `umask 077 && mkdir -p "$HOME/.leasehold" && cat > "$HOME/${JIT_CONFIG_PATH}.tmp" && mv "$HOME/${JIT_CONFIG_PATH}.tmp" "$HOME/${JIT_CONFIG_PATH}"`;
-/** The runner group of the org every runner joins (GitHub's Default group). */
-export const DEFAULT_RUNNER_GROUP = 1;
 
 const wait = (id: string, reason: string, message: string): ChangeOutcome => ({ ok: false, receiptID: id, message, event: { type: 'Warning', reason, message } });
 
 /** Delivers a runner config to host `name`; its receipt stays Intended until the runner registers. */
 export async function deliverRunnerConfig(name: string, zone: string, receiptID: string, ctx: ChangeContext, host: HostAccess): Promise<ChangeOutcome> {
   const { clients, signal } = ctx;
+  const groupId = ctx.observation.runnerGroupId;
+  if (groupId === undefined) return wait(receiptID, 'RunnerGroupUnknown', `no runner config for ${name}: spec.github.runnerGroup "${ctx.target.spec.github.runnerGroup}" was not found in the org this check`);
   const opened = await openHost(name, zone, clients, host, signal);
   if (!('session' in opened)) return wait(receiptID, opened.reason, `${opened.message}; looked at again next check`);
   const { session } = opened;
   try {
     ctx.guard.permit(`github.generateJitConfig ${name}`);
     const labels = runnerLabels(ctx.target.spec.github).filter((l) => l !== 'self-hosted');
-    const jit = await clients.github.generateJitConfig({ name, runnerGroupId: DEFAULT_RUNNER_GROUP, labels }, signal);
+    const jit = await clients.github.generateJitConfig({ name, runnerGroupId: groupId, labels }, signal);
     const result = await session.exec(DELIVER, { stdin: jit.encodedJitConfig, timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) });
     if (result.code !== 0) {
       // A registration whose config never arrived would pass for a registered runner: it goes again.

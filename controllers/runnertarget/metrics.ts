@@ -6,6 +6,7 @@ import { Counter, Gauge, type Registry } from 'prom-client';
 import { RUNNER_HOST_STATES, type Receipt, type RunnerTarget } from '../../src/api/index.js';
 import type { ChangeOutcome } from './changes.js';
 import type { CheckState } from './machine.js';
+import type { PlanEvent } from './plan.js';
 
 const labelsOf = (t: RunnerTarget) => ({ namespace: t.metadata?.namespace ?? '', runnertarget: t.metadata?.name ?? '' });
 const TARGET = ['namespace', 'runnertarget'] as const;
@@ -14,6 +15,7 @@ export class RunnerTargetMetrics {
   readonly checks: Counter<'namespace' | 'runnertarget' | 'result'>;
   readonly changes: Counter<'namespace' | 'runnertarget' | 'action' | 'outcome'>;
   readonly launches: Counter<'namespace' | 'runnertarget' | 'zone' | 'outcome'>;
+  readonly preemptions: Counter<'namespace' | 'runnertarget'>;
 
   constructor(registry: Registry, source: () => readonly RunnerTarget[]) {
     const registers = [registry];
@@ -47,6 +49,17 @@ export class RunnerTargetMetrics {
         for (const t of source()) if (t.status?.spendTodayUSD !== undefined) spend.set(labelsOf(t), t.status.spendTodayUSD);
       },
     });
+    const budget = new Gauge({
+      name: 'leasehold_runnertarget_daily_budget_usd',
+      help: 'spec.dailyBudgetUSD of a RunnerTarget, to draw beside its spend.',
+      labelNames: TARGET,
+      registers,
+      collect: () => {
+        budget.reset();
+        for (const t of source()) if (t.spec?.dailyBudgetUSD !== undefined) budget.set(labelsOf(t), t.spec.dailyBudgetUSD);
+      },
+    });
+    this.preemptions = new Counter({ name: 'leasehold_runnertarget_preemptions_total', help: 'Hosts a check found preempted (spot VM gone or TERMINATED).', labelNames: TARGET, registers });
     this.checks = new Counter({ name: 'leasehold_runnertarget_checks_total', help: 'Checks by how they ended (Done, Held, NotDurable, DryRun, Failed).', labelNames: [...TARGET, 'result'] as const, registers });
     this.changes = new Counter({ name: 'leasehold_runnertarget_changes_total', help: 'Provider changes by receipt action and outcome (ok, failed).', labelNames: [...TARGET, 'action', 'outcome'] as const, registers });
     this.launches = new Counter({ name: 'leasehold_runnertarget_launches_total', help: 'VM inserts by zone and outcome (ok, failed).', labelNames: [...TARGET, 'zone', 'outcome'] as const, registers });
@@ -54,6 +67,12 @@ export class RunnerTargetMetrics {
 
   check(target: RunnerTarget, state: CheckState): void {
     this.checks.inc({ ...labelsOf(target), result: state });
+  }
+
+  /** Counts the hosts a live check found preempted (plan events with reason Preempted). */
+  found(target: RunnerTarget, events: readonly PlanEvent[]): void {
+    const preempted = events.filter((e) => e.reason === 'Preempted').length;
+    if (preempted > 0) this.preemptions.inc(labelsOf(target), preempted);
   }
 
   change(target: RunnerTarget, receipt: Receipt, outcome: ChangeOutcome): void {

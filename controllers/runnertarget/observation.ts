@@ -56,4 +56,6 @@ export interface Observation {
   vms: readonly PoolVM[];
   /** Per host name; hosts that were not probed are absent. */
   probes: ReadonlyMap<string, HostProbe>;
+  /** The id of spec.github.runnerGroup, looked up once per check; absent when it could not be (a pool being deleted). */
+  runnerGroupId?: number | undefined;
 }

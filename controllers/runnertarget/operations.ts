@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { RunnerTarget } from '../../src/api/index.js';
 import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
-import { parseServiceAccountKey } from '../../src/providers/gce/auth.js';
+import { parseServiceAccountKey, type AccessTokens } from '../../src/providers/gce/auth.js';
 import { GceClient } from '../../src/providers/gce/client.js';
 import type { ComputeInstances, GceInstance } from '../../src/providers/gce/types.js';
 import type { GitHubCredentials } from '../../src/providers/github/auth.js';
@@ -14,6 +14,10 @@ import { GitHubClient } from '../../src/providers/github/client.js';
 import type { GitHubActions } from '../../src/providers/github/types.js';
 import { isPoolRunner, namePrefix } from './naming.js';
 import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from './observation.js';
+import { resolveRunnerGroup } from './runnergroup.js';
+import { TargetSpecError } from './specerror.js';
+
+export { TargetSpecError };
 
 /** Labels every VM of a target carries: the target's UID (names may repeat across namespaces) and the installation. */
 export const TARGET_UID_LABEL = 'leasehold-runnertarget-uid';
@@ -26,13 +30,26 @@ export interface TargetClients {
   github: GitHubActions;
 }
 
-/** A credential problem the user fixes in the spec or a Secret. */
-export class CredentialsError extends Error {
+/** A credential problem. */
+export class CredentialsError extends TargetSpecError {
   override readonly name = 'CredentialsError';
+
+  constructor(message: string, reason: 'CredentialsInvalid' | 'OwnIdentityDisabled' = 'CredentialsInvalid') {
+    super(message, reason);
+  }
 }
+
+export const OWN_IDENTITY_DISABLED =
+  'spec.gce.credentialsSecretRef is not set, and this controller does not call Compute Engine as its own identity for RunnerTargets (off by default, since anyone who may write a RunnerTarget could then spend as the controller): set spec.gce.credentialsSecretRef to a Secret with a service account key (key key.json), or have the platform admin install the controller with runnerTarget.gceOwnIdentity=true (--runner-gce-own-identity)';
 
 export interface ProviderFactoryOptions {
   secrets: SecretDataReader;
+  /**
+   * The controller's own Compute Engine identity (--runner-gce-own-identity), for
+   * targets without credentialsSecretRef, and the one endpoint its tokens may be
+   * sent to; absent: such targets are refused.
+   */
+  ownIdentity?: { tokens: AccessTokens; endpoint: string } | undefined;
   onResult?: (provider: 'gce' | 'github', operation: string, code: string) => void;
 }
 
@@ -48,21 +65,19 @@ export class TargetProviders {
     const { spec } = target;
     const github = await this.githubCredentials(target);
     const gceRef = spec.gce.credentialsSecretRef;
-    if (!gceRef) throw new CredentialsError('spec.gce.credentialsSecretRef is not set; this controller version needs a service account key Secret (key.json) to call Compute Engine');
-    const keyJson = await this.read(gceRef, ns, { field: 'spec.gce.credentialsSecretRef', what: 'the Compute Engine service account key (JSON)', defaultKey: 'key.json' });
-    const fingerprint = createHash('sha256').update(JSON.stringify([github, keyJson, spec.gce.endpoint, spec.gce.project, spec.github.apiURL, spec.github.org])).digest('hex');
+    const own = this.opts.ownIdentity;
+    if (!gceRef && !own) throw new CredentialsError(OWN_IDENTITY_DISABLED, 'OwnIdentityDisabled');
+    // spec.gce.endpoint is the target writer's to choose: the controller's own token goes nowhere else than its own endpoint.
+    if (!gceRef && !sameEndpoint(spec.gce.endpoint, own!.endpoint)) throw new CredentialsError(`spec.gce.endpoint ${spec.gce.endpoint} is not ${own!.endpoint}, and the controller sends its own Compute Engine token nowhere else: remove spec.gce.endpoint, or set spec.gce.credentialsSecretRef`);
+    const keyJson = gceRef ? await this.read(gceRef, ns, { field: 'spec.gce.credentialsSecretRef', what: 'the Compute Engine service account key (JSON)', defaultKey: 'key.json' }) : undefined;
+    // Asked at every check (from its cache), so that a lost identity ends the check as a credentials problem, before any call.
+    if (keyJson === undefined) await ownToken(own!.tokens);
+    const fingerprint = createHash('sha256').update(JSON.stringify([github, keyJson ?? null, spec.gce.endpoint, spec.gce.project, spec.github.apiURL, spec.github.org])).digest('hex');
     const kept = this.kept.get(key);
     if (kept?.fingerprint === fingerprint) return kept.clients;
-    let parsed;
-    try {
-      parsed = parseServiceAccountKey(keyJson);
-    } catch (err) {
-      throw new CredentialsError(`spec.gce.credentialsSecretRef: ${(err as Error).message}`);
-    }
-    // The key file names its token endpoint (token_uri), as google-auth-library reads it.
-    const tokenUrl = tokenUriOf(keyJson);
+    const onResult = (op: string, code: string) => this.opts.onResult?.('gce', op, code);
     const clients: TargetClients = {
-      gce: new GceClient({ key: parsed, project: spec.gce.project, endpoint: spec.gce.endpoint, ...(tokenUrl ? { tokenUrl } : {}), onResult: (op, code) => this.opts.onResult?.('gce', op, code) }),
+      gce: keyJson === undefined ? new GceClient({ tokens: own!.tokens, project: spec.gce.project, endpoint: own!.endpoint, onResult }) : keyClient(keyJson, spec.gce.project, spec.gce.endpoint, onResult),
       github: new GitHubClient({ org: spec.github.org, credentials: github, api: spec.github.apiURL, onResult: (op, code) => this.opts.onResult?.('github', op, code) }),
     };
     this.kept.set(key, { fingerprint, clients });
@@ -92,6 +107,30 @@ export class TargetProviders {
   }
 }
 
+function sameEndpoint(a: string, b: string): boolean {
+  return a.replace(/\/+$/, '') === b.replace(/\/+$/, '');
+}
+
+async function ownToken(tokens: AccessTokens): Promise<void> {
+  try {
+    await tokens.token();
+  } catch (err) {
+    throw new CredentialsError((err as Error).message);
+  }
+}
+
+function keyClient(keyJson: string, project: string, endpoint: string, onResult: (op: string, code: string) => void): GceClient {
+  let parsed;
+  try {
+    parsed = parseServiceAccountKey(keyJson);
+  } catch (err) {
+    throw new CredentialsError(`spec.gce.credentialsSecretRef: ${(err as Error).message}`);
+  }
+  // The key file names its token endpoint (token_uri), as google-auth-library reads it.
+  const tokenUrl = tokenUriOf(keyJson);
+  return new GceClient({ key: parsed, project, endpoint, ...(tokenUrl ? { tokenUrl } : {}), onResult });
+}
+
 function tokenUriOf(json: string): string | undefined {
   try {
     const uri = (JSON.parse(json) as { token_uri?: unknown }).token_uri;
@@ -118,6 +157,14 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
   const filter = { labels: { [TARGET_UID_LABEL]: labels[TARGET_UID_LABEL]!, [INSTALLATION_LABEL]: labels[INSTALLATION_LABEL]! } };
   const vms = (await Promise.all(spec.gce.zones.map((z) => clients.gce.list(z, filter, signal)))).flat().map(poolVM);
   const prefix = namePrefix(target.metadata!.name!, spec.gce.namePrefix);
+  // A pool being deleted registers no runner: an unknown group must not hold its teardown.
+  const deleting = !!target.metadata?.deletionTimestamp;
+  let runnerGroupId: number | undefined;
+  try {
+    runnerGroupId = await resolveRunnerGroup(clients.github, spec.github.runnerGroup, spec.github.org, signal);
+  } catch (err) {
+    if (!deleting) throw err;
+  }
   const runners: PoolRunner[] = (await clients.github.listRunners(signal))
     .filter((r) => isPoolRunner(r.name, prefix))
     .map((r) => ({ id: r.id, name: r.name, status: r.status === 'online' ? 'online' : 'offline', busy: r.busy, labels: r.labels }));
@@ -134,5 +181,5 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
   }
   // A job seen in both lists (it started between them) counts once.
   const unique = [...new Map(jobs.map((j) => [j.id, j])).values()];
-  return { at: Date.now(), jobs: unique, runners, vms, probes: new Map() };
+  return { at: Date.now(), jobs: unique, runners, vms, probes: new Map(), ...(runnerGroupId === undefined ? {} : { runnerGroupId }) };
 }

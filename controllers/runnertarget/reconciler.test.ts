@@ -1,10 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
 import type { RunnerTarget } from '../../src/api/index.js';
-import { CredentialsError } from './operations.js';
+import { CredentialsError, OWN_IDENTITY_DISABLED, TargetSpecError } from './operations.js';
 import { RunnerTargetReconciler, type RunnerTargetDeps } from './reconciler.js';
 import { spec } from './testing/pool.js';
 
-function world(over: Partial<RunnerTarget['spec']> = {}) {
+function world(over: Partial<RunnerTarget['spec']> = {}, refusal: Error = new CredentialsError('Secret ci/gh (spec.github.tokenSecretRef) does not exist; create it with the GitHub token under key token')) {
   let now = Date.parse('2026-12-03T12:00:00Z');
   const target: RunnerTarget = {
     apiVersion: 'leasehold.dev/v1alpha1',
@@ -29,7 +29,7 @@ function world(over: Partial<RunnerTarget['spec']> = {}) {
     events: { record: async (_o, type, reason, message) => void events.push({ type, reason, message }) },
     providers: {
       clients: async () => {
-        throw new CredentialsError('Secret ci/gh (spec.github.tokenSecretRef) does not exist; create it with the GitHub token under key token');
+        throw refusal;
       },
       forget: () => {},
     },
@@ -67,6 +67,16 @@ describe('RunnerTargetReconciler', () => {
     const conditions = w.writes.at(-1)?.conditions ?? [];
     expect(conditions.find((c) => c.type === 'Ready')).toMatchObject({ status: 'False', reason: 'CredentialsInvalid' });
     expect(conditions.find((c) => c.type === 'Held')).toMatchObject({ status: 'False', reason: 'CheckEnded' });
+  });
+
+  it.each([
+    ['no Compute Engine credentials while own identity is off', new CredentialsError(OWN_IDENTITY_DISABLED, 'OwnIdentityDisabled'), 'spec.gce.credentialsSecretRef is not set'],
+    ['an unknown runner group', new TargetSpecError('spec.github.runnerGroup "gpu" is not a runner group of the GitHub org swack-tools', 'RunnerGroupUnknown'), 'spec.github.runnerGroup "gpu"'],
+  ])('a target with %s says so in its condition and an event, with the reason', async (_what, refusal, field) => {
+    const w = world({}, refusal);
+    await w.reconciler.reconcile('ci/pool');
+    expect(w.events).toEqual([expect.objectContaining({ type: 'Warning', reason: refusal.reason, message: expect.stringContaining(field) })]);
+    expect(w.writes.at(-1)?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'False', reason: refusal.reason, message: expect.stringContaining(field) });
   });
 
   it('checks every checkInterval: a wake-up before it checks nothing, a spec change checks at once', async () => {

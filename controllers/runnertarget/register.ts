@@ -6,6 +6,7 @@ import { isNotFound } from '../../src/kube/client.js';
 import type { Manager } from '../../src/kube/manager.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { secretDataReader } from '../../src/kube/secrets.js';
+import type { AccessTokens } from '../../src/providers/gce/auth.js';
 import { loadOrCreateControllerKey, type ControllerKey } from '../lease/identity.js';
 import { CheckLeases } from './checklease.js';
 import { RunnerTargetMetrics } from './metrics.js';
@@ -23,6 +24,8 @@ export interface RunnerTargetOptions {
   concurrency?: number;
   /** The login user and SSH port of hosts (default leasehold, 22); tests reach emulated hosts elsewhere. */
   hostSSH?: { user?: string | undefined; port?: number | undefined };
+  /** The controller's own Compute Engine identity and the endpoint its tokens may go to, for targets without spec.gce.credentialsSecretRef (--runner-gce-own-identity); absent: they are refused. */
+  gceOwnIdentity?: { tokens: AccessTokens; endpoint: string } | undefined;
 }
 
 /** The Unix user the controller's key logs in as on a host (Compute Engine's guest agent makes it from the ssh-keys metadata). */
@@ -46,6 +49,7 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
     events: mgr.events,
     providers: new TargetProviders({
       secrets: secretDataReader(mgr.core),
+      ownIdentity: opts.gceOwnIdentity,
       onResult: (provider, operation, code) => mgr.metrics.providerRequests.inc({ provider, operation, code }),
     }),
     leases: new CheckLeases({ api: mgr.coordination, namespace: opts.controllerNamespace, identity: opts.identity }),

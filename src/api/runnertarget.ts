@@ -73,6 +73,14 @@ export const GitHubSchema = kube(
         .describe(
           'Labels the runners get besides self-hosted, linux and x64. A queued job counts when it asks for every one of these and the runners have every label of its runs-on; omit to count every job the runners can take.',
         ),
+      runnerGroup: z
+        .string()
+        .min(1)
+        .max(128)
+        .default('Default')
+        .describe(
+          "Name of the org's runner group the runners join, exactly as GitHub shows it; the group must let the followed repositories use it. Defaults to Default.",
+        ),
       tokenSecretRef: secretKeyRef('The Secret key holding a GitHub token that may manage runners of the org.', {
         defaultKey: 'token',
         keyMeaning: 'the token',
@@ -181,7 +189,7 @@ export const GCESchema = kube(
         .optional()
         .describe('Prefix of host names; defaults to the name of the RunnerTarget.'),
       credentialsSecretRef: secretKeyRef(
-        'The Secret key holding a service account key (JSON) to call Compute Engine with. Omit to use the identity of the controller.',
+        'The Secret key holding a service account key (JSON) to call Compute Engine with. Omit to use the identity of the controller (its metadata server token), which the controller allows only when installed with runnerTarget.gceOwnIdentity (--runner-gce-own-identity).',
         { defaultKey: 'key.json', keyMeaning: 'the key file' },
       ).optional(),
       endpoint: z

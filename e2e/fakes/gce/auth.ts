@@ -104,10 +104,15 @@ export class Accounts {
       return refuse('invalid_grant', 'Invalid JWT: Token must be a short-lived token (60 minutes) and in a reasonable timeframe. Check your iat and exp values in the JWT claim.');
     }
     if (typeof claims.scope !== 'string' || claims.scope.trim() === '') return refuse('invalid_scope', 'Invalid OAuth scope or ID token audience provided.');
+    return { status: 200, body: this.issue(signer.account, claims.scope.split(/\s+/)) };
+  }
+
+  /** A new access token for the account, in the token endpoint's answer shape. */
+  issue(account: ServiceAccount, scopes: string[]): { access_token: string; expires_in: number; token_type: 'Bearer' } {
     const token = `ya29.emulator-${randomUUID()}`;
     const ttl = this.ttlSeconds();
-    this.tokens.set(token, { account: signer.account, scopes: claims.scope.split(/\s+/), expiresAt: Date.now() + ttl * 1000 });
-    return { status: 200, body: { access_token: token, expires_in: ttl, token_type: 'Bearer' } };
+    this.tokens.set(token, { account, scopes, expiresAt: Date.now() + ttl * 1000 });
+    return { access_token: token, expires_in: ttl, token_type: 'Bearer' };
   }
 }
 

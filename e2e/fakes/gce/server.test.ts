@@ -1,5 +1,5 @@
 // The Compute Engine emulator over real HTTP (Node's fetch): the token
-// endpoint and its JWT checks, bearer and scope checks, the instance and
+// endpoint and its JWT checks, the metadata server's token, bearer and scope checks, the instance and
 // Operation lifecycles, requestId idempotency, list filters and pages,
 // capacity and quota refusals both ways, guest-attribute host keys, the boot
 // hook, preemption, rate limits, faults and the request log.
@@ -137,6 +137,51 @@ describe('Compute Engine emulator', () => {
       const r = await grant(g, { grant_type: JWT_BEARER, assertion: assertion(g.serviceAccountKey) });
       expect(r.status).toBe(503);
       expect(g.requests.filter((q) => q.op === 'token').at(-1)).toMatchObject({ method: 'POST', path: '/token', status: 503, fault: 'status' });
+    });
+  });
+
+  describe('metadata server', () => {
+    const metadata = (path: string, headers: Record<string, string> = { 'metadata-flavor': 'Google' }) => fetch(`http://${g.metadataHost}/computeMetadata/v1/instance/service-accounts/default/${path}`, { headers });
+    afterEach(() => {
+      g.metadataServiceAccount = g.serviceAccountKey.client_email;
+    });
+
+    it("hands out a token of the attached service account that the API takes, and says the account's email", async () => {
+      const r = await metadata('token');
+      expect(r.status).toBe(200);
+      expect(r.headers.get('metadata-flavor')).toBe('Google');
+      const body = (await r.json()) as Record<string, any>;
+      expect(body).toMatchObject({ token_type: 'Bearer', expires_in: 3600, access_token: expect.any(String) });
+      expect((await call(g, body.access_token, 'GET', `/zones/${ZONE}/instances`)).status).toBe(200);
+      expect(g.requests.filter((q) => q.op === 'list').at(-1)).toMatchObject({ status: 200, account: g.serviceAccountKey.client_email });
+      expect(await (await metadata('email')).text()).toBe(g.serviceAccountKey.client_email);
+    });
+
+    it('gives the scopes asked for, so a token without a Compute Engine scope is refused by the API', async () => {
+      const body = (await (await metadata('token?scopes=https://www.googleapis.com/auth/logging.write')).json()) as Record<string, any>;
+      expectGoogleError(await call(g, body.access_token, 'GET', `/zones/${ZONE}/instances`), 403, 'insufficientPermissions');
+    });
+
+    it.each([
+      ['no Metadata-Flavor header', {}, 403],
+      ['another Metadata-Flavor', { 'metadata-flavor': 'Amazon' }, 403],
+      ['X-Forwarded-For (a proxied request)', { 'metadata-flavor': 'Google', 'x-forwarded-for': '10.0.0.1' }, 403],
+    ])('refuses a request with %s', async (_what, headers: Record<string, string>, status) => {
+      const r = await metadata('token', headers);
+      expect(r.status).toBe(status);
+      expect(await r.text()).not.toContain('access_token');
+    });
+
+    it('answers 404 when no service account is attached, and logs token requests and their faults', async () => {
+      g.metadataServiceAccount = undefined;
+      expect((await metadata('token')).status).toBe(404);
+      g.metadataServiceAccount = g.serviceAccountKey.client_email;
+      g.fault({ op: 'metadata-token', mode: 'status', status: 503, times: 1 });
+      expect((await metadata('token')).status).toBe(503);
+      expect(g.requests.filter((q) => q.op === 'metadata-token').slice(-2)).toEqual([
+        expect.objectContaining({ method: 'GET', path: '/computeMetadata/v1/instance/service-accounts/default/token', status: 404 }),
+        expect.objectContaining({ status: 503, fault: 'status' }),
+      ]);
     });
   });
 

@@ -1,9 +1,11 @@
-// An HTTP emulator of the Compute Engine API v1 (base path /compute/v1) and
-// Google's OAuth 2.0 token endpoint (/token), for tests of the controller's
+// An HTTP emulator of the Compute Engine API v1 (base path /compute/v1),
+// Google's OAuth 2.0 token endpoint (/token) and the metadata server's
+// credentials (/computeMetadata/v1), for tests of the controller's
 // Compute Engine client and RunnerTarget. Tests steer it through the
 // returned handle (see README.md).
 //
-// The parts: auth.ts (service accounts, keys, tokens), compute.ts (instances
+// The parts: auth.ts (service accounts, keys, tokens), metadata.ts (the
+// metadata server's token), compute.ts (instances
 // and Operations), routes.ts and filter.ts (the API), errors.ts (Google's
 // error shapes); the HTTP pipeline, faults, rate limits and request log come
 // from ../kit.
@@ -14,6 +16,7 @@ import { RecordLog } from '../kit/log.js';
 import { Accounts, TokenEndpoint } from './auth.js';
 import { Compute, type Settings } from './compute.js';
 import { GOOGLE_ERRORS } from './errors.js';
+import { MetadataServer } from './metadata.js';
 import { gceRoutes, type Caller } from './routes.js';
 import type { GceEmulator, GceEmulatorOptions, GceOp, RequestRecord } from './types.js';
 
@@ -50,7 +53,7 @@ export async function startGceEmulator(opts: GceEmulatorOptions = {}): Promise<G
   const server = await listen({
     host: opts.host,
     port: opts.port,
-    mounts: [api, new TokenEndpoint('/token', accounts, requests, api.faults)],
+    mounts: [api, new TokenEndpoint('/token', accounts, requests, api.faults), new MetadataServer(accounts, () => handle.metadataServiceAccount, requests, api.faults)],
     unmounted: { status: 404, body: { error: { code: 404, message: `Not found; the API is under ${API_BASE}.` } } },
   });
   origin = server.origin;
@@ -65,6 +68,8 @@ export async function startGceEmulator(opts: GceEmulatorOptions = {}): Promise<G
   const handle: GceEmulator = {
     url: `${origin}${API_BASE}`,
     tokenUrl: `${origin}/token`,
+    metadataHost: origin.replace(/^http:\/\//, ''),
+    metadataServiceAccount: firstKey.client_email,
     origin,
     project,
     zones: compute.zones,

@@ -4,7 +4,7 @@ import type { Fault as KitFault, FaultSpec as KitFaultSpec } from '../kit/faults
 import type { RequestRecord as KitRequestRecord } from '../kit/log.js';
 
 /** The API's operations, as faults and the request log name them. */
-export type GceOp = 'insert' | 'get' | 'list' | 'delete' | 'guest-attributes' | 'get-operation' | 'wait-operation' | 'token';
+export type GceOp = 'insert' | 'get' | 'list' | 'delete' | 'guest-attributes' | 'get-operation' | 'wait-operation' | 'token' | 'metadata-token' | 'metadata-email';
 export type FaultSpec = KitFaultSpec<GceOp>;
 export type Fault = KitFault<GceOp>;
 export type RequestRecord = KitRequestRecord<GceOp>;
@@ -138,6 +138,14 @@ export interface GceEmulator {
   readonly origin: string;
   readonly project: string;
   readonly zones: readonly string[];
+  /** What GCE_METADATA_HOST takes to reach the emulator's metadata server ("127.0.0.1:PORT"). */
+  readonly metadataHost: string;
+  /**
+   * Email of the service account the metadata server hands tokens for, as if the
+   * caller ran on a VM or GKE pod with that identity: by default the first
+   * account; undefined: no account is attached (the token is 404).
+   */
+  metadataServiceAccount: string | undefined;
   /** The first service account's key, as the JSON file Google issues. */
   readonly serviceAccountKey: ServiceAccountKeyJson;
   /** Issues another service account and its key. */

@@ -33,13 +33,27 @@ export interface ActionsSettings {
   deleteBusySucceeds: boolean;
 }
 
-export const RUNNER_GROUPS = [{ id: 1, name: 'Default' }];
+/** A runner group as `GET /orgs/{org}/actions/runner-groups` shows it. */
+export interface ApiRunnerGroup {
+  id: number;
+  name: string;
+  visibility: 'all' | 'selected' | 'private';
+  default: boolean;
+  runners_url: string;
+  inherited: boolean;
+  allows_public_repositories: boolean;
+  restricted_to_workflows: boolean;
+  selected_workflows: string[];
+  workflow_restrictions_read_only: boolean;
+}
 
 export class Actions {
   private readonly runnersById = new Map<number, RunnerState>();
   private readonly runsById = new Map<number, RunState>();
   private readonly jobsById = new Map<number, ApiJob>();
   private readonly repos = new Map<string, number>();
+  /** Every org has the group Default, id 1. */
+  private readonly groups = new Map<number, { id: number; name: string; visibility: ApiRunnerGroup['visibility'] }>([[1, { id: 1, name: 'Default', visibility: 'all' }]]);
   private seq = 1000;
   private labelSeq = 1;
 
@@ -48,6 +62,34 @@ export class Actions {
     private readonly settings: ActionsSettings,
     private readonly origin: () => string,
   ) {}
+
+  runnerGroups(): ApiRunnerGroup[] {
+    return [...this.groups.values()]
+      .sort((a, b) => a.id - b.id)
+      .map((g) => ({
+        ...g,
+        default: g.id === 1,
+        runners_url: `${this.origin()}/orgs/${this.org}/actions/runner-groups/${g.id}/runners`,
+        inherited: false,
+        allows_public_repositories: false,
+        restricted_to_workflows: false,
+        selected_workflows: [],
+        workflow_restrictions_read_only: false,
+      }));
+  }
+
+  addRunnerGroup(name: string, visibility: ApiRunnerGroup['visibility'] = 'all'): number {
+    if ([...this.groups.values()].some((g) => g.name.toLowerCase() === name.toLowerCase())) throw new Error(`a runner group named ${name} exists`);
+    const id = this.next();
+    this.groups.set(id, { id, name, visibility });
+    return id;
+  }
+
+  /** Removes a group (not Default); its runners move to Default, as GitHub does. */
+  removeRunnerGroup(id: number): void {
+    if (id === 1 || !this.groups.delete(id)) throw new Error(`no runner group ${id} to remove (Default cannot be removed)`);
+    for (const r of this.runnersById.values()) if (r.groupId === id) r.groupId = 1;
+  }
 
   private next(): number {
     return ++this.seq;
@@ -71,7 +113,7 @@ export class Actions {
     const { name, runner_group_id: groupId, labels, work_folder: workFolder } = body;
     if (typeof name !== 'string' || name === '') throw new HttpError(422, undefined, 'Invalid input: object is missing required key: name.');
     if (groupId === undefined) throw new HttpError(422, undefined, 'Invalid input: object is missing required key: runner_group_id.');
-    if (typeof groupId !== 'number' || !RUNNER_GROUPS.some((g) => g.id === groupId)) throw new HttpError(404, undefined, 'Not Found');
+    if (typeof groupId !== 'number' || !this.groups.has(groupId)) throw new HttpError(404, undefined, 'Not Found');
     if (!Array.isArray(labels) || labels.length < 1 || labels.length > 100 || !labels.every((l) => typeof l === 'string' && l !== '')) {
       throw new HttpError(422, undefined, 'Invalid input: labels must list 1 to 100 label names.');
     }

@@ -84,6 +84,17 @@ export function githubRoutes(d: RouteDeps): Route[] {
       }),
     },
     {
+      method: 'GET',
+      path: '/orgs/:org/actions/runner-groups',
+      op: 'list-runner-groups',
+      answer: route(tokenUsers, (call) => {
+        ourOrg(call.params.org!);
+        const all = actions.runnerGroups();
+        const { page, link } = pageOf(all, call, `/orgs/${call.params.org}/actions/runner-groups`, d.origin());
+        return { status: 200, body: { total_count: all.length, runner_groups: page }, ...(link ? { headers: { link } } : {}) };
+      }),
+    },
+    {
       method: 'DELETE',
       path: '/orgs/:org/actions/runners/:id',
       op: 'delete-runner',

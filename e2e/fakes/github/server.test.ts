@@ -109,6 +109,29 @@ describe('GitHub emulator', () => {
       expect(await listed(r.body.runner.id)).toMatchObject({ status: 'offline' });
     });
 
+    it('lists runner groups (Default always, pages), and a JIT config joins a group the test added; a removed group is 404', async () => {
+      const id = gh.addRunnerGroup('spot-runners', 'selected');
+      const all = await call(gh, gh.token, 'GET', `/orgs/${org()}/actions/runner-groups?per_page=100`);
+      expect(all.status).toBe(200);
+      expect(all.body.total_count).toBe(all.body.runner_groups.length);
+      expect(all.body.runner_groups).toEqual(
+        expect.arrayContaining([
+          expect.objectContaining({ id: 1, name: 'Default', default: true, visibility: 'all' }),
+          expect.objectContaining({ id, name: 'spot-runners', default: false, visibility: 'selected', runners_url: expect.stringContaining(`/runner-groups/${id}/runners`) }),
+        ]),
+      );
+      const paged = await call(gh, gh.token, 'GET', `/orgs/${org()}/actions/runner-groups?per_page=1&page=2`);
+      expect(paged.body.runner_groups).toHaveLength(1);
+      expect(paged.headers.get('link')).toContain('rel="prev"');
+      const joined = await jit(['linux'], { runner_group_id: id });
+      expect(joined).toMatchObject({ status: 201, body: { runner: { runner_group_id: id } } });
+      gh.removeRunnerGroup(id);
+      expect(await listed(joined.body.runner.id)).toMatchObject({ runner_group_id: 1 });
+      expect((await jit(['linux'], { runner_group_id: id })).status).toBe(404);
+      expect((await call(gh, gh.token, 'GET', `/orgs/not-ours/actions/runner-groups`)).status).toBe(404);
+      expect(gh.requests.filter((r) => r.op === 'list-runner-groups').at(-1)).toMatchObject({ status: 404 });
+    });
+
     it.each([
       ['no runner_group_id', { runner_group_id: undefined }, 422],
       ['an unknown runner group', { runner_group_id: 99 }, 404],

@@ -1,5 +1,5 @@
-// An HTTP emulator of the GitHub REST API's Actions runner and workflow
-// endpoints and GitHub App installation tokens, for tests of the controller's
+// An HTTP emulator of the GitHub REST API's Actions runner, runner group and
+// workflow endpoints and GitHub App installation tokens, for tests of the controller's
 // GitHub client and RunnerTarget. Tests steer it through the returned handle
 // (see README.md).
 //
@@ -59,6 +59,8 @@ export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Pro
     queueRun: (repo: string, jobs: { labels: string[]; name?: string }[]) => actions.queueRun(repo, jobs),
     completeJob: (jobId: number, conclusion?: 'success' | 'failure' | 'cancelled') => actions.completeJob(jobId, conclusion),
     startRunner: (encoded: string) => actions.startRunner(encoded),
+    addRunnerGroup: (name: string, visibility?: 'all' | 'selected' | 'private') => actions.addRunnerGroup(name, visibility),
+    removeRunnerGroup: (id: number) => actions.removeRunnerGroup(id),
     runners: () => actions.runners(),
     jobs: () => actions.jobs(),
     runs: () => actions.runs(),

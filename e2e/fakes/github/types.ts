@@ -3,7 +3,7 @@
 import type { Fault as KitFault, FaultSpec as KitFaultSpec } from '../kit/faults.js';
 import type { RequestRecord as KitRequestRecord } from '../kit/log.js';
 
-export type GitHubOp = 'list-runners' | 'delete-runner' | 'generate-jitconfig' | 'list-runs' | 'list-jobs' | 'access-token';
+export type GitHubOp = 'list-runners' | 'list-runner-groups' | 'delete-runner' | 'generate-jitconfig' | 'list-runs' | 'list-jobs' | 'access-token';
 export type FaultSpec = KitFaultSpec<GitHubOp>;
 export type Fault = KitFault<GitHubOp>;
 export type RequestRecord = KitRequestRecord<GitHubOp>;
@@ -122,6 +122,10 @@ export interface GitHubEmulator {
   completeJob(jobId: number, conclusion?: Conclusion): void;
   /** The runner a JIT config registers (once: a JIT config is single use). */
   startRunner(encodedJitConfig: string): FakeRunner;
+  /** A new runner group (visibility all unless given); returns its id. Default (id 1) always exists. */
+  addRunnerGroup(name: string, visibility?: 'all' | 'selected' | 'private'): number;
+  /** Removes a runner group other than Default; its runners move to Default. */
+  removeRunnerGroup(id: number): void;
   runners(): ApiRunner[];
   jobs(): ApiJob[];
   runs(): ApiRun[];

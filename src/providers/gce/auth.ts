@@ -1,8 +1,9 @@
-// Google OAuth 2.0 access tokens from a service-account key (the JWT-bearer
-// grant, RFC 7523, as google-auth-library does it): a JWT signed with the
-// key's RSA private key is traded at the token endpoint for an access token,
-// kept until shortly before it expires. The key and the tokens never appear
-// in an error message.
+// Google OAuth 2.0 access tokens, kept until shortly before they expire:
+// from a service-account key (the JWT-bearer grant, RFC 7523, as
+// google-auth-library does it: a JWT signed with the key's RSA private key is
+// traded at the token endpoint for an access token), or from the metadata
+// server (the identity the controller runs as). The key and the tokens never
+// appear in an error message.
 import type { KeyObject } from 'node:crypto';
 import { z } from 'zod';
 import { ProviderError } from '../errors.js';
@@ -55,7 +56,7 @@ export interface TokenSourceOptions {
   fetch?: typeof fetch;
 }
 
-export class GoogleTokenSource {
+export class GoogleTokenSource implements AccessTokens {
   private readonly cache = new TokenCache((signal) => this.fetchToken(signal));
   private readonly tokenUrl: string;
 
@@ -95,5 +96,79 @@ export class GoogleTokenSource {
       throw new ProviderError(kind, `${what}: refused (${sanitize(why)}); check the service-account key Secret and that the key is not disabled`, kind === 'Unknown' ? {} : { retryable: false });
     }
     return { token: body.access_token, ttlMs: (typeof body.expires_in === 'number' ? body.expires_in : 3600) * 1000 };
+  }
+}
+
+/** Where access tokens come from: a service-account key, or the metadata server. */
+export interface AccessTokens {
+  token(signal?: AbortSignal): Promise<string>;
+  /** Forgets the token (after the API refused it). */
+  invalidate(): void;
+}
+
+export const METADATA_HOST = 'metadata.google.internal';
+const METADATA_TOKEN_PATH = '/instance/service-accounts/default/token';
+
+/**
+ * The metadata server's base URL, read as Google's client libraries read it:
+ * GCE_METADATA_HOST (host[:port], or a URL), else metadata.google.internal.
+ */
+export function metadataBaseUrl(env: NodeJS.ProcessEnv = process.env): string {
+  const host = env.GCE_METADATA_HOST?.trim() || METADATA_HOST;
+  return `${(/^https?:\/\//.test(host) ? host : `http://${host}`).replace(/\/+$/, '')}/computeMetadata/v1`;
+}
+
+export interface MetadataTokenOptions {
+  /** Default metadataBaseUrl(). */
+  baseUrl?: string;
+  /** Default 10000. */
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+}
+
+const USE_A_KEY = 'set spec.gce.credentialsSecretRef or run the controller with a GCE identity (GKE Workload Identity, or the service account of its VM)';
+
+/**
+ * Access tokens of the identity the process runs as on Compute Engine or GKE
+ * (Workload Identity): the metadata server's token of the default service
+ * account, as google-auth-library gets it. Only an answer that carries
+ * `Metadata-Flavor: Google` is believed, so that whatever else answers at
+ * that name cannot hand the controller a token of its choosing.
+ */
+export class MetadataTokenSource implements AccessTokens {
+  private readonly cache = new TokenCache((signal) => this.fetchToken(signal));
+  readonly baseUrl: string;
+
+  constructor(private readonly opts: MetadataTokenOptions = {}) {
+    this.baseUrl = (opts.baseUrl ?? metadataBaseUrl()).replace(/\/+$/, '');
+  }
+
+  token(signal?: AbortSignal): Promise<string> {
+    return this.cache.token(signal);
+  }
+
+  invalidate(): void {
+    this.cache.invalidate();
+  }
+
+  private async fetchToken(signal?: AbortSignal): Promise<{ token: string; ttlMs: number }> {
+    const at = `${this.baseUrl}${METADATA_TOKEN_PATH}`;
+    let answer;
+    try {
+      answer = await sendRest({ method: 'GET', url: at, headers: { 'metadata-flavor': 'Google' }, what: `metadata server ${this.baseUrl}`, timeoutMs: this.opts.timeoutMs ?? 10_000, signal, fetch: this.opts.fetch });
+    } catch (err) {
+      throw new ProviderError('Unauthorized', `no credentialsSecretRef and no metadata server reachable at ${this.baseUrl} (${sanitize((err as Error).message)}): ${USE_A_KEY}`, { retryable: true, cause: err });
+    }
+    if (answer.headers.get('metadata-flavor') !== 'Google') {
+      throw new ProviderError('Unauthorized', `no credentialsSecretRef, and what answered at ${this.baseUrl} (HTTP ${answer.status}) is not a metadata server (no Metadata-Flavor: Google): ${USE_A_KEY}`, { retryable: false });
+    }
+    const body = (answer.json ?? {}) as { access_token?: unknown; expires_in?: unknown };
+    if (answer.status === 404) {
+      throw new ProviderError('Unauthorized', `no credentialsSecretRef, and the metadata server at ${this.baseUrl} has no service account for the controller: ${USE_A_KEY}`, { retryable: false });
+    }
+    if (answer.status !== 200 || typeof body.access_token !== 'string') {
+      throw new ProviderError('Unauthorized', `no credentialsSecretRef, and the metadata server at ${this.baseUrl} gave no token (HTTP ${answer.status}): ${USE_A_KEY}`, { retryable: answer.status >= 500 });
+    }
+    return { token: body.access_token, ttlMs: (typeof body.expires_in === 'number' && body.expires_in > 0 ? body.expires_in : 3600) * 1000 };
   }
 }

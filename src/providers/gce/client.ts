@@ -1,11 +1,11 @@
 // Compute Engine v1 over plain REST (no @google-cloud/compute, whose current
 // major needs Node 22): the calls of ComputeInstances, with an OAuth access
-// token from the service-account key, answers validated with zod, failures
+// token from the service-account key or the metadata server, answers validated with zod, failures
 // typed (errors.ts). No token or key reaches a message.
 import { z } from 'zod';
 import { ProviderError } from '../errors.js';
 import { sendRest } from '../rest.js';
-import { COMPUTE_SCOPE, GoogleTokenSource, type ServiceAccountKey } from './auth.js';
+import { COMPUTE_SCOPE, GoogleTokenSource, type AccessTokens, type ServiceAccountKey } from './auth.js';
 import { errorForAnswer, errorForOperation, type Placement } from './errors.js';
 import type { ComputeInstances, GceInstance, GceInstanceSpec, GceOperation, InstanceFilter } from './types.js';
 
@@ -16,8 +16,11 @@ const HOST_KEY_TYPES = /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521))$/;
 const WAIT_TIMEOUT_MS = 150_000;
 
 export interface GceClientOptions {
-  key: ServiceAccountKey;
-  /** Default: the key's project. */
+  /** A service-account key, or `tokens`. */
+  key?: ServiceAccountKey;
+  /** Where tokens come from without a key (the metadata server). */
+  tokens?: AccessTokens;
+  /** Default: the key's project; required with `tokens`. */
   project?: string;
   /** Default COMPUTE_ENDPOINT. */
   endpoint?: string;
@@ -93,11 +96,15 @@ function escapeRegex(s: string): string {
 
 export class GceClient implements ComputeInstances {
   private readonly base: string;
-  private readonly tokens: GoogleTokenSource;
+  private readonly tokens: AccessTokens;
 
   constructor(private readonly opts: GceClientOptions) {
-    this.base = `${(opts.endpoint ?? COMPUTE_ENDPOINT).replace(/\/+$/, '')}/projects/${encodeURIComponent(opts.project ?? opts.key.projectId)}`;
-    this.tokens = new GoogleTokenSource({ key: opts.key, scopes: [COMPUTE_SCOPE], tokenUrl: opts.tokenUrl, timeoutMs: opts.timeoutMs, fetch: opts.fetch });
+    const project = opts.project ?? opts.key?.projectId;
+    if (!project) throw new Error('GceClient needs a project when it has no service-account key');
+    this.base = `${(opts.endpoint ?? COMPUTE_ENDPOINT).replace(/\/+$/, '')}/projects/${encodeURIComponent(project)}`;
+    if (opts.tokens) this.tokens = opts.tokens;
+    else if (opts.key) this.tokens = new GoogleTokenSource({ key: opts.key, scopes: [COMPUTE_SCOPE], tokenUrl: opts.tokenUrl, timeoutMs: opts.timeoutMs, fetch: opts.fetch });
+    else throw new Error('GceClient needs a service-account key or a token source');
   }
 
   async insert(spec: GceInstanceSpec, signal?: AbortSignal): Promise<GceOperation> {

@@ -48,6 +48,16 @@ describe('GitHubClient against the GitHub emulator', () => {
     expect(gh.mutations.at(-1)).toMatchObject({ op: 'generate-jitconfig', status: 201 });
   });
 
+  it('lists the runner groups, and a JIT config for a removed group is NotFound', async () => {
+    const id = gh.addRunnerGroup('client-group');
+    expect(await client.listRunnerGroups()).toEqual(expect.arrayContaining([{ id: 1, name: 'Default', isDefault: true, visibility: 'all' }, { id, name: 'client-group', isDefault: false, visibility: 'all' }]));
+    const config = await client.generateJitConfig({ name: `client-runner-${++n}`, runnerGroupId: id, labels: ['linux'] });
+    expect(config.runner.runnerGroupId).toBe(id);
+    gh.removeRunnerGroup(id);
+    await expect(client.generateJitConfig({ name: `client-runner-${++n}`, runnerGroupId: id, labels: ['linux'] })).rejects.toMatchObject({ kind: 'NotFound' });
+    expect(results).toContain('list-runner-groups 200');
+  });
+
   it('lists every runner across pages of 100', async () => {
     for (let i = 0; i < 120; i++) await jit();
     const before = gh.requests.filter((r) => r.op === 'list-runners').length;

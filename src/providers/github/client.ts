@@ -1,6 +1,7 @@
-// GitHub REST for RunnerTarget: the org's self-hosted runners and the queued
-// work of followed repositories, answers validated with zod, failures typed
-// (errors.ts), the primary rate limit kept from every answer's headers. Pages
+// GitHub REST for RunnerTarget: the org's self-hosted runners, its runner
+// groups and the queued work of followed repositories, answers validated
+// with zod, failures typed (errors.ts), the primary rate limit kept from
+// every answer's headers. Pages
 // are counted here rather than followed from Link headers, so the token only
 // ever goes to the configured API.
 import { z } from 'zod';
@@ -8,7 +9,7 @@ import { ProviderError } from '../errors.js';
 import { sanitize, sendRest } from '../rest.js';
 import { tokenSource, type GitHubCredentials, type TokenSource } from './auth.js';
 import { RunnerBusyError, errorForAnswer } from './errors.js';
-import type { GitHubActions, GitHubRunner, JitConfigRequest, JitRunnerConfig, RateLimitStatus, RunStatus, WorkflowJob, WorkflowRun } from './types.js';
+import type { GitHubActions, GitHubRunner, JitConfigRequest, JitRunnerConfig, RateLimitStatus, RunnerGroup, RunStatus, WorkflowJob, WorkflowRun } from './types.js';
 
 export const GITHUB_API = 'https://api.github.com';
 const PER_PAGE = 100;
@@ -37,6 +38,8 @@ const RunnerSchema = z
     ephemeral: z.boolean().optional(),
   })
   .passthrough();
+
+const RunnerGroupSchema = z.object({ id: z.number(), name: z.string(), default: z.boolean().default(false), visibility: z.string().default('all') }).passthrough();
 
 const RunSchema = z
   .object({ id: z.number(), status: z.string().nullable(), conclusion: z.string().nullable().default(null), created_at: z.string().optional(), repository: z.object({ full_name: z.string() }).passthrough().optional() })
@@ -88,6 +91,11 @@ export class GitHubClient implements GitHubActions {
   async listRunners(signal?: AbortSignal): Promise<GitHubRunner[]> {
     const runners = await this.pages(this.orgPath, 'runners', RunnerSchema, 'list-runners', signal);
     return runners.map(toRunner);
+  }
+
+  async listRunnerGroups(signal?: AbortSignal): Promise<RunnerGroup[]> {
+    const groups = await this.pages(`/orgs/${encodeURIComponent(this.opts.org)}/actions/runner-groups`, 'runner_groups', RunnerGroupSchema, 'list-runner-groups', signal);
+    return groups.map((g) => ({ id: g.id, name: g.name, isDefault: g.default, visibility: g.visibility }));
   }
 
   async deleteRunner(id: number, signal?: AbortSignal): Promise<void> {

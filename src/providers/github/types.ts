@@ -1,5 +1,6 @@
 // The one interface RunnerTarget's controller has to GitHub: the org's
-// self-hosted runners (list, delete, a JIT config for a new one) and the
+// self-hosted runners (list, delete, a JIT config for a new one), its runner
+// groups, and the
 // queued work of the repositories it follows. Typed errors in errors.ts.
 
 export interface GitHubRunner {
@@ -12,6 +13,16 @@ export interface GitHubRunner {
   labels: string[];
   runnerGroupId: number | undefined;
   ephemeral: boolean | undefined;
+}
+
+/** A runner group of the org. */
+export interface RunnerGroup {
+  id: number;
+  name: string;
+  /** GitHub's Default group. */
+  isDefault: boolean;
+  /** all, selected or private: which repositories' jobs its runners take. */
+  visibility: string;
 }
 
 export interface JitConfigRequest {
@@ -65,6 +76,8 @@ export interface RateLimitStatus {
 export interface GitHubActions {
   /** Every self-hosted runner of the org (all pages). */
   listRunners(signal?: AbortSignal): Promise<GitHubRunner[]>;
+  /** Every runner group of the org (all pages). */
+  listRunnerGroups(signal?: AbortSignal): Promise<RunnerGroup[]>;
   /** Deregisters a runner; RunnerBusyError while GitHub says it runs a job, NotFound when it is gone already. */
   deleteRunner(id: number, signal?: AbortSignal): Promise<void>;
   generateJitConfig(req: JitConfigRequest, signal?: AbortSignal): Promise<JitRunnerConfig>;
