@@ -13,7 +13,9 @@ let replicas: Restartable[] = [];
 
 beforeAll(async () => {
   h = await harness('ha', { emulator: { launchIntervalMs: 3000 } });
-  const flags = ['--lambda-launch-interval', '3s'];
+  // No launch answer is delayed here (no faults injected): a launch request
+  // can land only within its own round trip, so a short settle is enough.
+  const flags = ['--lambda-launch-interval', '3s', '--lambda-launch-settle', '10s'];
   replicas = [h.controller(flags), h.controller(flags)];
   await Promise.all(replicas.map((r) => r.up()));
 }, 120_000);

@@ -32,7 +32,9 @@ case "$verb" in
       pid=$(cat "$dir/$id/sshd.pid" 2>/dev/null || true)
       if [[ "$pid" =~ ^[0-9]+$ ]]; then
         kill -STOP "$pid"
-        ( sleep "$(cat "$dir/.hold-install")"; kill -CONT "$pid" ) </dev/null >/dev/null 2>&1 &
+        # In a session of its own: the controller stops this command's process
+        # group once it exits, which would leave sshd frozen for good.
+        setsid bash -c 'sleep "$1"; kill -CONT "$2"' unfreeze "$(cat "$dir/.hold-install")" "$pid" </dev/null >/dev/null 2>&1 &
         printf '%s %s %s %s %s\n' "$(date +%s%3N)" "$verb" "frozen" "$id" "$pid" >> "$dir/.calls"
       fi
     fi

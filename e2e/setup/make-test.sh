@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `make test`: the control-plane build (e2e/cluster/build.sh; on a cold machine
+# about 20 minutes, much of it downloading Go modules) runs in the background
+# while typecheck and the unit tests, which need no binaries, run in the
+# foreground. The build's log is printed once they are done, so the two never
+# interleave. The e2e tests start only when all three passed; the exit status
+# is non-zero when any part failed.
+set -uo pipefail
+
+log="$(mktemp "${TMPDIR:-/tmp}/leasehold-binaries-XXXXXX.log")"
+# Its own session (and so its own process group), so that the whole build,
+# go and its compilers included, can be stopped if this script is.
+setsid bash e2e/cluster/build.sh >"$log" 2>&1 &
+build=$!
+stop_build() { kill -- "-$build" 2>/dev/null; }
+trap 'stop_build; rm -f "$log"' EXIT
+trap 'stop_build; exit 130' INT
+trap 'stop_build; exit 143' TERM
+
+failed=()
+echo "make test: building the control-plane binaries in the background (log: $log)"
+echo "make test: typecheck"
+npx tsc --noEmit -p . || failed+=(typecheck)
+echo "make test: unit tests"
+npx jest --selectProjects unit || failed+=(unit)
+
+echo "make test: waiting for the control-plane binaries"
+wait "$build" || failed+=(binaries)
+sed 's/^/  binaries: /' "$log"
+
+if (( ${#failed[@]} )); then
+  echo "make test: failed: ${failed[*]} (e2e tests not run)" >&2
+  exit 1
+fi
+npx jest --selectProjects e2e || { echo "make test: failed: e2e" >&2; exit 1; }
