@@ -82,7 +82,7 @@ async function resume(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutco
       return { ok: true, receiptID: receipt.id, message: next.message, event: { type: 'Normal', reason: 'LaunchWaiting', message: next.message } };
     case 'deliverConfig': {
       const zone = receipt.zone ?? ctx.observation.vms.find((v) => v.name === name)?.zone ?? '';
-      return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host);
+      return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host, next.stale);
     }
     case 'repeat':
       break;

@@ -14,7 +14,9 @@ describe('resumeStep', () => {
     ['launch: VM staging, wait', receipt('Launch'), seen({ vms: [vm('a', 'STAGING')] }), 'waitForBoot'],
     ['launch: VM repairing, wait', receipt('Launch'), seen({ vms: [vm('a', 'REPAIRING')] }), 'waitForBoot'],
     ['launch: VM running, no runner: deliver the config', receipt('Launch'), seen({ vms: [vm('a')] }), 'deliverConfig'],
-    ['launch: runner registered: done', receipt('Launch'), seen({ vms: [vm('a')], runners: [runner('a')] }), 'done'],
+    ['launch: runner online: done', receipt('Launch'), seen({ vms: [vm('a')], runners: [runner('a')] }), 'done'],
+    ['launch: runner registered but offline: to the host, which says whether its config arrived', receipt('Launch'), seen({ vms: [vm('a')], runners: [runner('a', false, { status: 'offline' })] }), 'deliverConfig'],
+    ['launch: runner offline, VM still booting: wait', receipt('Launch'), seen({ vms: [vm('a', 'STAGING')], runners: [runner('a', false, { status: 'offline' })] }), 'waitForBoot'],
     ['launch: preempted while booting: failed', receipt('Launch'), seen({ vms: [vm('a', 'TERMINATED')] }), 'failed'],
     ['launch: past 40 min with no runner: failed', receipt('Launch', 2401), seen({ vms: [vm('a')] }), 'failed'],
     ['launch: at 39 min still delivering', receipt('Launch', 2340), seen({ vms: [vm('a')] }), 'deliverConfig'],
@@ -29,6 +31,12 @@ describe('resumeStep', () => {
     ['delete: VM still there: again', receipt('Delete'), seen({ vms: [vm('a', 'STOPPING')] }), 'repeat'],
   ])('%s', (_name, r, observation, step) => {
     expect(resumeStep(r, observation).step).toBe(step);
+  });
+
+  it('names the offline registration, and only that one, for the delivery to look at', () => {
+    const offline = runner('a', false, { status: 'offline' });
+    expect(resumeStep(receipt('Launch'), seen({ vms: [vm('a')], runners: [offline] }))).toMatchObject({ step: 'deliverConfig', stale: { id: offline.id } });
+    expect(resumeStep(receipt('Launch'), seen({ vms: [vm('a')] }))).not.toHaveProperty('stale');
   });
 
   it('says what it found', () => {

@@ -16,8 +16,13 @@ export type ResumeStep =
   | { step: 'repeat'; message: string }
   /** Launch: the VM exists and boots; look again at the next check. */
   | { step: 'waitForBoot'; message: string }
-  /** Launch: the VM runs and no runner registered: deliver the JIT config over pinned SSH. */
-  | { step: 'deliverConfig'; message: string }
+  /**
+   * Launch: the VM runs and no runner is online: deliver the JIT config over
+   * pinned SSH. `stale`: a registration that is there but offline, made for a
+   * config that may never have reached the host (a check that died between
+   * generate-jitconfig and the write): the host decides (deliver.ts).
+   */
+  | { step: 'deliverConfig'; message: string; stale?: { id: number } }
   /** The change cannot complete: settle Failed; a launched VM is deleted as an orphan. */
   | { step: 'failed'; message: string };
 
@@ -30,12 +35,14 @@ export function resumeStep(receipt: Receipt, observation: Pick<Observation, 'vms
   const runner = observation.runners.find((r) => r.name === name);
   switch (receipt.action) {
     case 'Launch': {
-      if (runner) return { step: 'done', message: `runner ${name} registered` };
+      // Registered is not enough: a JIT registration is there, offline, from the moment its config is made.
+      if (runner?.status === 'online') return { step: 'done', message: `runner ${name} registered` };
       const age = observation.at - Date.parse(receipt.at);
-      if (!(age < launchTimeoutMs)) return { step: 'failed', message: `no runner registered for ${name} within ${launchTimeoutMs / 60_000} min of its launch` };
+      if (!(age < launchTimeoutMs)) return { step: 'failed', message: `no runner ${runner ? 'online' : 'registered'} for ${name} within ${launchTimeoutMs / 60_000} min of its launch` };
       if (!vm) return { step: 'repeat', message: `VM ${name} does not exist: inserting it again with the same requestId` };
       if (STOPPED.includes(vm.status)) return { step: 'failed', message: `VM ${name} is ${vm.status} before its runner registered (preempted while booting)` };
       if (BOOTING.includes(vm.status)) return { step: 'waitForBoot', message: `VM ${name} is ${vm.status}` };
+      if (runner) return { step: 'deliverConfig', message: `VM ${name} runs and its runner ${runner.id} is registered but offline`, stale: { id: runner.id } };
       return { step: 'deliverConfig', message: `VM ${name} runs and has no runner: delivering its runner config over SSH` };
     }
     case 'Register':
