@@ -16,10 +16,10 @@ function world(opts: { configOnHost: boolean; deleteFails?: Error }) {
     exec: async (command: string, o: { stdin?: string }) => {
       if (command.startsWith('test -s')) {
         calls.push('ssh: is the config there');
-        return { code: opts.configOnHost ? 0 : 1, stdout: '', stderr: '' };
+        return { code: opts.configOnHost ? 0 : 1, stdout: '', stderr: '', truncated: false };
       }
       calls.push(`ssh: write ${o.stdin}`);
-      return { code: 0, stdout: '', stderr: '' };
+      return { code: 0, stdout: '', stderr: '', truncated: false };
     },
   };
   const github = {
