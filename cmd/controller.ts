@@ -69,8 +69,10 @@ registerRunnerTargetController(mgr, {
   installationID,
   identity,
   controllerNamespace: flags.namespace,
-  settings: { window: sampleWindow(flags.runnerSampleWindowScale) },
+  settings: { window: sampleWindow(flags.runnerSampleWindowScale), busyLagMs: flags.runnerBusyLagMs, bootGraceMs: flags.runnerBootGraceMs },
   hostSSH: { user: flags.runnerSSHUser, port: flags.runnerSSHPort },
+  followUpMs: flags.runnerFollowUpMs,
+  checkLeaseMs: flags.runnerCheckLeaseMs,
 });
 
 let signalled = false;

@@ -23,6 +23,9 @@ export interface RunnerTargetOptions {
   concurrency?: number;
   /** The login user and SSH port of hosts (default leasehold, 22); tests reach emulated hosts elsewhere. */
   hostSSH?: { user?: string | undefined; port?: number | undefined };
+  /** How soon a check follows an open launch (LAUNCH_FOLLOW_UP_MS), and the check lease's duration (30 s). */
+  followUpMs?: number;
+  checkLeaseMs?: number;
 }
 
 /** The Unix user the controller's key logs in as on a host (Compute Engine's guest agent makes it from the ssh-keys metadata). */
@@ -48,7 +51,7 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
       secrets: secretDataReader(mgr.core),
       onResult: (provider, operation, code) => mgr.metrics.providerRequests.inc({ provider, operation, code }),
     }),
-    leases: new CheckLeases({ api: mgr.coordination, namespace: opts.controllerNamespace, identity: opts.identity }),
+    leases: new CheckLeases({ api: mgr.coordination, namespace: opts.controllerNamespace, identity: opts.identity, ...(opts.checkLeaseMs ? { durationMs: opts.checkLeaseMs } : {}) }),
     identity: opts.identity,
     installationID: opts.installationID,
     // Read once and kept; a failed read is tried again at the next change.
@@ -62,6 +65,7 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
       }
     },
     ...(opts.settings ? { settings: opts.settings } : {}),
+    ...(opts.followUpMs ? { followUpMs: opts.followUpMs } : {}),
     metrics: new RunnerTargetMetrics(mgr.metrics.registry, () => targets.list()),
     log: mgr.log.child({ controller: 'runnertarget' }),
     finalizers: {
