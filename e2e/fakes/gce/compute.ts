@@ -40,7 +40,7 @@ export class Compute {
   readonly instances = new Map<string, EmulatedInstance>();
   readonly operations = new Map<string, OperationState>();
   private readonly byRequestId = new Map<string, OperationState>();
-  private refusals: (RefusalSpec & { id: string; hits: number })[] = [];
+  private refusals: (RefusalSpec & { id: string; hits: number; passed: number })[] = [];
   private refusalSeq = 0;
   private addressSeq = 0;
   private stopped = false;
@@ -60,7 +60,7 @@ export class Compute {
 
   refuse(spec: RefusalSpec): string {
     const id = `refusal-${++this.refusalSeq}`;
-    this.refusals.push({ ...spec, id, hits: 0 });
+    this.refusals.push({ ...spec, id, hits: 0, passed: 0 });
     return id;
   }
 
@@ -69,9 +69,14 @@ export class Compute {
   }
 
   /** The refusal an insert into zone/type meets, counted; undefined when none. */
-  refusalFor(zone: string, machineType: string, as: 'http' | 'operation'): CapacityCode | undefined {
-    const r = this.refusals.find((f) => f.as === as && (f.zone === undefined || f.zone === zone) && (f.machineType === undefined || f.machineType === machineType));
+  refusalFor(zone: string, machineType: string, provisioningModel: string | undefined, as: 'http' | 'operation'): CapacityCode | undefined {
+    const model = provisioningModel ?? 'STANDARD';
+    const r = this.refusals.find((f) => f.as === as && (f.zone ?? zone) === zone && (f.machineType ?? machineType) === machineType && (f.provisioningModel ?? model) === model);
     if (!r) return undefined;
+    if (r.passed < (r.after ?? 0)) {
+      r.passed++;
+      return undefined;
+    }
     r.hits++;
     if (r.times !== undefined && r.hits >= r.times) this.refusals = this.refusals.filter((f) => f !== r);
     return r.code;
@@ -91,7 +96,7 @@ export class Compute {
     this.instances.set(this.key(i.zone, i.name), i);
     const op = this.newOperation(user, 'insert', i, i.requestId);
     // Decided now, so that a refusal armed later does not hit inserts already under way.
-    const refusal = this.refusalFor(i.zone, i.machineType, 'operation');
+    const refusal = this.refusalFor(i.zone, i.machineType, i.scheduling.provisioningModel, 'operation');
     void this.run(op, async () => {
       if (refusal) {
         await this.sleep(this.settings.runningMs);

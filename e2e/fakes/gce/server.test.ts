@@ -333,6 +333,18 @@ describe('Compute Engine emulator', () => {
       const elsewhere = await call(g, token, 'POST', `/zones/us-central1-b/instances`, instanceBody(`${name}-b`, { machineType: 'zones/us-central1-b/machineTypes/e2-standard-4' }));
       expect((await waitOp('us-central1-b', elsewhere.body.name)).error).toBeUndefined();
     });
+
+    it.each([
+      ['a zone with room for two more', { after: 2 }, [200, 200, 503, 503]],
+      ['spot capacity gone, standard still there', { provisioningModel: 'SPOT' as const }, [503, 200, 503, 200]],
+    ])('refuses by provisioning model and after a count: %s', async (_what, over, statuses) => {
+      g.refuse({ zone: ZONE, code: 'ZONE_RESOURCE_POOL_EXHAUSTED', as: 'http', ...over });
+      const got: number[] = [];
+      for (const [n, model] of ['SPOT', 'STANDARD', 'SPOT', 'STANDARD'].entries()) {
+        got.push((await insert(`cap-${statuses.join('')}-${n}`.slice(0, 60), { scheduling: { provisioningModel: model } })).status);
+      }
+      expect(got).toEqual(statuses);
+    });
   });
 
   describe('guest attributes and the boot hook', () => {

@@ -24,6 +24,10 @@ export interface RefusalSpec {
   code: CapacityCode;
   /** `http`: the insert itself answers the error; `operation`: the insert is accepted and its Operation ends DONE with the error. */
   as: 'http' | 'operation';
+  /** Default: both; SPOT alone is a zone out of spot capacity that still has standard VMs. */
+  provisioningModel?: 'SPOT' | 'STANDARD';
+  /** Matching inserts it lets through before it refuses (a zone with room for that many more); default 0. */
+  after?: number;
   /** How many inserts it refuses; unlimited when absent. */
   times?: number;
 }
