@@ -32,7 +32,7 @@ describe('observeHosts', () => {
       'its runner gone after its job (JIT runners are ephemeral): drained, not waiting as a registering host',
       host('a', 'Busy', { runnerID: 7 }),
       { vms: [vm('a')] },
-      { state: 'Draining', runnerID: 7, message: expect.stringMatching(/runner a is gone .*confirming over SSH/) },
+      { state: 'Draining', runnerID: 7, message: 'runner a is gone (a just-in-time runner leaves after its one job); confirming over SSH that no job runs before the VM is deleted' },
     ],
     ['an idle host whose runner was removed: drained', host('a', 'Idle', { runnerID: 7, idleSince: ago(600) }), { vms: [vm('a')] }, { state: 'Draining', idleSince: undefined }],
     ['its runner gone while SSH still sees the job: busy until it ends', host('a', 'Busy', { runnerID: 7 }), { vms: [vm('a')], probes: new Map<string, HostProbe>([['a', { job: 'running' }]]) }, { state: 'Busy' }],
