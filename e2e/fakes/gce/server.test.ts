@@ -178,6 +178,7 @@ describe('Compute Engine emulator', () => {
       const i = (await call(g, token, 'GET', `/zones/${ZONE}/instances/lifecycle-1`)).body;
       expect(i).toMatchObject({
         kind: 'compute#instance',
+        creationTimestamp: g.instance(ZONE, 'lifecycle-1')!.creationTimestamp,
         name: 'lifecycle-1',
         status: 'RUNNING',
         machineType: expect.stringMatching(/\/zones\/us-central1-a\/machineTypes\/e2-standard-4$/),
@@ -344,6 +345,9 @@ describe('Compute Engine emulator', () => {
         got.push((await insert(`cap-${statuses.join('')}-${n}`.slice(0, 60), { scheduling: { provisioningModel: model } })).status);
       }
       expect(got).toEqual(statuses);
+      expect(g.inserts().filter((r) => r.name.startsWith(`cap-${statuses.join('')}`)).map((r) => [r.provisioningModel, r.refused ?? 'made'])).toEqual(
+        statuses.map((s, n) => [n % 2 ? 'STANDARD' : 'SPOT', s === 200 ? 'made' : 'ZONE_RESOURCE_POOL_EXHAUSTED']),
+      );
     });
   });
 
