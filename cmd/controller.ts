@@ -71,9 +71,11 @@ registerRunnerTargetController(mgr, {
   installationID,
   identity,
   controllerNamespace: flags.namespace,
-  settings: { window: sampleWindow(flags.runnerSampleWindowScale) },
+  settings: { window: sampleWindow(flags.runnerSampleWindowScale), busyLagMs: flags.runnerBusyLagMs, bootGraceMs: flags.runnerBootGraceMs },
   hostSSH: { user: flags.runnerSSHUser, port: flags.runnerSSHPort },
   ...(flags.runnerGceOwnIdentity ? { gceOwnIdentity: { tokens: new MetadataTokenSource(), endpoint: DEFAULT_GCE_ENDPOINT } } : {}),
+  followUpMs: flags.runnerFollowUpMs,
+  checkLeaseMs: flags.runnerCheckLeaseMs,
 });
 
 let signalled = false;

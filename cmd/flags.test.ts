@@ -24,6 +24,10 @@ describe('parseControllerFlags', () => {
       runnerSSHUser: 'leasehold',
       runnerSSHPort: 22,
       runnerGceOwnIdentity: false,
+      runnerBusyLagMs: 60_000,
+      runnerBootGraceMs: 45 * 60_000,
+      runnerFollowUpMs: 10_000,
+      runnerCheckLeaseMs: 30_000,
     });
   });
 
@@ -43,6 +47,11 @@ describe('parseControllerFlags', () => {
     expect(parseControllerFlags(['--runner-ssh-user', 'ci', '--runner-ssh-port', '2222'], {})).toMatchObject({ runnerSSHUser: 'ci', runnerSSHPort: 2222 });
   });
 
+  it('--runner-busy-flag-lag, --runner-boot-grace, --runner-follow-up and --runner-check-lease set the RunnerTarget times', () => {
+    const f = parseControllerFlags(['--runner-busy-flag-lag', '5s', '--runner-boot-grace', '20s', '--runner-follow-up', '1s', '--runner-check-lease', '6s'], {});
+    expect(f).toMatchObject({ runnerBusyLagMs: 5000, runnerBootGraceMs: 20_000, runnerFollowUpMs: 1000, runnerCheckLeaseMs: 6000 });
+  });
+
   it('--no-leader-elect turns leader election off', () => {
     expect(parseControllerFlags(['--no-leader-elect'], {}).leaderElection).toBeUndefined();
   });
@@ -59,6 +68,9 @@ describe('parseControllerFlags', () => {
     [['--runner-ssh-port', '0'], /--runner-ssh-port 0 must be a whole number from 1 to 65535/],
     [['--runner-ssh-port', '70000'], /--runner-ssh-port 70000 must be a whole number from 1 to 65535/],
     [['--runner-ssh-user', 'Root User'], /--runner-ssh-user Root User must be a Unix user name/],
+    [['--runner-follow-up', '0'], /--runner-follow-up 0 must be a duration above 0/],
+    [['--runner-check-lease', '0s'], /--runner-check-lease 0s must be a duration above 0/],
+    [['--runner-boot-grace', 'long'], /^--runner-boot-grace: /],
   ])('%j is refused naming the flag', (args, message) => {
     expect(() => parseControllerFlags(args, {})).toThrow(FlagError);
     expect(() => parseControllerFlags(args, {})).toThrow(message);

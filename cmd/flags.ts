@@ -40,6 +40,12 @@ export interface ControllerFlags {
   runnerSSHPort: number;
   /** Whether RunnerTargets without spec.gce.credentialsSecretRef call Compute Engine as the controller's own identity (metadata server). */
   runnerGceOwnIdentity: boolean;
+  /** RunnerTarget policy times, shorter only for tests: how long a host is seen idle before it drains, how long a VM may run without a runner. */
+  runnerBusyLagMs: number;
+  runnerBootGraceMs: number;
+  /** How soon a RunnerTarget check follows one that left a launch open, and how long its check lease lasts unrenewed. */
+  runnerFollowUpMs: number;
+  runnerCheckLeaseMs: number;
 }
 
 export class FlagError extends Error {
@@ -78,6 +84,10 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'runner-ssh-user': { type: 'string', default: 'leasehold' },
       'runner-ssh-port': { type: 'string', default: '22' },
       'runner-gce-own-identity': { type: 'boolean', default: false },
+      'runner-busy-flag-lag': { type: 'string', default: '60s' },
+      'runner-boot-grace': { type: 'string', default: '45m' },
+      'runner-follow-up': { type: 'string', default: '10s' },
+      'runner-check-lease': { type: 'string', default: '30s' },
     },
     strict: true,
   });
@@ -93,6 +103,11 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     const n = Number(text(name));
     if (!Number.isInteger(n) || n < min) throw new FlagError(`--${name} ${text(name)} must be a whole number ${meaning}`);
     return n;
+  };
+  const positive = (name: keyof typeof values): number => {
+    const ms = duration(name);
+    if (!(ms > 0)) throw new FlagError(`--${name} ${text(name)} must be a duration above 0`);
+    return ms;
   };
   const scale = Number(text('runner-sample-window-scale'));
   if (!(scale > 0) || !Number.isFinite(scale)) throw new FlagError(`--runner-sample-window-scale ${text('runner-sample-window-scale')} must be a positive number (1: the 300-450 s window)`);
@@ -132,5 +147,9 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     runnerSSHUser: sshUser,
     runnerSSHPort: port('runner-ssh-port'),
     runnerGceOwnIdentity: values['runner-gce-own-identity'] === true,
+    runnerBusyLagMs: duration('runner-busy-flag-lag'),
+    runnerBootGraceMs: duration('runner-boot-grace'),
+    runnerFollowUpMs: positive('runner-follow-up'),
+    runnerCheckLeaseMs: positive('runner-check-lease'),
   };
 }

@@ -1,120 +1,37 @@
 // RunnerTarget checks for real: the controller process against the shared
 // control plane, with the Compute Engine and GitHub emulators in this test
-// process. Each test follows its own repository, so the jobs it queues are
-// seen only by its own RunnerTarget. Every VM boots a real sshd that admits
-// the keys of its ssh-keys metadata (as the guest agent does) and publishes
-// its host keys; a host whose runner config arrives over SSH starts a fake
-// runner with it, as the image's runner service would.
-import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { spawn } from 'node:child_process';
+// process (support/runnertarget.ts). Each test follows its own repository,
+// so the jobs it queues are seen only by its own RunnerTarget.
+import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { mkdtemp } from 'node:fs/promises';
-import { tmpdir, userInfo } from 'node:os';
+import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import { JIT_CONFIG_PATH } from '../controllers/runnertarget/deliver.js';
-import { startGceEmulator, type GceEmulator } from './fakes/gce/server.js';
-import { startGitHubEmulator, type GitHubEmulator } from './fakes/github/server.js';
-import { freePort, SshdMachine } from './fakes/lambda/machine.js';
-import { startController, type ControllerProcess } from './support/controller.js';
-import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
+import { apply, waitFor } from './support/kube.js';
+import { condition, HOST_ACCOUNT, startRunnerTargetPool, TEST_TIMES, type RunnerTargetPool } from './support/runnertarget.js';
 
-const kubectl = testKubectl();
-let gce: GceEmulator;
-let gh: GitHubEmulator;
-let controller: ControllerProcess;
-let ns: string;
-let hostsRunning: NodeJS.Timeout;
-let controllerArgs: string[];
-const machines = new Map<string, SshdMachine>();
-const runnersStarted = new Set<string>();
-/** Host keys of a machine that is not the one answering: what an impostor's published keys look like. */
-let decoyKeys: string[];
-
-const HOST_ACCOUNT = 'runner-host@leasehold-test.iam.gserviceaccount.com';
-
-async function must(args: string[], input?: string): Promise<string> {
-  const r = await kubectl(args, input);
-  if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}${r.stdout}`);
-  return r.stdout;
-}
-
-async function target(name: string, repo: string, over: Record<string, unknown> = {}): Promise<void> {
-  const spec = {
-    github: { org: gh.org, repositories: [`${gh.org}/${repo}`], tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url },
-    gce: {
-      project: gce.project,
-      zones: ['us-central1-a', 'us-central1-b'],
-      machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }],
-      serviceAccount: HOST_ACCOUNT,
-      credentialsSecretRef: { name: 'gce-key' },
-      endpoint: gce.url,
-    },
-    floor: 0,
-    maxHosts: 2,
-    dailyBudgetUSD: 10,
-    // One check when created, none after within a test: each test looks at exactly one check.
-    checkInterval: '1h',
-    ...over,
-  };
-  await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name, namespace: ns }, spec }));
-}
-
-const get = (name: string) => getJSON(kubectl, ['runnertarget', name, '-n', ns]);
-const condition = (t: any, type: string) => (t?.status?.conditions ?? []).find((c: any) => c.type === type);
-
-async function events(name: string): Promise<any[]> {
-  return (await getJSON(kubectl, ['events', '-n', ns, '--field-selector', `involvedObject.name=${name}`]))?.items ?? [];
-}
-
-/** The VMs of one RunnerTarget, by its name label. */
-const vmsOf = (name: string) => gce.instances().filter((i) => i.labels['leasehold-runnertarget'] === name);
-const runnersOf = (name: string) => gh.runners().filter((r) => r.name.startsWith(`${name}-`));
+let pool: RunnerTargetPool;
+const target = (name: string, repo: string, over?: Record<string, unknown>) => pool.target(name, repo, over);
+const get = (name: string) => pool.get(name);
+const events = (name: string) => pool.events(name);
+const must = (args: string[]) => pool.must(args);
+const vmsOf = (name: string) => pool.vmsOf(name);
+const runnersOf = (name: string) => pool.runnersOf(name);
 
 beforeAll(async () => {
-  const root = await mkdtemp(join(tmpdir(), 'runnertarget-hosts-'));
-  const sshPort = await freePort();
-  decoyKeys = (await SshdMachine.create({ dir: join(root, 'decoy'), address: '127.0.0.1', port: sshPort, authorizedKeys: [], hostKeys: [], comment: 'decoy' })).hostKeys;
-  gce = await startGceEmulator({
-    onInstanceRunning: async (i) => {
-      const keys = i.metadata.filter((m) => m.key === 'ssh-keys').flatMap((m) => m.value.split('\n')).map((l) => l.slice(l.indexOf(':') + 1)).filter(Boolean);
-      const m = await SshdMachine.create({ dir: join(root, i.name), address: i.address, port: sshPort, authorizedKeys: keys, hostKeys: [], comment: `gce-${i.name}` });
-      await m.start();
-      machines.set(i.name, m);
-      // An impostor: the published host keys are not those of the machine that answers.
-      return { hostKeys: i.labels['leasehold-runnertarget'] === 'impostor' ? decoyKeys : m.hostKeys, sshPort };
-    },
-    onInstanceGone: async (i) => machines.get(i.name)?.stop(),
-  });
-  gh = await startGitHubEmulator();
-  // Each host runs its runner from the config once it is there, as the image's runner service does.
-  hostsRunning = setInterval(() => {
-    for (const [name, m] of machines) {
-      const file = join(m.home, JIT_CONFIG_PATH);
-      if (runnersStarted.has(name) || !existsSync(file)) continue;
-      runnersStarted.add(name);
-      gh.startRunner(readFileSync(file, 'utf8'));
-    }
-  }, 100);
-  ns = await freshNamespace(kubectl, 'runnertarget');
-  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gh-token', namespace: ns }, stringData: { token: gh.token } }));
-  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
-  controllerArgs = ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
-    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01'];
-  controller = await startController(process.env.E2E_KUBECONFIG!, controllerArgs);
+  pool = await startRunnerTargetPool('runnertarget', { impostors: ['impostor'] });
 });
 
 afterAll(async () => {
-  clearInterval(hostsRunning);
-  await controller?.stop();
-  await Promise.all([...machines.values()].map((m) => m.stop()));
-  await gce?.stop();
-  await gh?.stop();
-  if (ns) await kubectl(['delete', 'namespace', ns, '--wait=false']);
+  await pool?.stop();
 });
+
+// A finished test's pool is checked no more, so that its SSH looks do not slow the tests after it.
+afterEach(() => pool.quiet());
 
 describe('RunnerTarget checks', () => {
   it('a dry run plans the launches the queue needs, writes the plan to status and an event, and changes nothing anywhere', async () => {
-    gh.queueRun('dry', [{ labels: ['self-hosted', 'linux'] }, { labels: ['self-hosted', 'linux'] }]);
+    pool.gh.queueRun('dry', [{ labels: ['self-hosted', 'linux'] }, { labels: ['self-hosted', 'linux'] }]);
     await target('dry', 'dry', { dryRun: true });
     const t = await waitFor('the dry run plan in status', async () => {
       const got = await get('dry');
@@ -128,29 +45,29 @@ describe('RunnerTarget checks', () => {
     const planEvent = await waitFor('the DryRunPlan event', async () => (await events('dry')).find((e) => e.reason === 'DryRunPlan'));
     expect(planEvent.message).toContain('"launch":2');
     // Read-only everywhere: no insert or delete, no runner removed or JIT config made, no check lease taken.
-    expect(gce.mutations).toHaveLength(0);
-    expect(gh.mutations).toHaveLength(0);
-    expect(gce.requests.filter((r) => r.op === 'list').length).toBeGreaterThanOrEqual(2);
-    const leases = JSON.parse(await must(['get', 'leases.coordination.k8s.io', '-n', ns, '-o', 'json'])).items;
+    expect(pool.gce.mutations).toHaveLength(0);
+    expect(pool.gh.mutations).toHaveLength(0);
+    expect(pool.gce.requests.filter((r) => r.op === 'list').length).toBeGreaterThanOrEqual(2);
+    const leases = JSON.parse(await must(['get', 'leases.coordination.k8s.io', '-n', pool.ns, '-o', 'json'])).items;
     expect(leases.filter((l: any) => l.metadata.name.startsWith('runnertarget-'))).toEqual([]);
   });
 
   it('a queued job launches a spot VM whose receipt is in status before the insert reaches Compute Engine', async () => {
-    gh.queueRun('live', [{ labels: ['self-hosted', 'linux'] }]);
+    pool.gh.queueRun('live', [{ labels: ['self-hosted', 'linux'] }]);
     // The insert is held at the emulator for a while: the receipt must already be in status when it arrives.
-    gce.fault({ op: 'insert', mode: 'delay', ms: 3000, times: 1 });
+    pool.gce.fault({ op: 'insert', mode: 'delay', ms: 3000, times: 1 });
     await target('live', 'live');
-    await waitFor('the insert at Compute Engine', async () => gce.requests.some((r) => r.op === 'insert'), 60_000);
+    await waitFor('the insert at Compute Engine', async () => pool.gce.requests.some((r) => r.op === 'insert'), 60_000);
     const during = await get('live');
     const receipt = (during.status?.receipts ?? []).find((r: any) => r.action === 'Launch');
     expect(receipt).toMatchObject({ phase: 'Intended', zone: 'us-central1-a', machineType: 'e2-standard-4', provisioningModel: 'SPOT' });
     expect(receipt.requestId).toMatch(/^[0-9a-f-]{36}$/);
     const name = receipt.hosts[0];
-    expect(gce.instances()).toEqual([]);
+    expect(pool.gce.instances()).toEqual([]);
     expect(condition(during, 'Held')).toMatchObject({ status: 'True', reason: 'CheckRunning' });
     expect(during.status.hosts).toEqual([expect.objectContaining({ name, state: 'Launching', zone: 'us-central1-a' })]);
 
-    const vm = await waitFor('the VM', async () => gce.instance('us-central1-a', name), 30_000);
+    const vm = await waitFor('the VM', async () => pool.gce.instance('us-central1-a', name), 30_000);
     expect(vm.requestId).toBe(receipt.requestId);
     expect(vm.scheduling).toMatchObject({ provisioningModel: 'SPOT', instanceTerminationAction: 'DELETE' });
     expect(vm.labels).toMatchObject({ 'leasehold-runnertarget': 'live', 'leasehold-runnertarget-uid': during.metadata.uid });
@@ -170,17 +87,17 @@ describe('RunnerTarget checks', () => {
     // The launch stays Intended until its runner registers; the next check continues it from there.
     expect(after.status.receipts).toEqual([expect.objectContaining({ id: receipt.id, phase: 'Intended' })]);
     expect(vmsOf('live')).toHaveLength(1);
-    expect(gce.requests.filter((r) => r.op === 'insert')).toHaveLength(1);
+    expect(pool.gce.requests.filter((r) => r.op === 'insert')).toHaveLength(1);
     expect((await events('live')).map((e) => e.reason)).toContain('Launched');
   });
 
   it('a receipt write that conflicts stops the check before any provider change: Durable=False, no insert', async () => {
-    gh.queueRun('conflict', [{ labels: ['self-hosted', 'linux'] }]);
+    pool.gh.queueRun('conflict', [{ labels: ['self-hosted', 'linux'] }]);
     // The check's look at the jobs is held at GitHub; meanwhile another writer moves the RunnerTarget.
-    gh.fault({ op: 'list-jobs', mode: 'delay', ms: 3000, times: 1 });
+    pool.gh.fault({ op: 'list-jobs', mode: 'delay', ms: 3000, times: 1 });
     await target('conflict', 'conflict');
-    await waitFor('the check reading the jobs', async () => gh.requests.some((r) => r.op === 'list-jobs' && r.path.includes('/conflict/')), 60_000);
-    await must(['annotate', 'runnertarget', 'conflict', '-n', ns, 'example.com/touched=yes']);
+    await waitFor('the check reading the jobs', async () => pool.gh.requests.some((r) => r.op === 'list-jobs' && r.path.includes('/conflict/')), 60_000);
+    await must(['annotate', 'runnertarget', 'conflict', '-n', pool.ns, 'example.com/touched=yes']);
     const t = await waitFor('Durable=False', async () => {
       const got = await get('conflict');
       return condition(got, 'Durable')?.status === 'False' ? got : undefined;
@@ -195,20 +112,20 @@ describe('RunnerTarget checks', () => {
   });
 
   it('a check lease held by another replica: the check changes nothing and says so; once it is let go, the next check acts', async () => {
-    gh.queueRun('held', [{ labels: ['self-hosted', 'linux'] }]);
+    pool.gh.queueRun('held', [{ labels: ['self-hosted', 'linux'] }]);
     // A dry run first, to learn the UID the check lease is named after before any live check.
     await target('held', 'held', { dryRun: true });
     const dry = await waitFor('the dry run', async () => (await get('held'))?.status?.plan);
     expect(dry.dryRun).toBe(true);
     const uid = (await get('held')).metadata.uid;
     const now = new Date().toISOString().replace('Z', '000Z');
-    await apply(kubectl, JSON.stringify({
+    await apply(pool.kubectl, JSON.stringify({
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
-      metadata: { name: `runnertarget-${uid}`, namespace: ns },
+      metadata: { name: `runnertarget-${uid}`, namespace: pool.ns },
       spec: { holderIdentity: 'other-replica', leaseDurationSeconds: 3600, acquireTime: now, renewTime: now },
     }));
-    await must(['patch', 'runnertarget', 'held', '-n', ns, '--type=merge', '-p', '{"spec":{"dryRun":false}}']);
+    await must(['patch', 'runnertarget', 'held', '-n', pool.ns, '--type=merge', '-p', '{"spec":{"dryRun":false}}']);
     const patched = await get('held');
     const held = await waitFor('the HeldElsewhere event', async () => (await events('held')).find((e) => e.reason === 'HeldElsewhere'), 60_000);
     expect(held.message).toContain('other-replica');
@@ -219,16 +136,16 @@ describe('RunnerTarget checks', () => {
     expect(vmsOf('held')).toEqual([]);
 
     // The other replica lets go: the next attempt takes the lease and launches.
-    await must(['patch', 'leases.coordination.k8s.io', `runnertarget-${uid}`, '-n', ns, '--type=merge', '-p', '{"spec":{"holderIdentity":""}}']);
+    await must(['patch', 'leases.coordination.k8s.io', `runnertarget-${uid}`, '-n', pool.ns, '--type=merge', '-p', '{"spec":{"holderIdentity":""}}']);
     await waitFor('the launch after the lease was let go', async () => vmsOf('held').length > 0, 120_000, 500);
-    const lease = JSON.parse(await must(['get', 'leases.coordination.k8s.io', `runnertarget-${uid}`, '-n', ns, '-o', 'json']));
+    const lease = JSON.parse(await must(['get', 'leases.coordination.k8s.io', `runnertarget-${uid}`, '-n', pool.ns, '-o', 'json']));
     expect(lease.spec.leaseTransitions).toBeGreaterThanOrEqual(1);
     const launched = await get('held');
     expect((launched.status.receipts ?? []).map((r: any) => r.action)).toEqual(['Launch']);
   });
 
   it('a launched host gets its runner config over SSH with its published host key pinned; its runner registers and the launch is Done', async () => {
-    gh.queueRun('ssh', [{ labels: ['self-hosted', 'linux'] }]);
+    pool.gh.queueRun('ssh', [{ labels: ['self-hosted', 'linux'] }]);
     await target('ssh', 'ssh');
     const done = await waitFor('the launch receipt Done', async () => {
       const got = await get('ssh');
@@ -237,39 +154,39 @@ describe('RunnerTarget checks', () => {
     const name = done.status.receipts[0].hosts[0];
     expect(runnersOf('ssh')).toEqual([expect.objectContaining({ name, status: 'online' })]);
     expect(runnersOf('ssh')[0]!.labels.map((l) => l.name).sort()).toEqual(['linux', 'self-hosted', 'x64']);
-    const file = join(machines.get(name)!.home, JIT_CONFIG_PATH);
+    const file = join(pool.machines.get(name)!.home, JIT_CONFIG_PATH);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     // The config went over SSH only: nothing of it in the instance's metadata.
-    expect(JSON.stringify(gce.instance('us-central1-a', name)!.metadata)).not.toContain(readFileSync(file, 'utf8').trim().slice(0, 40));
+    expect(JSON.stringify(pool.gce.instance('us-central1-a', name)!.metadata)).not.toContain(readFileSync(file, 'utf8').trim().slice(0, 40));
     expect((await events('ssh')).map((e) => e.reason)).toContain('RunnerConfigDelivered');
     const host = await waitFor('the host Idle', async () => (await get('ssh'))?.status?.hosts?.find((h: any) => h.name === name && h.state === 'Idle'), 60_000, 500);
     expect(host.runnerID).toBe(runnersOf('ssh')[0]!.id);
   });
 
   it('a host whose SSH host key is not the one it published is not trusted: no runner config is made for it', async () => {
-    gh.queueRun('impostor', [{ labels: ['self-hosted', 'linux'] }]);
+    pool.gh.queueRun('impostor', [{ labels: ['self-hosted', 'linux'] }]);
     await target('impostor', 'impostor');
     const refused = await waitFor('the refused connection', async () => (await events('impostor')).find((e) => e.reason === 'HostUnreachable'), 120_000, 500);
     expect(refused.message).toMatch(/host key/i);
     expect(runnersOf('impostor')).toEqual([]);
     const t = await get('impostor');
     expect(t.status.receipts).toEqual([expect.objectContaining({ action: 'Launch', phase: 'Intended' })]);
-    expect(existsSync(join(machines.get(t.status.receipts[0].hosts[0])!.home, JIT_CONFIG_PATH))).toBe(false);
+    expect(existsSync(join(pool.machines.get(t.status.receipts[0].hosts[0])!.home, JIT_CONFIG_PATH))).toBe(false);
   });
 
   it('a zone without capacity moves the launch to the next zone, a quota error to the next tier, each try with a receipt of its own', async () => {
-    gh.queueRun('capacity', [{ labels: ['self-hosted', 'linux'] }]);
-    gce.refuse({ zone: 'us-central1-a', machineType: 'e2-standard-4', code: 'ZONE_RESOURCE_POOL_EXHAUSTED', as: 'operation', times: 1 });
-    gce.refuse({ zone: 'us-central1-b', machineType: 'e2-standard-4', code: 'QUOTA_EXCEEDED', as: 'http', times: 1 });
+    pool.gh.queueRun('capacity', [{ labels: ['self-hosted', 'linux'] }]);
+    pool.gce.refuse({ zone: 'us-central1-a', machineType: 'e2-standard-4', code: 'ZONE_RESOURCE_POOL_EXHAUSTED', as: 'operation', times: 1 });
+    pool.gce.refuse({ zone: 'us-central1-b', machineType: 'e2-standard-4', code: 'QUOTA_EXCEEDED', as: 'http', times: 1 });
     await target('capacity', 'capacity', {
       maxHosts: 1,
       gce: {
-        project: gce.project,
+        project: pool.gce.project,
         zones: ['us-central1-a', 'us-central1-b'],
         machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }, { machineType: 'e2-standard-8', pricePerHour: 0.1 }],
         serviceAccount: HOST_ACCOUNT,
         credentialsSecretRef: { name: 'gce-key' },
-        endpoint: gce.url,
+        endpoint: pool.gce.url,
       },
     });
     const t = await waitFor('the launch in the third placement', async () => {
@@ -291,14 +208,14 @@ describe('RunnerTarget checks', () => {
   });
 
   it('with no job left, an idle host leaves in order: its runner removed first, no job process found over SSH, then its VM deleted', async () => {
-    const { jobIds } = gh.queueRun('drain', [{ labels: ['self-hosted', 'linux'] }]);
+    const { jobIds } = pool.gh.queueRun('drain', [{ labels: ['self-hosted', 'linux'] }]);
     await target('drain', 'drain', { checkInterval: '5s', maxHosts: 1 });
     const idle = await waitFor('the host Idle', async () => (await get('drain'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
-    gh.completeJob(jobIds[0]!, 'cancelled');
-    // GitHub's busy flag may lag a minute behind a job's start: an idle host is kept that long before it drains.
+    pool.gh.completeJob(jobIds[0]!, 'cancelled');
+    // GitHub's busy flag may lag behind a job's start: an idle host is kept that long (--runner-busy-flag-lag) before it drains.
     await waitFor('the VM deleted', async () => vmsOf('drain').length === 0, 240_000, 1000);
-    const removed = gh.requests.filter((r) => r.op === 'delete-runner' && r.path.endsWith(`/${idle.runnerID}`));
-    const deleted = gce.requests.filter((r) => r.op === 'delete' && r.path.endsWith(`/${idle.name}`));
+    const removed = pool.gh.requests.filter((r) => r.op === 'delete-runner' && r.path.endsWith(`/${idle.runnerID}`));
+    const deleted = pool.gce.requests.filter((r) => r.op === 'delete' && r.path.endsWith(`/${idle.name}`));
     expect(removed).toHaveLength(1);
     expect(deleted.length).toBeGreaterThanOrEqual(1);
     expect(removed[0]!.time).toBeLessThan(deleted[0]!.time);
@@ -307,22 +224,22 @@ describe('RunnerTarget checks', () => {
       return (got?.status?.hosts ?? []).length === 0 ? got : undefined;
     }, 60_000, 500);
     expect(t.status.receipts.map((r: any) => [r.action, r.phase])).toEqual([['Launch', 'Done'], ['Deregister', 'Done'], ['Delete', 'Done']]);
-    expect(Date.parse(t.status.receipts[1].at) - Date.parse(idle.idleSince)).toBeGreaterThanOrEqual(60_000);
+    expect(Date.parse(t.status.receipts[1].at) - Date.parse(idle.idleSince)).toBeGreaterThanOrEqual(TEST_TIMES.busyLagMs);
   }, 360_000);
 
   it('a controller killed while its insert is in flight: the next one continues the launch from its receipt, with no second VM', async () => {
-    gh.queueRun('sigkill', [{ labels: ['self-hosted', 'linux'] }]);
-    gce.fault({ op: 'insert', mode: 'delay', ms: 3000, times: 1 });
-    const inserts = gce.requests.filter((r) => r.op === 'insert').length;
+    pool.gh.queueRun('sigkill', [{ labels: ['self-hosted', 'linux'] }]);
+    pool.gce.fault({ op: 'insert', mode: 'delay', ms: 3000, times: 1 });
+    const inserts = pool.gce.requests.filter((r) => r.op === 'insert').length;
     await target('sigkill', 'sigkill');
-    await waitFor('the insert at Compute Engine', async () => gce.requests.filter((r) => r.op === 'insert').length > inserts, 60_000);
-    await controller.stop('SIGKILL');
+    await waitFor('the insert at Compute Engine', async () => pool.gce.requests.filter((r) => r.op === 'insert').length > inserts, 60_000);
+    await pool.controller.stop('SIGKILL');
     const receipt = (await get('sigkill')).status.receipts[0];
     expect(receipt).toMatchObject({ action: 'Launch', phase: 'Intended' });
     // The insert lands after its sender died; the receipt is the only record of it.
     await waitFor('the VM of the dead check', async () => vmsOf('sigkill').length === 1, 30_000);
-    controller = await startController(process.env.E2E_KUBECONFIG!, controllerArgs);
-    // The dead replica's check lease runs out first (30 s by the new replica's clock).
+    await pool.startController();
+    // The dead replica's check lease runs out first (--runner-check-lease by the new replica's clock).
     const t = await waitFor('the launch continued to Done', async () => {
       const got = await get('sigkill');
       return got?.status?.receipts?.[0]?.phase === 'Done' ? got : undefined;
@@ -334,10 +251,10 @@ describe('RunnerTarget checks', () => {
   }, 360_000);
 
   it('a preempted spot host: its ghost runner is removed and, with the job still queued, a new host replaces it', async () => {
-    gh.queueRun('preempt', [{ labels: ['self-hosted', 'linux'] }]);
+    pool.gh.queueRun('preempt', [{ labels: ['self-hosted', 'linux'] }]);
     await target('preempt', 'preempt', { checkInterval: '5s', maxHosts: 1 });
     const first = await waitFor('the host Idle', async () => (await get('preempt'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
-    gce.preempt(first.zone, first.name);
+    pool.gce.preempt(first.zone, first.name);
     const preempted = await waitFor('the Preempted event', async () => (await events('preempt')).find((e) => e.reason === 'Preempted'), 60_000, 500);
     expect(preempted.message).toContain(first.name);
     await waitFor('the ghost runner removed', async () => !runnersOf('preempt').some((r) => r.name === first.name), 60_000, 500);
@@ -349,32 +266,32 @@ describe('RunnerTarget checks', () => {
   });
 
   it('a deleted RunnerTarget stays until its pool is gone: hosts drained in order, VMs deleted, runners removed, then the finalizer goes', async () => {
-    gh.queueRun('teardown', [{ labels: ['self-hosted', 'linux'] }]);
+    pool.gh.queueRun('teardown', [{ labels: ['self-hosted', 'linux'] }]);
     await target('teardown', 'teardown', { checkInterval: '5s', maxHosts: 1 });
     const idle = await waitFor('the host Idle', async () => (await get('teardown'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
     expect((await get('teardown')).metadata.finalizers).toContain('leasehold.dev/runner-hosts');
-    await must(['delete', 'runnertarget', 'teardown', '-n', ns, '--wait=false']);
+    await must(['delete', 'runnertarget', 'teardown', '-n', pool.ns, '--wait=false']);
     await waitFor('the RunnerTarget gone', async () => (await get('teardown')) === undefined, 240_000, 1000);
     expect(vmsOf('teardown')).toEqual([]);
     expect(runnersOf('teardown')).toEqual([]);
-    const removed = gh.requests.filter((r) => r.op === 'delete-runner' && r.path.endsWith(`/${idle.runnerID}`));
-    const deleted = gce.requests.filter((r) => r.op === 'delete' && r.path.endsWith(`/${idle.name}`));
+    const removed = pool.gh.requests.filter((r) => r.op === 'delete-runner' && r.path.endsWith(`/${idle.runnerID}`));
+    const deleted = pool.gce.requests.filter((r) => r.op === 'delete' && r.path.endsWith(`/${idle.name}`));
     expect(removed[0]!.time).toBeLessThan(deleted[0]!.time);
   }, 360_000);
 
   it('a host whose job process runs is never drained, whatever GitHub\'s busy flag says; once the job ends it drains', async () => {
-    const { jobIds } = gh.queueRun('worker', [{ labels: ['self-hosted', 'linux'] }]);
+    const { jobIds } = pool.gh.queueRun('worker', [{ labels: ['self-hosted', 'linux'] }]);
     await target('worker', 'worker', { checkInterval: '5s', maxHosts: 1 });
     const idle = await waitFor('the host Idle', async () => (await get('worker'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
     // A job runs on the host (its runner's worker process), but GitHub's flag says idle and no job waits.
-    const home = machines.get(idle.name)!.home;
-    const worker = spawn('bash', ['-c', `exec -a "${home}/actions-runner/bin/Runner.Worker" sleep 600`], { stdio: 'ignore' });
+    const worker = pool.spawnWorker(idle.name);
     try {
-      gh.completeJob(jobIds[0]!, 'cancelled');
+      pool.gh.completeJob(jobIds[0]!, 'cancelled');
       await waitFor('the host seen Busy over SSH', async () => (await get('worker'))?.status?.hosts?.find((h: any) => h.state === 'Busy'), 60_000, 500);
       const busyAt = Date.now();
-      // Past the busy-flag lag and many checks: the host stays, its runner is not touched.
-      await waitFor('the busy-flag lag and a few checks more', async () => Date.now() - busyAt > 75_000, 90_000, 1000);
+      // Past the busy-flag lag and three checks (5 s apart) more: the host stays, its runner is not touched.
+      const past = busyAt + TEST_TIMES.busyLagMs + 3 * 5_000;
+      await waitFor('the busy-flag lag and a few checks more', async () => Date.parse((await get('worker'))?.status?.lastCheckAt ?? '') > past, 90_000, 500);
       const t = await get('worker');
       expect(t.status.hosts).toEqual([expect.objectContaining({ name: idle.name, state: 'Busy' })]);
       expect(t.status.receipts.map((r: any) => r.action)).toEqual(['Launch']);

@@ -57,6 +57,11 @@ describe('demand', () => {
       { busy: 1, idle: 1, desired: 4, launch: 2 },
     ],
     [
+      'a host SSH saw running a job is busy while its flag reads false: the queued job gets a host of its own',
+      { hosts: [host('h0', 'Busy')], observation: { jobs: [job('queued')], runners: [runner('h0')] } },
+      { busy: 1, idle: 0, desired: 2, launch: 1 },
+    ],
+    [
       'launching and registering hosts already count',
       { hosts: [host('h0', 'Launching'), host('h1', 'Registering')], observation: { jobs: times(2, () => job('queued')), runners: [] } },
       { desired: 2, launch: 0 },

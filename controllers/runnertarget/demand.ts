@@ -67,6 +67,8 @@ export function demand({ spec, hosts, observation, affordableLaunches }: DemandI
   const queued = observation.jobs.filter((j) => j.status === 'queued' && jobFits(j, spec.github)).length;
   const running = observation.jobs.filter((j) => j.status === 'in_progress' && jobFits(j, spec.github)).length;
   const busyNames = busyRunners(observation.runners, observation.jobs);
+  // A host SSH found running a job (hosts.ts) takes no queued job, whatever GitHub's lagging flag says.
+  for (const h of hosts) if (h.state === 'Busy') busyNames.add(h.name);
   const busy = busyNames.size;
   const idle = observation.runners.filter((r) => r.status === 'online' && !busyNames.has(r.name)).length;
   // A host marked as an orphan has had no runner past its boot grace: it takes no jobs, so it is no capacity.

@@ -1,7 +1,7 @@
 // Each host's state from what this check saw: its VM, its runner (GitHub's
 // busy flag, a job in progress on it, or a job process SSH found) and the
 // state status recorded. Draining and Deleting belong to scale-down and
-// change only there. VMs of the pool missing from status (a status write
+// change only there, but for a host whose runner left after its job. VMs of the pool missing from status (a status write
 // lost after a launch) are adopted, so that orphan and budget policies see
 // them.
 import type { RunnerHost, RunnerTargetSpec } from '../../src/api/index.js';
@@ -34,6 +34,11 @@ export function observeHosts(hosts: readonly RunnerHost[], observation: Observat
     const runner = runners.get(h.name);
     const { idleSince: _idle, message: _message, ...rest } = h;
     if (busy.has(h.name)) return { ...rest, state: 'Busy', ...(runner ? { runnerID: runner.id } : {}) };
+    // A JIT runner is ephemeral: GitHub removes it after its one job. A host whose runner was up and is gone
+    // takes no more jobs; it drains like any other, so SSH confirms no job runs before its VM is deleted.
+    if (!runner && (h.state === 'Idle' || h.state === 'Busy') && h.runnerID !== undefined) {
+      return { ...rest, state: 'Draining', message: `runner ${h.name} is gone (a just-in-time runner leaves after its one job); confirming over SSH that no job runs before the VM is deleted` };
+    }
     if (!runner) return { ...rest, state: 'Registering', message: 'VM running; its runner has not registered' };
     if (runner.status !== 'online') return { ...rest, state: 'Registering', runnerID: runner.id, message: 'runner registered but offline' };
     // The idle clock restarts whenever the host is seen busy, so "idle for N s" means every check since saw it idle.

@@ -62,6 +62,16 @@ describe('planCheck', () => {
     if (changes[0] === 'delete a') expect(p.hosts.find((h) => h.name === 'a')!.state).toBe('Deleting');
   });
 
+  it.each<[string, HostProbe['job'], string[], string]>([
+    ['no job process: its VM is deleted in the same check', 'none', ['delete b'], 'Deleting'],
+    ['unread: its VM is kept for the next look', 'unknown', [], 'Draining'],
+  ])('a host whose runner left after its one job drains, and a new host keeps the floor: %s', (_name, job, deletes, state) => {
+    const p = plan({ hosts: [idleHost('a'), host('b', 'Busy', { runnerID: 7 })] }, { vms: [vm('a'), vm('b')], runners: [runner('a')], probes: probes([['b', { job }]]) }, { spec: { ...spec, floor: 2 } });
+    expect(kinds(p).filter((k) => k.startsWith('delete'))).toEqual(deletes);
+    expect(p.hosts.find((h) => h.name === 'b')).toMatchObject({ state });
+    expect(p.plan.launch).toBe(1);
+  });
+
   it('a preempted host leaves status, its hours stay in spend, and it is replaced when jobs wait', () => {
     const p = plan({ hosts: [host('a', 'Busy', { createdAt: '2026-12-03T10:00:00Z', pricePerHour: 0.5 })] }, { jobs: [job('queued')] });
     expect(p.ended).toEqual([{ createdAt: '2026-12-03T10:00:00Z', endedAt: iso(NOW), pricePerHour: 0.5 }]);

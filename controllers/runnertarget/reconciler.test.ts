@@ -4,7 +4,11 @@ import { CredentialsError, OWN_IDENTITY_DISABLED, TargetSpecError } from './oper
 import { RunnerTargetReconciler, type RunnerTargetDeps } from './reconciler.js';
 import { spec } from './testing/pool.js';
 
-function world(over: Partial<RunnerTarget['spec']> = {}, refusal: Error = new CredentialsError('Secret ci/gh (spec.github.tokenSecretRef) does not exist; create it with the GitHub token under key token')) {
+function world(
+  over: Partial<RunnerTarget['spec']> = {},
+  refusal: Error = new CredentialsError('Secret ci/gh (spec.github.tokenSecretRef) does not exist; create it with the GitHub token under key token'),
+  extra: Partial<RunnerTargetDeps> = {},
+) {
   let now = Date.parse('2026-12-03T12:00:00Z');
   const target: RunnerTarget = {
     apiVersion: 'leasehold.dev/v1alpha1',
@@ -44,6 +48,7 @@ function world(over: Partial<RunnerTarget['spec']> = {}, refusal: Error = new Cr
     installationID: 'abcd',
     hostAccess: async () => ({ privateKey: '', publicKey: 'ssh-ed25519 AAAA', user: 'leasehold', port: 22 }),
     now: () => now,
+    ...extra,
   };
   return {
     target,
@@ -101,6 +106,20 @@ describe('RunnerTargetReconciler', () => {
     expect(w.events).toEqual([expect.objectContaining({ type: 'Normal', reason: 'HeldElsewhere', message: expect.stringContaining('other-replica') })]);
     w.holdElsewhere(undefined);
     w.advance(31_000);
+    await w.reconciler.reconcile('ci/pool');
+    expect(w.acquired).toHaveLength(2);
+  });
+
+  it.each([
+    ['the default', undefined, 10_000],
+    ['a shorter follow-up (a test controller)', 2_000, 2_000],
+  ])('an open launch is checked again after the follow-up, %s, not after checkInterval', async (_name, followUpMs, expected) => {
+    const w = world({}, undefined, followUpMs ? { followUpMs } : {});
+    w.target.status = { receipts: [{ id: 'r1', action: 'Launch', hosts: ['pool-a'], phase: 'Intended', at: '2026-12-03T11:59:00Z' }] };
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: expected });
+    w.advance(expected - 1);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 1 });
+    w.advance(1);
     await w.reconciler.reconcile('ci/pool');
     expect(w.acquired).toHaveLength(2);
   });

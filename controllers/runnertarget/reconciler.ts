@@ -35,6 +35,8 @@ export interface RunnerTargetDeps {
   /** The controller's SSH key (every host admits its public half) and the hosts' login user and port. */
   hostAccess(): Promise<HostAccess>;
   settings?: Partial<PlanSettings>;
+  /** How soon a check follows an open launch or a deleted target's check (LAUNCH_FOLLOW_UP_MS unless set). */
+  followUpMs?: number;
   metrics?: RunnerTargetMetrics;
   log?: Logger;
   now?: () => number;
@@ -61,15 +63,16 @@ export class RunnerTargetReconciler {
       return;
     }
     const deleting = !!target.metadata?.deletionTimestamp;
+    const followUp = this.deps.followUpMs ?? LAUNCH_FOLLOW_UP_MS;
     if (deleting && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) return;
     if (!deleting && this.deps.finalizers && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) await this.deps.finalizers.add(target);
     // A target being deleted is checked as often as an open launch, until its pool is gone.
-    const interval = deleting ? Math.min(durationMs(target.spec.checkInterval), LAUNCH_FOLLOW_UP_MS) : durationMs(target.spec.checkInterval);
+    const interval = deleting ? Math.min(durationMs(target.spec.checkInterval), followUp) : durationMs(target.spec.checkInterval);
     const generation = target.metadata?.generation;
     const last = this.checked.get(key) ?? { at: Date.parse(target.status?.lastCheckAt ?? ''), generation: target.status?.observedGeneration };
     const now = this.now();
     // An open launch is followed sooner than the interval: its host waits for its runner config.
-    const every = openReceipts(target.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, LAUNCH_FOLLOW_UP_MS) : interval;
+    const every = openReceipts(target.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, followUp) : interval;
     if (Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
     const result = await new CheckRun(this.deps, target).run();
     if (deleting && result.poolGone && this.deps.finalizers) {
@@ -79,7 +82,7 @@ export class RunnerTargetReconciler {
     // A check that found the lease held elsewhere did nothing: it is tried again soon, not after a whole interval.
     if (result.state !== 'Held') this.checked.set(key, { at: this.now(), generation });
     const fresh = this.deps.targets.get(namespace, name) ?? target;
-    const follow = openReceipts(fresh.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, LAUNCH_FOLLOW_UP_MS) : interval;
+    const follow = openReceipts(fresh.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, followUp) : interval;
     return { requeueAfter: result.retryAfterMs ?? follow };
   }
 }

@@ -26,6 +26,9 @@ export interface RunnerTargetOptions {
   hostSSH?: { user?: string | undefined; port?: number | undefined };
   /** The controller's own Compute Engine identity and the endpoint its tokens may go to, for targets without spec.gce.credentialsSecretRef (--runner-gce-own-identity); absent: they are refused. */
   gceOwnIdentity?: { tokens: AccessTokens; endpoint: string } | undefined;
+  /** How soon a check follows an open launch (LAUNCH_FOLLOW_UP_MS), and the check lease's duration (30 s). */
+  followUpMs?: number;
+  checkLeaseMs?: number;
 }
 
 /** The Unix user the controller's key logs in as on a host (Compute Engine's guest agent makes it from the ssh-keys metadata). */
@@ -52,7 +55,7 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
       ownIdentity: opts.gceOwnIdentity,
       onResult: (provider, operation, code) => mgr.metrics.providerRequests.inc({ provider, operation, code }),
     }),
-    leases: new CheckLeases({ api: mgr.coordination, namespace: opts.controllerNamespace, identity: opts.identity }),
+    leases: new CheckLeases({ api: mgr.coordination, namespace: opts.controllerNamespace, identity: opts.identity, ...(opts.checkLeaseMs ? { durationMs: opts.checkLeaseMs } : {}) }),
     identity: opts.identity,
     installationID: opts.installationID,
     // Read once and kept; a failed read is tried again at the next change.
@@ -66,6 +69,7 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
       }
     },
     ...(opts.settings ? { settings: opts.settings } : {}),
+    ...(opts.followUpMs ? { followUpMs: opts.followUpMs } : {}),
     metrics: new RunnerTargetMetrics(mgr.metrics.registry, () => targets.list()),
     log: mgr.log.child({ controller: 'runnertarget' }),
     finalizers: {

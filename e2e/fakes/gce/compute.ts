@@ -4,7 +4,7 @@
 // STAGING -> RUNNING -> STOPPING -> (gone | TERMINATED).
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { capacityError } from './errors.js';
-import type { ApiOperation, BootedMachine, CapacityCode, EmulatedInstance, GceEmulatorOptions, InstanceStatus, RefusalSpec } from './types.js';
+import type { ApiOperation, BootedMachine, CapacityCode, EmulatedInstance, GceEmulatorOptions, InsertRecord, InstanceStatus, RefusalSpec } from './types.js';
 
 export const COMPUTE_BASE = 'https://www.googleapis.com/compute/v1';
 
@@ -40,7 +40,8 @@ export class Compute {
   readonly instances = new Map<string, EmulatedInstance>();
   readonly operations = new Map<string, OperationState>();
   private readonly byRequestId = new Map<string, OperationState>();
-  private refusals: (RefusalSpec & { id: string; hits: number })[] = [];
+  readonly inserts: InsertRecord[] = [];
+  private refusals: (RefusalSpec & { id: string; hits: number; passed: number })[] = [];
   private refusalSeq = 0;
   private addressSeq = 0;
   private stopped = false;
@@ -60,7 +61,7 @@ export class Compute {
 
   refuse(spec: RefusalSpec): string {
     const id = `refusal-${++this.refusalSeq}`;
-    this.refusals.push({ ...spec, id, hits: 0 });
+    this.refusals.push({ ...spec, id, hits: 0, passed: 0 });
     return id;
   }
 
@@ -69,9 +70,21 @@ export class Compute {
   }
 
   /** The refusal an insert into zone/type meets, counted; undefined when none. */
-  refusalFor(zone: string, machineType: string, as: 'http' | 'operation'): CapacityCode | undefined {
-    const r = this.refusals.find((f) => f.as === as && (f.zone === undefined || f.zone === zone) && (f.machineType === undefined || f.machineType === machineType));
+  refusalFor(zone: string, name: string, machineType: string, provisioningModel: string | undefined, as: 'http' | 'operation'): CapacityCode | undefined {
+    const model = provisioningModel ?? 'STANDARD';
+    const code = this.refusalOf(zone, machineType, model, as);
+    // An HTTP refusal ends the insert; an accepted one is logged once, at the Operation's refusal check.
+    if (code || as === 'operation') this.inserts.push({ time: Date.now(), zone, name, machineType, provisioningModel: model, ...(code ? { refused: code } : {}) });
+    return code;
+  }
+
+  private refusalOf(zone: string, machineType: string, model: string, as: 'http' | 'operation'): CapacityCode | undefined {
+    const r = this.refusals.find((f) => f.as === as && (f.zone ?? zone) === zone && (f.machineType ?? machineType) === machineType && (f.provisioningModel ?? model) === model);
     if (!r) return undefined;
+    if (r.passed < (r.after ?? 0)) {
+      r.passed++;
+      return undefined;
+    }
     r.hits++;
     if (r.times !== undefined && r.hits >= r.times) this.refusals = this.refusals.filter((f) => f !== r);
     return r.code;
@@ -86,12 +99,12 @@ export class Compute {
   }
 
   /** Accepts an insert: the instance exists (PROVISIONING) from now on, unless its Operation fails. */
-  insert(user: string, instance: Omit<EmulatedInstance, 'id' | 'status' | 'address' | 'sshPort' | 'hostKeys' | 'preempted'>): OperationState {
-    const i: EmulatedInstance = { ...instance, id: numericId(), status: 'PROVISIONING', address: this.nextAddress(), sshPort: undefined, hostKeys: [], preempted: false };
+  insert(user: string, instance: Omit<EmulatedInstance, 'id' | 'status' | 'address' | 'sshPort' | 'hostKeys' | 'preempted' | 'creationTimestamp'>): OperationState {
+    const i: EmulatedInstance = { ...instance, id: numericId(), status: 'PROVISIONING', address: this.nextAddress(), sshPort: undefined, hostKeys: [], preempted: false, creationTimestamp: new Date().toISOString() };
     this.instances.set(this.key(i.zone, i.name), i);
     const op = this.newOperation(user, 'insert', i, i.requestId);
     // Decided now, so that a refusal armed later does not hit inserts already under way.
-    const refusal = this.refusalFor(i.zone, i.machineType, 'operation');
+    const refusal = this.refusalFor(i.zone, i.name, i.machineType, i.scheduling.provisioningModel, 'operation');
     void this.run(op, async () => {
       if (refusal) {
         await this.sleep(this.settings.runningMs);

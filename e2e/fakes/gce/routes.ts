@@ -54,6 +54,7 @@ export function gceRoutes(compute: Compute): Route[] {
     return {
       kind: 'compute#instance',
       id: i.id,
+      creationTimestamp: i.creationTimestamp,
       name: i.name,
       zone: zoneLink,
       machineType: `${zoneLink}/machineTypes/${i.machineType}`,
@@ -100,7 +101,7 @@ export function gceRoutes(compute: Compute): Route[] {
     if (scheduling.provisioningModel !== undefined && !['STANDARD', 'SPOT'].includes(scheduling.provisioningModel)) throw invalid('resource.scheduling.provisioningModel', scheduling.provisioningModel, 'Must be STANDARD or SPOT.');
     if (scheduling.instanceTerminationAction !== undefined && !['STOP', 'DELETE'].includes(scheduling.instanceTerminationAction)) throw invalid('resource.scheduling.instanceTerminationAction', scheduling.instanceTerminationAction, 'Must be STOP or DELETE.');
     if (compute.instances.has(compute.key(zone, b.name))) throw new HttpError(409, 'alreadyExists', `The resource '${resource(zone, 'instances', b.name)}' already exists`);
-    const refusal = compute.refusalFor(zone, machineType, 'http');
+    const refusal = compute.refusalFor(zone, b.name, machineType, scheduling.provisioningModel, 'http');
     if (refusal) return capacityReply(refusal, project, zone, machineType);
     const items = Array.isArray(obj(b.metadata).items) ? (obj(b.metadata).items as unknown[]).map(obj) : [];
     const accounts = Array.isArray(b.serviceAccounts) ? (b.serviceAccounts as unknown[]).map(obj) : [];

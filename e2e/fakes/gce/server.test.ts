@@ -223,6 +223,7 @@ describe('Compute Engine emulator', () => {
       const i = (await call(g, token, 'GET', `/zones/${ZONE}/instances/lifecycle-1`)).body;
       expect(i).toMatchObject({
         kind: 'compute#instance',
+        creationTimestamp: g.instance(ZONE, 'lifecycle-1')!.creationTimestamp,
         name: 'lifecycle-1',
         status: 'RUNNING',
         machineType: expect.stringMatching(/\/zones\/us-central1-a\/machineTypes\/e2-standard-4$/),
@@ -377,6 +378,21 @@ describe('Compute Engine emulator', () => {
       expect(g.instance(ZONE, name)).toBeUndefined();
       const elsewhere = await call(g, token, 'POST', `/zones/us-central1-b/instances`, instanceBody(`${name}-b`, { machineType: 'zones/us-central1-b/machineTypes/e2-standard-4' }));
       expect((await waitOp('us-central1-b', elsewhere.body.name)).error).toBeUndefined();
+    });
+
+    it.each([
+      ['a zone with room for two more', { after: 2 }, [200, 200, 503, 503]],
+      ['spot capacity gone, standard still there', { provisioningModel: 'SPOT' as const }, [503, 200, 503, 200]],
+    ])('refuses by provisioning model and after a count: %s', async (_what, over, statuses) => {
+      g.refuse({ zone: ZONE, code: 'ZONE_RESOURCE_POOL_EXHAUSTED', as: 'http', ...over });
+      const got: number[] = [];
+      for (const [n, model] of ['SPOT', 'STANDARD', 'SPOT', 'STANDARD'].entries()) {
+        got.push((await insert(`cap-${statuses.join('')}-${n}`.slice(0, 60), { scheduling: { provisioningModel: model } })).status);
+      }
+      expect(got).toEqual(statuses);
+      expect(g.inserts().filter((r) => r.name.startsWith(`cap-${statuses.join('')}`)).map((r) => [r.provisioningModel, r.refused ?? 'made'])).toEqual(
+        statuses.map((s, n) => [n % 2 ? 'STANDARD' : 'SPOT', s === 200 ? 'made' : 'ZONE_RESOURCE_POOL_EXHAUSTED']),
+      );
     });
   });
 

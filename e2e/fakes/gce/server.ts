@@ -101,6 +101,7 @@ export async function startGceEmulator(opts: GceEmulatorOptions = {}): Promise<G
       const i = compute.instances.get(compute.key(zone, name));
       return i ? structuredClone(i) : undefined;
     },
+    inserts: () => compute.inserts.map((r) => ({ ...r })),
     operations: (zone) => [...compute.operations.values()].filter((o) => zone === undefined || o.zone === compute.zoneLink(zone)).map((o) => compute.view(o)),
     waitForStatus: async (zone, name, status, timeoutMs = 30_000) => {
       const until = Date.now() + timeoutMs;

@@ -24,8 +24,22 @@ export interface RefusalSpec {
   code: CapacityCode;
   /** `http`: the insert itself answers the error; `operation`: the insert is accepted and its Operation ends DONE with the error. */
   as: 'http' | 'operation';
+  /** Default: both; SPOT alone is a zone out of spot capacity that still has standard VMs. */
+  provisioningModel?: 'SPOT' | 'STANDARD';
+  /** Matching inserts it lets through before it refuses (a zone with room for that many more); default 0. */
+  after?: number;
   /** How many inserts it refuses; unlimited when absent. */
   times?: number;
+}
+
+export interface InsertRecord {
+  time: number;
+  zone: string;
+  name: string;
+  machineType: string;
+  provisioningModel: string;
+  /** The capacity or quota code it was refused with, as an HTTP error or in its Operation. */
+  refused?: CapacityCode;
 }
 
 /** What a booted machine offers: its sshd host keys ("ssh-ed25519 AAAA…") and where it listens. */
@@ -106,6 +120,8 @@ export interface EmulatedInstance {
   body: Record<string, unknown>;
   preempted: boolean;
   requestId: string | undefined;
+  /** RFC 3339, when the insert made it (the API's creationTimestamp). */
+  creationTimestamp: string;
 }
 
 /** An Operation as the API shows it. */
@@ -170,6 +186,8 @@ export interface GceEmulator {
   instances(zone?: string): EmulatedInstance[];
   instance(zone: string, name: string): EmulatedInstance | undefined;
   operations(zone?: string): ApiOperation[];
+  /** Every insert that created or was refused an instance, in the order they came (a repeated requestId is not one). */
+  inserts(): InsertRecord[];
   /** Resolves once the instance has the status ('GONE': no longer exists); throws after timeoutMs (default 30000). */
   waitForStatus(zone: string, name: string, status: InstanceStatus | 'GONE', timeoutMs?: number): Promise<void>;
   stop(): Promise<void>;

@@ -1,0 +1,232 @@
+// A RunnerTarget pool for end-to-end tests: the Compute Engine and GitHub
+// emulators in the test process, the controller process against the shared
+// control plane, one namespace. Every VM boots a real sshd that admits the
+// keys of its ssh-keys metadata (as the guest agent does) and publishes its
+// host keys; a host whose runner config arrives over SSH starts a fake
+// runner with it, as the image's runner service would (again for a new
+// config). A job a runner takes runs as a Runner.Worker process on its host,
+// which is what the controller's SSH look finds.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { mkdtemp } from 'node:fs/promises';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { JIT_CONFIG_PATH } from '../../controllers/runnertarget/deliver.js';
+import { startGceEmulator, type EmulatedInstance, type GceEmulator } from '../fakes/gce/server.js';
+import { startGitHubEmulator, type FakeRunner, type GitHubEmulator } from '../fakes/github/server.js';
+import { freePort, SshdMachine } from '../fakes/lambda/machine.js';
+import { startController, type ControllerProcess } from './controller.js';
+import { apply, freshNamespace, getJSON, testKubectl, type Kubectl } from './kube.js';
+
+export const HOST_ACCOUNT = 'runner-host@leasehold-test.iam.gserviceaccount.com';
+const TARGET_LABEL = 'leasehold-runnertarget';
+
+/**
+ * The policy times the test controller runs with, shorter than production's
+ * so that tests wait seconds, not minutes; tests assert against these.
+ */
+export const TEST_TIMES = {
+  /** --runner-busy-flag-lag: how long a host is seen idle before it may drain. */
+  busyLagMs: 5_000,
+  /** --runner-follow-up: how soon a check follows an open launch. */
+  followUpMs: 2_000,
+  /** --runner-check-lease: how long a dead replica's check lease keeps others out. */
+  checkLeaseMs: 5_000,
+};
+
+export interface PoolOptions {
+  /** Targets whose VMs publish host keys that are not those of the machine answering. */
+  impostors?: string[];
+}
+
+export interface JobOnHost {
+  host: string;
+  jobId: number;
+  startedAt: number;
+  endedAt?: number;
+}
+
+export interface RunnerTargetPool {
+  gce: GceEmulator;
+  gh: GitHubEmulator;
+  kubectl: Kubectl;
+  ns: string;
+  controller: ControllerProcess;
+  controllerArgs: string[];
+  machines: Map<string, SshdMachine>;
+  /** The fake runner each host started, by host name (the latest, after a new config). */
+  runners: Map<string, FakeRunner>;
+  /** Called for every runner a host starts; set by a test to have runners take jobs. */
+  onRunner: ((host: string, runner: FakeRunner) => void) | undefined;
+  /** Jobs that ran or run on hosts, in the order they started. */
+  jobs: JobOnHost[];
+  /** Starts the controller (stopping the one running, if any) with the pool's flags and `extra`. */
+  startController(extra?: string[]): Promise<ControllerProcess>;
+  /** Creates or updates RunnerTarget `name` following `repo` (checked once, checkInterval 1h, unless `over` says otherwise). */
+  target(name: string, repo: string, over?: Record<string, unknown>): Promise<void>;
+  get(name: string): Promise<any>;
+  events(name: string): Promise<any[]>;
+  must(args: string[], input?: string): Promise<string>;
+  vmsOf(name: string): EmulatedInstance[];
+  runnersOf(name: string): ReturnType<GitHubEmulator['runners']>;
+  /** The most VMs target `name` had at once, as sampled every 50 ms and at every boot. */
+  peakVMs(name: string): number;
+  /** A process that looks like the runner's job process (Runner.Worker under the login user's home) on host `name`. */
+  spawnWorker(name: string): ChildProcess;
+  /** Host `name`'s runner takes the oldest job it fits, which runs as a Runner.Worker process there. */
+  takeJob(name: string): JobOnHost | undefined;
+  /** The job on host `name` ends: its process exits, then the runner reports it (and GitHub removes the ephemeral runner). */
+  finishJob(name: string): Promise<void>;
+  /** Sets every RunnerTarget's checkInterval to 1h: a finished test's pool then costs the tests after it no checks. */
+  quiet(): Promise<void>;
+  stop(): Promise<void>;
+}
+
+export const condition = (t: any, type: string) => (t?.status?.conditions ?? []).find((c: any) => c.type === type);
+
+export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = {}): Promise<RunnerTargetPool> {
+  const kubectl = testKubectl();
+  const root = await mkdtemp(join(tmpdir(), `${prefix}-hosts-`));
+  const sshPort = await freePort();
+  const machines = new Map<string, SshdMachine>();
+  const runners = new Map<string, FakeRunner>();
+  const configs = new Map<string, string>();
+  const workers = new Map<string, ChildProcess>();
+  const peaks = new Map<string, number>();
+  const impostors = new Set(opts.impostors ?? []);
+  const decoyKeys = impostors.size
+    ? (await SshdMachine.create({ dir: join(root, 'decoy'), address: '127.0.0.1', port: sshPort, authorizedKeys: [], hostKeys: [], comment: 'decoy' })).hostKeys
+    : [];
+  let gce: GceEmulator;
+  const samplePeaks = () => {
+    const now = new Map<string, number>();
+    for (const i of gce.instances()) now.set(i.labels[TARGET_LABEL] ?? '', (now.get(i.labels[TARGET_LABEL] ?? '') ?? 0) + 1);
+    for (const [t, n] of now) peaks.set(t, Math.max(n, peaks.get(t) ?? 0));
+  };
+  gce = await startGceEmulator({
+    onInstanceRunning: async (i) => {
+      samplePeaks();
+      const keys = i.metadata.filter((m) => m.key === 'ssh-keys').flatMap((m) => m.value.split('\n')).map((l) => l.slice(l.indexOf(':') + 1)).filter(Boolean);
+      const m = await SshdMachine.create({ dir: join(root, i.name), address: i.address, port: sshPort, authorizedKeys: keys, hostKeys: [], comment: `gce-${i.name}` });
+      await m.start();
+      machines.set(i.name, m);
+      return { hostKeys: impostors.has(i.labels[TARGET_LABEL] ?? '') ? decoyKeys : m.hostKeys, sshPort };
+    },
+    onInstanceGone: async (i) => {
+      workers.get(i.name)?.kill('SIGKILL');
+      await machines.get(i.name)?.stop();
+    },
+  });
+  const gh = await startGitHubEmulator();
+  const ns = await freshNamespace(kubectl, prefix);
+  const controllerArgs = ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
+    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01',
+    '--runner-busy-flag-lag', `${TEST_TIMES.busyLagMs}ms`, '--runner-follow-up', `${TEST_TIMES.followUpMs}ms`, '--runner-check-lease', `${TEST_TIMES.checkLeaseMs}ms`];
+
+  const pool: RunnerTargetPool = {
+    gce,
+    gh,
+    kubectl,
+    ns,
+    controller: undefined as unknown as ControllerProcess,
+    controllerArgs,
+    machines,
+    runners,
+    onRunner: undefined,
+    jobs: [],
+    startController: async (extra = []) => {
+      await pool.controller?.stop();
+      return (pool.controller = await startController(process.env.E2E_KUBECONFIG!, [...controllerArgs, ...extra]));
+    },
+    target: async (name, repo, over = {}) => {
+      const spec = {
+        github: { org: gh.org, repositories: [`${gh.org}/${repo}`], tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url },
+        gce: {
+          project: gce.project,
+          zones: ['us-central1-a', 'us-central1-b'],
+          machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }],
+          serviceAccount: HOST_ACCOUNT,
+          credentialsSecretRef: { name: 'gce-key' },
+          endpoint: gce.url,
+        },
+        floor: 0,
+        maxHosts: 2,
+        dailyBudgetUSD: 10,
+        // One check when created, none after within a test: each test looks at exactly one check.
+        checkInterval: '1h',
+        ...over,
+      };
+      await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name, namespace: pool.ns }, spec }));
+    },
+    get: (name) => getJSON(kubectl, ['runnertarget', name, '-n', pool.ns]),
+    events: async (name) => (await getJSON(kubectl, ['events', '-n', pool.ns, '--field-selector', `involvedObject.name=${name}`]))?.items ?? [],
+    must: async (args, input) => {
+      const r = await kubectl(args, input);
+      if (r.code !== 0) throw new Error(`kubectl ${args.join(' ')}: ${r.stderr}${r.stdout}`);
+      return r.stdout;
+    },
+    vmsOf: (name) => gce.instances().filter((i) => i.labels[TARGET_LABEL] === name),
+    runnersOf: (name) => gh.runners().filter((r) => r.name.startsWith(`${name}-`)),
+    peakVMs: (name) => peaks.get(name) ?? 0,
+    spawnWorker: (name) => {
+      const home = machines.get(name)!.home;
+      return spawn('bash', ['-c', `exec -a "${home}/actions-runner/bin/Runner.Worker" sleep 600`], { stdio: 'ignore' });
+    },
+    takeJob: (name) => {
+      const job = runners.get(name)?.takeJob();
+      if (!job) return undefined;
+      workers.set(name, pool.spawnWorker(name));
+      const taken: JobOnHost = { host: name, jobId: job.id, startedAt: Date.now() };
+      pool.jobs.push(taken);
+      return taken;
+    },
+    finishJob: async (name) => {
+      const worker = workers.get(name);
+      if (worker && worker.exitCode === null && worker.signalCode === null) {
+        const exited = new Promise((r) => worker.once('exit', r));
+        worker.kill('SIGKILL');
+        await exited;
+      }
+      workers.delete(name);
+      for (const j of pool.jobs) if (j.host === name && j.endedAt === undefined) j.endedAt = Date.now();
+      runners.get(name)?.finishJob('success');
+    },
+    quiet: async () => {
+      const names = JSON.parse(await pool.must(['get', 'runnertargets', '-n', pool.ns, '-o', 'json'])).items.map((t: any) => t.metadata.name);
+      for (const name of names) await pool.must(['patch', 'runnertarget', name, '-n', pool.ns, '--type=merge', '-p', '{"spec":{"checkInterval":"1h"}}']);
+    },
+    stop: async () => {
+      clearInterval(hostsRunning);
+      for (const w of workers.values()) w.kill('SIGKILL');
+      await pool.controller?.stop();
+      await Promise.all([...machines.values()].map((m) => m.stop()));
+      await gce.stop();
+      await gh.stop();
+      await kubectl(['delete', 'namespace', ns, '--wait=false']);
+    },
+  };
+
+  // Each host runs its runner from the config once it is there, and again from a new one, as the image's runner service does.
+  const hostsRunning = setInterval(() => {
+    samplePeaks();
+    for (const [name, m] of machines) {
+      const file = join(m.home, JIT_CONFIG_PATH);
+      if (!existsSync(file)) continue;
+      const config = readFileSync(file, 'utf8');
+      if (configs.get(name) === config) continue;
+      configs.set(name, config);
+      try {
+        const runner = gh.startRunner(config);
+        runners.set(name, runner);
+        pool.onRunner?.(name, runner);
+      } catch {
+        // A config whose runner was removed meanwhile: the runner service fails, as it would.
+      }
+    }
+  }, 50);
+
+  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gh-token', namespace: ns }, stringData: { token: gh.token } }));
+  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
+  await pool.startController();
+  return pool;
+}
