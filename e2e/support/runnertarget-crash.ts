@@ -15,8 +15,8 @@ import { startGitHubEmulator, type GitHubEmulator } from '../fakes/github/server
 import { freePort, SshdMachine } from '../fakes/lambda/machine.js';
 import { startController, type ControllerProcess } from './controller.js';
 import { apply, freshNamespace, getJSON, testKubectl, type Kubectl } from './kube.js';
+import { targetSpec } from './runnertarget.js';
 
-export const HOST_ACCOUNT = 'runner-host@leasehold-test.iam.gserviceaccount.com';
 const TARGET_LABEL = 'leasehold-runnertarget';
 
 /** A host-side command wrapper: the first runner-config write after `hold-delivery` appears stalls until `delivery-held` goes, then fails. */
@@ -122,22 +122,7 @@ export async function startRunnerTargetWorld(prefix: string): Promise<RunnerTarg
       return c;
     },
     target: async (name, repo, over = {}) => {
-      const spec = {
-        github: { org: gh.org, repositories: [`${gh.org}/${repo}`], tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url },
-        gce: {
-          project: gce.project,
-          zones: ['us-central1-a', 'us-central1-b'],
-          machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }],
-          serviceAccount: HOST_ACCOUNT,
-          credentialsSecretRef: { name: 'gce-key' },
-          endpoint: gce.url,
-        },
-        floor: 0,
-        maxHosts: 1,
-        dailyBudgetUSD: 10,
-        checkInterval: '1h',
-        ...over,
-      };
+      const spec = targetSpec(gce, gh, repo, over);
       await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name, namespace: ns }, spec }));
     },
     get: (name) => getJSON(kubectl, ['runnertarget', name, '-n', ns]),

@@ -82,6 +82,26 @@ export interface RunnerTargetPool {
   stop(): Promise<void>;
 }
 
+/** A RunnerTarget spec on the emulators, following one repository, with one check when created (checkInterval 1h) unless over says otherwise. */
+export function targetSpec(gce: GceEmulator, gh: GitHubEmulator, repo: string, over: Record<string, unknown> = {}): Record<string, unknown> {
+  return {
+    github: { org: gh.org, repositories: [`${gh.org}/${repo}`], tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url },
+    gce: {
+      project: gce.project,
+      zones: ['us-central1-a', 'us-central1-b'],
+      machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }],
+      serviceAccount: HOST_ACCOUNT,
+      credentialsSecretRef: { name: 'gce-key' },
+      endpoint: gce.url,
+    },
+    floor: 0,
+    maxHosts: 1,
+    dailyBudgetUSD: 10,
+    checkInterval: '1h',
+    ...over,
+  };
+}
+
 export const condition = (t: any, type: string) => (t?.status?.conditions ?? []).find((c: any) => c.type === type);
 
 export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = {}): Promise<RunnerTargetPool> {
@@ -139,23 +159,8 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
       return (pool.controller = await startController(process.env.E2E_KUBECONFIG!, [...controllerArgs, ...extra]));
     },
     target: async (name, repo, over = {}) => {
-      const spec = {
-        github: { org: gh.org, repositories: [`${gh.org}/${repo}`], tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url },
-        gce: {
-          project: gce.project,
-          zones: ['us-central1-a', 'us-central1-b'],
-          machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }],
-          serviceAccount: HOST_ACCOUNT,
-          credentialsSecretRef: { name: 'gce-key' },
-          endpoint: gce.url,
-        },
-        floor: 0,
-        maxHosts: 2,
-        dailyBudgetUSD: 10,
-        // One check when created, none after within a test: each test looks at exactly one check.
-        checkInterval: '1h',
-        ...over,
-      };
+      // One check when created, none after within a test: each test looks at exactly one check.
+      const spec = targetSpec(gce, gh, repo, { maxHosts: 2, ...over });
       await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name, namespace: pool.ns }, spec }));
     },
     get: (name) => getJSON(kubectl, ['runnertarget', name, '-n', pool.ns]),
