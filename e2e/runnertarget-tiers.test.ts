@@ -5,6 +5,7 @@
 // apart give a counted sample about every 4.5 s.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { readFileSync } from 'node:fs';
+import { privateKeyFrom, signJwt } from '../src/providers/jwt.js';
 import { apply, getJSON, waitFor } from './support/kube.js';
 import { startRunnerTargetPool, targetSpec, type HostPressure, type RunnerTargetPool } from './support/runnertarget.js';
 
@@ -151,6 +152,12 @@ describe('RunnerTarget tiers and credentials', () => {
     expect(places.events).toContain(job.runner_name);
     const keyLines = app.privateKey.split('\n').filter((l) => l && !l.startsWith('-----'));
     expect(keyLines.length).toBeGreaterThan(10);
+    // The patterns below find what they look for: a JWT of the App, and the installation token GitHub gives for it.
+    const now = Math.floor(Date.now() / 1000);
+    const jwt = signJwt({ iat: now - 60, exp: now + 300, iss: String(app.appId) }, privateKeyFrom(app.privateKey, 'the App key'));
+    const minted = await fetch(`${pool.gh.url}/app/installations/${app.installationId}/access_tokens`, { method: 'POST', headers: { authorization: `Bearer ${jwt}` } });
+    const token = ((await minted.json()) as { token: string }).token;
+    expect(`${jwt} ${token}`.match(/ghs_[0-9a-f]{36}|eyJ[\w-]+\.eyJ[\w-]+\.[\w-]+/g)).toEqual([jwt, token]);
     for (const [where, text] of Object.entries(places)) {
       expect({ where, key: keyLines.filter((l) => text.includes(l)) }).toEqual({ where, key: [] });
       expect({ where, pem: text.includes('PRIVATE KEY') }).toEqual({ where, pem: false });
