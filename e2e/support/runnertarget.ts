@@ -7,7 +7,7 @@
 // config). A job a runner takes runs as a Runner.Worker process on its host,
 // which is what the controller's SSH look finds.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -37,6 +37,17 @@ export const TEST_TIMES = {
 export interface PoolOptions {
   /** Targets whose VMs publish host keys that are not those of the machine answering. */
   impostors?: string[];
+  /** Hosts show the /proc/pressure files setPressure writes instead of this machine's kernel's. */
+  pressureFiles?: boolean;
+  /** --runner-sample-window-scale (default 0.01: samples count 3 to 4.5 s apart). */
+  sampleWindowScale?: number;
+}
+
+/** The "some" stall percentages a host's /proc/pressure/{cpu,memory,io} show (avg10, avg60 and avg300 alike). */
+export interface HostPressure {
+  cpu: number;
+  memory: number;
+  io: number;
 }
 
 export interface JobOnHost {
@@ -77,6 +88,8 @@ export interface RunnerTargetPool {
   takeJob(name: string): JobOnHost | undefined;
   /** The job on host `name` ends: its process exits, then the runner reports it (and GitHub removes the ephemeral runner). */
   finishJob(name: string): Promise<void>;
+  /** What host `name`'s /proc/pressure files show from now on (a pool started with pressureFiles). */
+  setPressure(name: string, pressure: HostPressure): void;
   /** Sets every RunnerTarget's checkInterval to 1h: a finished test's pool then costs the tests after it no checks. */
   quiet(): Promise<void>;
   stop(): Promise<void>;
@@ -114,6 +127,7 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
   const workers = new Map<string, ChildProcess>();
   const peaks = new Map<string, number>();
   const impostors = new Set(opts.impostors ?? []);
+  const sessionPath = opts.pressureFiles ? writeKernelFilesShim(join(root, 'bin')) : undefined;
   const decoyKeys = impostors.size
     ? (await SshdMachine.create({ dir: join(root, 'decoy'), address: '127.0.0.1', port: sshPort, authorizedKeys: [], hostKeys: [], comment: 'decoy' })).hostKeys
     : [];
@@ -127,7 +141,7 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
     onInstanceRunning: async (i) => {
       samplePeaks();
       const keys = i.metadata.filter((m) => m.key === 'ssh-keys').flatMap((m) => m.value.split('\n')).map((l) => l.slice(l.indexOf(':') + 1)).filter(Boolean);
-      const m = await SshdMachine.create({ dir: join(root, i.name), address: i.address, port: sshPort, authorizedKeys: keys, hostKeys: [], comment: `gce-${i.name}` });
+      const m = await SshdMachine.create({ dir: join(root, i.name), address: i.address, port: sshPort, authorizedKeys: keys, hostKeys: [], comment: `gce-${i.name}`, ...(sessionPath ? { sessionPath } : {}) });
       await m.start();
       machines.set(i.name, m);
       return { hostKeys: impostors.has(i.labels[TARGET_LABEL] ?? '') ? decoyKeys : m.hostKeys, sshPort };
@@ -140,7 +154,7 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
   const gh = await startGitHubEmulator();
   const ns = await freshNamespace(kubectl, prefix);
   const controllerArgs = ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
-    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01',
+    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', String(opts.sampleWindowScale ?? 0.01),
     '--runner-busy-flag-lag', `${TEST_TIMES.busyLagMs}ms`, '--runner-follow-up', `${TEST_TIMES.followUpMs}ms`, '--runner-check-lease', `${TEST_TIMES.checkLeaseMs}ms`];
 
   const pool: RunnerTargetPool = {
@@ -196,6 +210,20 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
       for (const j of pool.jobs) if (j.host === name && j.endedAt === undefined) j.endedAt = Date.now();
       runners.get(name)?.finishJob('success');
     },
+    setPressure: (name, pressure) => {
+      const m = machines.get(name);
+      if (!m) throw new Error(`no machine ${name}`);
+      if (!sessionPath) throw new Error('the pool was started without pressureFiles');
+      const dir = join(m.dir, 'kernel', 'proc', 'pressure');
+      mkdirSync(dir, { recursive: true });
+      for (const kind of ['cpu', 'memory', 'io'] as const) {
+        const v = pressure[kind].toFixed(2);
+        const file = join(dir, kind);
+        // Whole files only: a probe reading meanwhile sees the old one or the new one.
+        writeFileSync(`${file}.new`, `some avg10=${v} avg60=${v} avg300=${v} total=${Math.round(pressure[kind] * 1e6)}\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0\n`);
+        renameSync(`${file}.new`, file);
+      }
+    },
     quiet: async () => {
       const names = JSON.parse(await pool.must(['get', 'runnertargets', '-n', pool.ns, '-o', 'json'])).items.map((t: any) => t.metadata.name);
       for (const name of names) await pool.must(['patch', 'runnertarget', name, '-n', pool.ns, '--type=merge', '-p', '{"spec":{"checkInterval":"1h"}}']);
@@ -234,4 +262,40 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
   await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
   await pool.startController();
   return pool;
+}
+
+/**
+ * A `head` the hosts' sessions find first: a file under the machine's
+ * kernel/ (setPressure) stands in for the kernel's file of that path, named
+ * as the kernel's in the "==> FILE <==" headers; any other file is read as is.
+ */
+function writeKernelFilesShim(dir: string): string {
+  mkdirSync(dir, { recursive: true });
+  const script = `#!/bin/bash
+fake="\${LEASEHOLD_HOME%/home}/kernel"
+opts=()
+files=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -n | -c) opts+=("$1" "$2"); shift 2 ;;
+    -*) opts+=("$1"); shift ;;
+    *) files+=("$1"); shift ;;
+  esac
+done
+if [ \${#files[@]} -eq 0 ]; then command -p head "\${opts[@]}"; exit; fi
+rc=0
+n=0
+for f in "\${files[@]}"; do
+  src="$f"
+  [ -f "$fake$f" ] && src="$fake$f"
+  if [ ! -r "$src" ]; then command -p head "\${opts[@]}" "$f"; rc=1; continue; fi
+  if [ \${#files[@]} -gt 1 ]; then [ $n -eq 0 ] || echo; echo "==> $f <=="; fi
+  n=$((n + 1))
+  command -p head "\${opts[@]}" "$src" || rc=1
+done
+exit $rc
+`;
+  writeFileSync(join(dir, 'head'), script);
+  chmodSync(join(dir, 'head'), 0o755);
+  return dir;
 }

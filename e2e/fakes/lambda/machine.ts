@@ -33,7 +33,12 @@ export interface MachineOptions {
   hostKeys: readonly HostKeyInput[];
   /** Comment of a generated host key. */
   comment: string;
+  /** A directory whose commands the machine's sessions find before the system's (first on their PATH). */
+  sessionPath?: string;
 }
+
+/** sshd's own PATH for sessions (Debian's, for root; a superset of a user's). */
+const SYSTEM_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** Raised when sshd could not bind its address (another listener got there first). */
 export class BindError extends Error {}
@@ -55,7 +60,12 @@ export class SshdMachine {
   private starting: Promise<void> | undefined;
   private stopping: Promise<void> | undefined;
 
-  private constructor(dir: string, address: string, port: number) {
+  private constructor(
+    dir: string,
+    address: string,
+    port: number,
+    private readonly sessionPath?: string,
+  ) {
     this.dir = dir;
     this.address = address;
     this.port = port;
@@ -75,7 +85,7 @@ export class SshdMachine {
 
   /** Writes the machine directory: host keys (from the input, else a fresh ed25519 one), authorized_keys, config. */
   static async create(opts: MachineOptions): Promise<SshdMachine> {
-    const m = new SshdMachine(opts.dir, opts.address, opts.port);
+    const m = new SshdMachine(opts.dir, opts.address, opts.port, opts.sessionPath);
     mkdirSync(m.home, { recursive: true, mode: 0o700 });
     chmodSync(m.dir, 0o700);
     for (const key of opts.hostKeys) {
@@ -135,7 +145,7 @@ export class SshdMachine {
       'PrintLastLog no',
       // HOME too: a fresh machine has its own, and the user's shell start-up files (a ~/.bashrc that
       // bash reads even for `ssh host cmd`) must not slow down or break the machine's sessions.
-      `SetEnv "LEASEHOLD_HOME=${this.home}" "LEASEHOLD_AUTHORIZED_KEYS=${this.authorizedKeysFile}" "HOME=${this.home}"`,
+      `SetEnv "LEASEHOLD_HOME=${this.home}" "LEASEHOLD_AUTHORIZED_KEYS=${this.authorizedKeysFile}" "HOME=${this.home}"${this.sessionPath ? ` "PATH=${this.sessionPath}:${SYSTEM_PATH}"` : ''}`,
       '',
     ];
     writeFileSync(this.config, lines.join('\n'), { mode: 0o600 });
