@@ -102,6 +102,8 @@ describe('hostPressure', () => {
     ['cgroup near its memory limit', evidence(0, 0, 0, 0.95), 'high'],
     ['cgroup at half its memory limit', evidence(0, 0, 0, 0.5), 'normal'],
     ['cpu at 10 is not calm', evidence(10), 'normal'],
+    ['an OOM kill in the runner cgroup, all else calm', { ...evidence(2), cgroupOOMKills: 1 }, 'high'],
+    ['no OOM kill in the runner cgroup', { ...evidence(2), cgroupOOMKills: 0 }, 'low'],
   ])('%s: %s', (_name, e, level) => expect(hostPressure(e)).toBe(level));
 });
 

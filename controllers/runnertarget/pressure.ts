@@ -134,6 +134,8 @@ export type PressureLevel = 'high' | 'normal' | 'low';
 
 export function hostPressure(e: PressureEvidence, t: PressureThresholds = PRESSURE_THRESHOLDS): PressureLevel {
   const use = e.cgroupMemoryUse ?? 0;
+  // Just-in-time runners take one job per host, so any OOM kill in the runner's cgroup is this job's: it did not fit.
+  if ((e.cgroupOOMKills ?? 0) > 0) return 'high';
   if (e.cpu.some.avg60 >= t.high.cpu || e.memory.some.avg60 >= t.high.memory || e.io.some.avg60 >= t.high.io || use >= t.high.cgroupMemoryUse) return 'high';
   if (e.cpu.some.avg60 < t.low.cpu && e.memory.some.avg60 < t.low.memory && e.io.some.avg60 < t.low.io && use < t.low.cgroupMemoryUse) return 'low';
   return 'normal';

@@ -9,12 +9,24 @@ import type { HostProbe, Observation } from './observation.js';
 import type { TargetClients } from './operations.js';
 import { EVIDENCE_FILES, parseEvidence, splitHeadOutput } from './pressure.js';
 
-/** The runner is installed under the login user's home (~/actions-runner); its job process is Runner.Worker. */
-export const PROBE_COMMAND = [
-  `head -n 50 ${EVIDENCE_FILES.cpu} ${EVIDENCE_FILES.memory} ${EVIDENCE_FILES.io} 2>/dev/null`,
-  `echo '==> job <=='`,
-  `if pgrep -f "$HOME/.*Runner[.]Worker" >/dev/null 2>&1; then echo running; else echo none; fi`,
-].join('; ');
+/**
+ * The runner is installed under the login user's home (~/actions-runner): its
+ * service process is Runner.Listener, its job process Runner.Worker. The
+ * runner's cgroup (cgroup v2, from the Listener's /proc/PID/cgroup) gives its
+ * memory use and OOM kills; the files are read from inside it, so head names
+ * them by base name. A host without the Listener, or without cgroup v2, gives
+ * the system-wide files only.
+ */
+export function probeCommand(cgroupRoot = '/sys/fs/cgroup'): string {
+  return [
+    `head -n 50 ${EVIDENCE_FILES.cpu} ${EVIDENCE_FILES.memory} ${EVIDENCE_FILES.io} 2>/dev/null`,
+    `(pid=$(pgrep -of "$HOME/.*Runner[.]Listener" 2>/dev/null) && cg=$(sed -n 's/^0:://p' /proc/$pid/cgroup 2>/dev/null) && [ -n "$cg" ] && cd "${cgroupRoot}$cg" 2>/dev/null && head -n 50 ${EVIDENCE_FILES.memoryCurrent} ${EVIDENCE_FILES.memoryMax} ${EVIDENCE_FILES.memoryEvents} 2>/dev/null)`,
+    `echo '==> job <=='`,
+    `if pgrep -f "$HOME/.*Runner[.]Worker" >/dev/null 2>&1; then echo running; else echo none; fi`,
+  ].join('; ');
+}
+
+export const PROBE_COMMAND = probeCommand();
 
 /** Hosts worth a look: a runner may run there (or just ran, for a drained one). */
 const PROBED: readonly RunnerHost['state'][] = ['Idle', 'Busy', 'Draining'];
