@@ -21,24 +21,59 @@ const PREFERRED = ['ssh-ed25519', 'ecdsa-sha2-nistp256', 'ecdsa-sha2-nistp384', 
 
 export type Opened = { session: SshSession } | { reason: 'HostKeysPending' | 'AddressPending' | 'HostUnreachable'; message: string };
 
-/** `known`: the address this check's instances.list gave, which spares an instances.get per host. */
-export async function openHost(name: string, zone: string, clients: TargetClients, host: HostAccess, signal?: AbortSignal, known?: string): Promise<Opened> {
-  let keys: string[];
-  try {
-    keys = await clients.gce.hostKeys(zone, name, signal);
-  } catch (err) {
-    if (isProviderError(err, 'NotFound')) return { reason: 'HostKeysPending', message: `VM ${name} has not published its host keys yet` };
-    throw err;
+/**
+ * Host keys that the guest attributes gave and a pinned connection then
+ * confirmed, per Compute Engine client (one target's credentials, so one
+ * project) and VM (zone, name and creation time: a VM made again under the
+ * same name is another VM). Guest attributes are read once per VM rather than
+ * at every check; a failed connection forgets the key, so the next one reads
+ * them again.
+ */
+const pins = new WeakMap<object, Map<string, string>>();
+const MAX_PINS = 4096;
+
+function pinned(clients: TargetClients): Map<string, string> {
+  let m = pins.get(clients.gce);
+  if (!m) pins.set(clients.gce, (m = new Map()));
+  return m;
+}
+
+/** Where the check's instances.list already says it: the address (spares an instances.get) and the creation time (lets a confirmed host key be kept). */
+export interface KnownVM {
+  address?: string | undefined;
+  createdAt?: string | undefined;
+}
+
+export async function openHost(name: string, zone: string, clients: TargetClients, host: HostAccess, signal?: AbortSignal, known: KnownVM = {}): Promise<Opened> {
+  const pinKey = known.createdAt ? `${zone}/${name}/${known.createdAt}` : undefined;
+  let hostKey = pinKey ? pinned(clients).get(pinKey) : undefined;
+  if (!hostKey) {
+    let keys: string[];
+    try {
+      keys = await clients.gce.hostKeys(zone, name, signal);
+    } catch (err) {
+      if (isProviderError(err, 'NotFound')) return { reason: 'HostKeysPending', message: `VM ${name} has not published its host keys yet` };
+      throw err;
+    }
+    hostKey = [...keys].sort((a, b) => rank(a) - rank(b))[0];
+    if (!hostKey) return { reason: 'HostKeysPending', message: `VM ${name} published no usable host key` };
   }
-  const hostKey = [...keys].sort((a, b) => rank(a) - rank(b))[0];
-  if (!hostKey) return { reason: 'HostKeysPending', message: `VM ${name} published no usable host key` };
-  const address = known ?? (await clients.gce.get(zone, name, signal)).address;
+  const address = known.address ?? (await clients.gce.get(zone, name, signal)).address;
   if (!address) return { reason: 'AddressPending', message: `VM ${name} has no address yet` };
   try {
-    return { session: await connectPinned({ host: address, port: host.port, user: host.user, hostKey, privateKey: host.privateKey, timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) }) };
+    const session = await connectPinned({ host: address, port: host.port, user: host.user, hostKey, privateKey: host.privateKey, timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) });
+    if (pinKey) remember(pinned(clients), pinKey, hostKey);
+    return { session };
   } catch (err) {
+    if (pinKey) pinned(clients).delete(pinKey);
     return { reason: 'HostUnreachable', message: `VM ${name} could not be reached over SSH with its published host key pinned: ${errorText(err)}` };
   }
+}
+
+function remember(m: Map<string, string>, key: string, hostKey: string): void {
+  m.delete(key);
+  m.set(key, hostKey);
+  if (m.size > MAX_PINS) m.delete(m.keys().next().value!);
 }
 
 function rank(line: string): number {

@@ -5,6 +5,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateControllerKey } from '../../src/machine/keys.js';
+import { startTestSSHServer } from '../../src/machine/testing/ssh-server.js';
 import type { TargetClients } from './operations.js';
 import { parseProbe, probeCommand, probeHosts } from './probe.js';
 import { parseEvidence, splitHeadOutput } from './pressure.js';
@@ -65,6 +66,37 @@ describe('probeHosts', () => {
     expect(calls).toEqual({ hostKeys: 1, get: gets });
     // Refused: unknown, which keeps the host.
     expect(probes.get('h1')).toEqual({ job: 'unknown' });
+  });
+});
+
+describe('probeHosts, host keys', () => {
+  it('reads a VM\'s guest attributes once its key is confirmed, again for a VM made anew under the name, and again after a failed connection', async () => {
+    const controller = generateControllerKey();
+    const hostKey = generateControllerKey('host');
+    const server = await startTestSSHServer({ hostKey, clientKey: controller.publicKey, exec: (_cmd, stream) => { stream.write('==> job <==\nnone\n'); stream.exit(0); stream.end(); } });
+    let published = [hostKey.publicKey.split(' ').slice(0, 2).join(' ')];
+    const calls = { hostKeys: 0 };
+    const gce = { hostKeys: async () => (calls.hostKeys++, published), get: async () => ({ address: '127.0.0.1' }) };
+    const clients = { gce, github: {} } as unknown as TargetClients;
+    const access = { ...controller, user: 'leasehold', port: server.port };
+    const probe = (createdAt: string) =>
+      probeHosts([host('h1', 'Idle')], { at: NOW, jobs: [], runners: [], vms: [vm('h1', 'RUNNING', { address: '127.0.0.1', createdAt })], probes: new Map() }, clients, access);
+    try {
+      expect((await probe('2026-12-03T10:00:00Z')).get('h1')).toEqual({ job: 'none' });
+      expect((await probe('2026-12-03T10:00:00Z')).get('h1')).toEqual({ job: 'none' });
+      expect(calls.hostKeys).toBe(1);
+      // Another VM under the same name: its own keys, read again.
+      expect((await probe('2026-12-03T11:00:00Z')).get('h1')).toEqual({ job: 'none' });
+      expect(calls.hostKeys).toBe(2);
+      // The kept key no longer answers: that probe is unknown, the key is forgotten and the next one reads the attributes.
+      await server.close();
+      expect((await probe('2026-12-03T11:00:00Z')).get('h1')).toEqual({ job: 'unknown' });
+      published = [];
+      expect((await probe('2026-12-03T11:00:00Z')).get('h1')).toEqual({ job: 'unknown' });
+      expect(calls.hostKeys).toBe(3);
+    } finally {
+      await server.close().catch(() => {});
+    }
   });
 });
 

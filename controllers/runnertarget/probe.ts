@@ -47,7 +47,7 @@ export async function probeHosts(hosts: readonly RunnerHost[], observation: Obse
       .map(async (h) => {
         try {
           const vm = running.get(h.name)!;
-          const opened = await openHost(h.name, vm.zone, clients, access, signal, vm.address);
+          const opened = await openHost(h.name, vm.zone, clients, access, signal, { address: vm.address, createdAt: vm.createdAt });
           if (!('session' in opened)) return probes.set(h.name, { job: 'unknown' });
           try {
             const r = await opened.session.exec(PROBE_COMMAND, { timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) });
