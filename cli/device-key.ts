@@ -6,7 +6,7 @@ import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { homedir, hostname, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import ssh2 from 'ssh2';
-import { parsePublicKey } from '../src/machine/keys.js';
+import { generateControllerKey, parsePublicKey } from '../src/machine/keys.js';
 
 const { utils } = ssh2;
 
@@ -66,17 +66,17 @@ export function keyID(line: string): string {
 
 function create(path: string): DeviceKey {
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
-  const pair = utils.generateKeyPairSync('ed25519', { comment: comment() });
+  const pair = generateControllerKey(comment());
   try {
     // flag wx: never overwrite a key another process made in the meantime; use that one.
-    writeFileSync(path, pair.private, { mode: 0o600, flag: 'wx' });
+    writeFileSync(path, pair.privateKey, { mode: 0o600, flag: 'wx' });
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') return loadDeviceKey(path);
     throw err;
   }
-  writeFileSync(`${path}.pub`, `${pair.public.trim()}\n`, { mode: 0o644 });
-  const publicKey = pair.public.trim();
-  return { path, privateKey: pair.private, publicKey, id: keyID(publicKey) };
+  const publicKey = pair.publicKey;
+  writeFileSync(`${path}.pub`, `${publicKey}\n`, { mode: 0o644 });
+  return { path, privateKey: pair.privateKey, publicKey, id: keyID(publicKey) };
 }
 
 function comment(): string {

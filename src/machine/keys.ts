@@ -22,8 +22,16 @@ export type ParsedPublicKey = ({ ok: true } & PublicKey) | { ok: false; error: s
 
 /** A fresh ed25519 key pair: the private key in OpenSSH format, the public key as one authorized_keys line. */
 export function generateControllerKey(comment = CONTROLLER_KEY_COMMENT): { privateKey: string; publicKey: string } {
-  const pair = utils.generateKeyPairSync('ed25519', { comment });
-  return { privateKey: pair.private, publicKey: pair.public.trim() };
+  // ssh2's generator strips every leading zero byte of the public key, not
+  // only the BIT STRING's unused-bits byte, so about one pair in 256 (a key
+  // starting with 0x00) comes out 31 bytes long and unusable (mscdex/ssh2
+  // #1390). Such a pair is checked for and made again.
+  for (let attempt = 0; attempt < 16; attempt++) {
+    const pair = utils.generateKeyPairSync('ed25519', { comment });
+    const publicKey = pair.public.trim();
+    if (parsePublicKey(publicKey).ok && !(utils.parseKey(pair.private) instanceof Error)) return { privateKey: pair.private, publicKey };
+  }
+  throw new Error('could not generate a well-formed ed25519 key pair');
 }
 
 const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;

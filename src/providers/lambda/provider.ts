@@ -12,8 +12,7 @@
 // it after a terminate request; after a lost launch answer it also watches
 // the name until that request can no longer land. list and get find
 // instances by name, which is how an instance is tied to its lease.
-// ssh2 is CommonJS: under plain Node ESM (the controller process) only its default export exists.
-import ssh2 from 'ssh2';
+import { generateControllerKey } from '../../machine/keys.js';
 import { ignoreNotFound, isProviderError, ProviderError } from '../errors.js';
 import { MACHINE_NAME_PREFIX, type Launched, type LaunchRequest, type Machine, type MachineInventory, type MachineProvider, type ReleaseRequest } from '../types.js';
 import type { LambdaAccount } from './accounts.js';
@@ -97,8 +96,7 @@ export class LambdaProvider implements MachineProvider, MachineInventory {
     try {
       const keyName = await this.retrying(() => this.ensureAccountKey(req.controllerPublicKey, req.signal), req.signal);
       const onlyRegion = s.fileSystems?.length ? await this.fileSystemRegion(s.fileSystems, req.signal) : undefined;
-      const hostKeyPair = ssh2.utils.generateKeyPairSync('ed25519', { comment: `${req.machineName}-host` });
-      const hostKey = { privateKey: hostKeyPair.private, publicKey: hostKeyPair.public.trim() };
+      const hostKey = generateControllerKey(`${req.machineName}-host`);
       state.hostKey = hostKey.publicKey;
       const userData = hostKeyUserData(hostKey);
 
