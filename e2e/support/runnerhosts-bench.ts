@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { JIT_CONFIG_PATH } from '../../controllers/runnertarget/deliver.js';
-import { startGceEmulator, type GceEmulator } from '../fakes/gce/server.js';
+import { sshKeysOf, startGceEmulator, type GceEmulator } from '../fakes/gce/server.js';
 import { startGitHubEmulator, type GitHubEmulator } from '../fakes/github/server.js';
 import { freePort, SshdMachine } from '../fakes/lambda/machine.js';
 
@@ -34,7 +34,7 @@ export async function startRunnerHosts(root: string, opts: { bootMs?: number } =
   const gce = await startGceEmulator({
     ...(opts.bootMs !== undefined ? { bootMs: opts.bootMs } : {}),
     onInstanceRunning: async (i) => {
-      const keys = i.metadata.filter((m) => m.key === 'ssh-keys').flatMap((m) => m.value.split('\n')).map((l) => l.slice(l.indexOf(':') + 1)).filter(Boolean);
+      const keys = sshKeysOf(i);
       const m = await SshdMachine.create({ dir: join(root, i.name), address: i.address, port: sshPort, authorizedKeys: keys, hostKeys: [], comment: `gce-${i.name}` });
       await m.start();
       machines.set(i.name, m);

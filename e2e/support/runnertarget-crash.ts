@@ -10,7 +10,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { JIT_CONFIG_PATH } from '../../controllers/runnertarget/deliver.js';
-import { startGceEmulator, type EmulatedInstance, type GceEmulator } from '../fakes/gce/server.js';
+import { sshKeysOf, startGceEmulator, type EmulatedInstance, type GceEmulator } from '../fakes/gce/server.js';
 import { startGitHubEmulator, type GitHubEmulator } from '../fakes/github/server.js';
 import { freePort, SshdMachine } from '../fakes/lambda/machine.js';
 import { startController, type ControllerProcess } from './controller.js';
@@ -82,7 +82,7 @@ export async function startRunnerTargetWorld(prefix: string): Promise<RunnerTarg
       await boots.get(target)?.promise;
       const dir = join(root, i.name);
       const gate = join(root, `${i.name}.gate`);
-      const keys = i.metadata.filter((m) => m.key === 'ssh-keys').flatMap((m) => m.value.split('\n')).map((l) => l.slice(l.indexOf(':') + 1)).filter(Boolean);
+      const keys = sshKeysOf(i);
       // Every session goes through the gate, as a host's forced command would.
       writeFileSync(gate, deliveryGate(dir), { mode: 0o700 });
       const m = await SshdMachine.create({ dir, address: i.address, port: sshPort, authorizedKeys: keys.map((k) => `command="${gate}" ${k}`), hostKeys: [], comment: `gce-${i.name}` });

@@ -12,7 +12,7 @@ import { mkdtemp } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { JIT_CONFIG_PATH } from '../../controllers/runnertarget/deliver.js';
-import { startGceEmulator, type EmulatedInstance, type GceEmulator } from '../fakes/gce/server.js';
+import { sshKeysOf, startGceEmulator, type EmulatedInstance, type GceEmulator } from '../fakes/gce/server.js';
 import { startGitHubEmulator, type FakeRunner, type GitHubEmulator } from '../fakes/github/server.js';
 import { freePort, SshdMachine } from '../fakes/lambda/machine.js';
 import { startController, type ControllerProcess } from './controller.js';
@@ -140,7 +140,7 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
   gce = await startGceEmulator({
     onInstanceRunning: async (i) => {
       samplePeaks();
-      const keys = i.metadata.filter((m) => m.key === 'ssh-keys').flatMap((m) => m.value.split('\n')).map((l) => l.slice(l.indexOf(':') + 1)).filter(Boolean);
+      const keys = sshKeysOf(i);
       const m = await SshdMachine.create({ dir: join(root, i.name), address: i.address, port: sshPort, authorizedKeys: keys, hostKeys: [], comment: `gce-${i.name}`, ...(sessionPath ? { sessionPath } : {}) });
       await m.start();
       machines.set(i.name, m);

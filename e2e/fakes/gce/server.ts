@@ -18,12 +18,21 @@ import { Compute, type Settings } from './compute.js';
 import { GOOGLE_ERRORS } from './errors.js';
 import { MetadataServer } from './metadata.js';
 import { gceRoutes, type Caller } from './routes.js';
-import type { GceEmulator, GceEmulatorOptions, GceOp, RequestRecord } from './types.js';
+import type { EmulatedInstance, GceEmulator, GceEmulatorOptions, GceOp, RequestRecord } from './types.js';
 
 export type * from './types.js';
 export { GOOGLE_TOKEN_URL, JWT_BEARER } from './auth.js';
 
 const API_BASE = '/compute/v1';
+/** The public keys of an instance's ssh-keys metadata ("user:key" lines), which the guest agent admits for login. */
+export function sshKeysOf(instance: EmulatedInstance): string[] {
+  return instance.metadata
+    .filter((m) => m.key === 'ssh-keys')
+    .flatMap((m) => m.value.split('\n'))
+    .map((l) => l.slice(l.indexOf(':') + 1))
+    .filter(Boolean);
+}
+
 export const DEFAULT_ZONES = ['us-central1-a', 'us-central1-b', 'us-central1-c'];
 export const DEFAULT_MACHINE_TYPES = ['e2-standard-2', 'e2-standard-4', 'e2-standard-8', 'n2-standard-4', 'n2-standard-8'];
 const MUTATING: readonly GceOp[] = ['insert', 'delete'];
