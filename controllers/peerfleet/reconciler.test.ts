@@ -83,12 +83,13 @@ describe('PeerFleetReconciler', () => {
     expect(h.current!.status!.verdict).toMatchObject({ code: 'Ready', checkedAt: '2026-12-01T00:01:00Z' });
   });
 
-  it('reads the Secret in the fleet namespace unless the reference names another', async () => {
-    const h = harness(fleet({ credentialSecretRef: { name: 'peer', namespace: 'vault', key: 'token' } }), { forbidden: 'vault' });
+  it('reads the Secret in the fleet namespace even when a stored reference names another', async () => {
+    const h = harness(fleet({ credentialSecretRef: { name: 'peer', namespace: 'vault', key: 'token' } }), {
+      secrets: { 'lend/peer': { token: 'own' }, 'vault/peer': { token: 'theirs' } },
+    });
     await h.reconciler.reconcile('lend/gpu');
-    expect(h.accesses).toHaveLength(0);
-    expect(h.current!.status!.verdict).toMatchObject({ ready: false, code: 'NotAuthorized' });
-    expect(h.events[0]).toMatchObject({ type: 'Warning', reason: 'NotAuthorized' });
+    expect(h.accesses).toHaveLength(1);
+    expect(h.accesses[0]).toMatchObject({ token: 'own' });
   });
 
   it.each([

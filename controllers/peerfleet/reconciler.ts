@@ -216,7 +216,9 @@ export class PeerFleetReconciler {
       const ref = field === 'spec.caSecretRef' ? fleet.spec.caSecretRef : fleet.spec.credentialSecretRef;
       if (!ref) return undefined;
       try {
-        return await readSecretKey(this.deps.secrets, { name: ref.name, namespace: ref.namespace || namespace, key: ref.key }, SECRET_USES[field]);
+        // The fleet's own namespace, whatever the reference says: a team that may
+        // write a PeerFleet must not reach another namespace's Secrets.
+        return await readSecretKey(this.deps.secrets, { name: ref.name, namespace, key: ref.key }, SECRET_USES[field]);
       } catch (err) {
         if (!(err instanceof SecretKeyError)) throw err;
         input.secret = { field, error: err };

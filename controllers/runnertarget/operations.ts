@@ -93,13 +93,15 @@ export class TargetProviders {
     const g = target.spec.github;
     if (g.tokenSecretRef) return { token: await this.read(g.tokenSecretRef, ns, { field: 'spec.github.tokenSecretRef', what: 'the GitHub token', defaultKey: 'token' }) };
     const ref = g.appSecretRef!;
-    const app = (key: string, what: string) => this.read({ name: ref.name, namespace: ref.namespace, key }, ns, { field: 'spec.github.appSecretRef', what, defaultKey: key });
+    const app = (key: string, what: string) => this.read({ name: ref.name, key }, ns, { field: 'spec.github.appSecretRef', what, defaultKey: key });
     return { appId: await app('appID', 'the GitHub App ID'), installationId: await app('installationID', 'the GitHub App installation ID'), privateKey: await app('privateKey', 'the GitHub App private key (PEM)') };
   }
 
-  private async read(ref: { name: string; namespace?: string | undefined; key?: string | undefined }, ns: string, use: { field: string; what: string; defaultKey: string }): Promise<string> {
+  // Always the target's own namespace, whatever the reference says: a team that
+  // may write a RunnerTarget must not reach another namespace's Secrets.
+  private async read(ref: { name: string; key?: string | undefined }, ns: string, use: { field: string; what: string; defaultKey: string }): Promise<string> {
     try {
-      return await readSecretKey(this.opts.secrets, { ...ref, namespace: ref.namespace || ns }, use);
+      return await readSecretKey(this.opts.secrets, { name: ref.name, key: ref.key, namespace: ns }, use);
     } catch (err) {
       if (err instanceof SecretKeyError) throw new CredentialsError(err.message);
       throw err;

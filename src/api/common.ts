@@ -247,6 +247,40 @@ export function secretKeyRef(
     .describe(description);
 }
 
+/**
+ * A reference to one key of a Secret in the referring object's own namespace,
+ * for namespaced kinds that may be handed to a team. It has no namespace to
+ * set: a team that may write the object must not be able to point the
+ * controller at another namespace's Secret (cert-manager's Issuer works the
+ * same way; only the cluster-scoped Offer names a namespace). A `namespace`
+ * key is still declared so that admission refuses it with a reason instead of
+ * pruning it silently.
+ */
+export function localSecretKeyRef(description: string, opts: { defaultKey: string; keyMeaning: string; field: string }) {
+  const why = `${opts.field}.namespace is not allowed: the Secret must be in the namespace of this object; remove the namespace and create the Secret here`;
+  return kube(
+    z
+      .object({
+        name: objectName('Name of the Secret, in the namespace of this object.'),
+        namespace: z
+          .string()
+          .max(63)
+          .optional()
+          .describe('Not allowed: the Secret is always read from the namespace of this object.'),
+        key: z
+          .string()
+          .min(1)
+          .max(253)
+          .regex(re(SECRET_KEY_PATTERN))
+          .default(opts.defaultKey)
+          .describe(`Key within the Secret's data that holds ${opts.keyMeaning}. Defaults to "${opts.defaultKey}".`),
+      })
+      .strict()
+      .refine((r) => r.namespace === undefined, { message: why, path: ['namespace'] }),
+    { description, 'x-kubernetes-validations': [{ rule: '!has(self.namespace)', message: why }] },
+  );
+}
+
 /** The general shape of a Secret key reference (namespace optional). */
 export const SecretKeyRefSchema = secretKeyRef('A key in a Kubernetes Secret.', {
   defaultKey: 'token',

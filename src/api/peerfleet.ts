@@ -12,7 +12,7 @@ import {
   namespaceName,
   re,
   REASON_PATTERN,
-  secretKeyRef,
+  localSecretKeyRef,
   timestamp,
   usd,
 } from './common.js';
@@ -46,13 +46,13 @@ export const PeerFleetSpecSchema = z
         'URL of the API server of the peer cluster, e.g. https://peer.example.com:6443. Must be HTTPS, except on loopback or a tailnet address (100.64.0.0/10).',
       ),
     namespace: namespaceName('Namespace in the peer cluster that holds its queue of lendable Jobs.'),
-    credentialSecretRef: secretKeyRef(
-      'The Secret key holding the bearer token for the peer namespace (a ServiceAccount token of the peer cluster). It is never given to lent jobs.',
-      { defaultKey: 'token', keyMeaning: 'the bearer token' },
+    credentialSecretRef: localSecretKeyRef(
+      'The Secret key, in the namespace of the PeerFleet, holding the bearer token for the peer namespace (a ServiceAccount token of the peer cluster). It is never given to lent jobs.',
+      { defaultKey: 'token', keyMeaning: 'the bearer token', field: 'spec.credentialSecretRef' },
     ),
-    caSecretRef: secretKeyRef(
-      'The Secret key holding the PEM certificate authority that signed the origin. Omit to trust the system roots.',
-      { defaultKey: 'ca.crt', keyMeaning: 'the PEM bundle' },
+    caSecretRef: localSecretKeyRef(
+      'The Secret key, in the namespace of the PeerFleet, holding the PEM certificate authority that signed the origin. Omit to trust the system roots.',
+      { defaultKey: 'ca.crt', keyMeaning: 'the PEM bundle', field: 'spec.caSecretRef' },
     ).optional(),
     lendableNodes: kube(
       LabelSelectorSchema.refine(

@@ -11,7 +11,7 @@ import {
   message,
   objectName,
   re,
-  secretKeyRef,
+  localSecretKeyRef,
   timestamp,
   usd,
 } from './common.js';
@@ -37,6 +37,8 @@ export const PROVISIONING_MODELS = ['SPOT', 'STANDARD'] as const;
 export const RUNNERTARGET_CONDITIONS = ['Ready', 'Durable', 'BudgetExhausted', 'Held'] as const;
 
 export const SERVICE_ACCOUNT_PATTERN = '^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}$';
+const APP_SECRET_NAMESPACE =
+  'spec.github.appSecretRef.namespace is not allowed: the Secret must be in the namespace of the RunnerTarget; remove the namespace and create the Secret here';
 const DEFAULT_COMPUTE_ACCOUNT_SUFFIX = '-compute@developer.gserviceaccount.com';
 const DEFAULT_COMPUTE_ACCOUNT_MESSAGE =
   'serviceAccount must not be the default Compute Engine account, which usually holds broad roles; use a dedicated account with only log and metric write access';
@@ -81,22 +83,27 @@ export const GitHubSchema = kube(
         .describe(
           "Name of the org's runner group the runners join, exactly as GitHub shows it; the group must let the followed repositories use it. Defaults to Default.",
         ),
-      tokenSecretRef: secretKeyRef('The Secret key holding a GitHub token that may manage runners of the org.', {
-        defaultKey: 'token',
-        keyMeaning: 'the token',
-      }).optional(),
-      appSecretRef: z
-        .object({
-          name: objectName('Name of the Secret, with keys appID, installationID and privateKey (PEM).'),
-          namespace: z
-            .string()
-            .max(63)
-            .optional()
-            .describe('Namespace of the Secret; defaults to the namespace of the RunnerTarget.'),
-        })
-        .strict()
-        .optional()
-        .describe('A Secret with the credentials of a GitHub App installed on the org, instead of a token.'),
+      tokenSecretRef: localSecretKeyRef(
+        'The Secret key, in the namespace of the RunnerTarget, holding a GitHub token that may manage runners of the org.',
+        { defaultKey: 'token', keyMeaning: 'the token', field: 'spec.github.tokenSecretRef' },
+      ).optional(),
+      appSecretRef: kube(
+        z
+          .object({
+            name: objectName('Name of the Secret, in the namespace of the RunnerTarget, with keys appID, installationID and privateKey (PEM).'),
+            namespace: z
+              .string()
+              .max(63)
+              .optional()
+              .describe('Not allowed: the Secret is always read from the namespace of the RunnerTarget.'),
+          })
+          .strict()
+          .refine((r) => r.namespace === undefined, { message: APP_SECRET_NAMESPACE, path: ['namespace'] }),
+        {
+          description: 'A Secret with the credentials of a GitHub App installed on the org, instead of a token.',
+          'x-kubernetes-validations': [{ rule: '!has(self.namespace)', message: APP_SECRET_NAMESPACE }],
+        },
+      ).optional(),
       apiURL: z
         .url({ protocol: /^https?$/ })
         .max(2048)
@@ -188,9 +195,9 @@ export const GCESchema = kube(
         .regex(re('^[a-z]([-a-z0-9]*[a-z0-9])?$'))
         .optional()
         .describe('Prefix of host names; defaults to the name of the RunnerTarget.'),
-      credentialsSecretRef: secretKeyRef(
-        'The Secret key holding a service account key (JSON) to call Compute Engine with. Omit to use the identity of the controller (its metadata server token), which the controller allows only when installed with runnerTarget.gceOwnIdentity (--runner-gce-own-identity).',
-        { defaultKey: 'key.json', keyMeaning: 'the key file' },
+      credentialsSecretRef: localSecretKeyRef(
+        'The Secret key, in the namespace of the RunnerTarget, holding a service account key (JSON) to call Compute Engine with. Omit to use the identity of the controller (its metadata server token), which the controller allows only when installed with runnerTarget.gceOwnIdentity (--runner-gce-own-identity).',
+        { defaultKey: 'key.json', keyMeaning: 'the key file', field: 'spec.gce.credentialsSecretRef' },
       ).optional(),
       endpoint: z
         .url({ protocol: /^https?$/ })
