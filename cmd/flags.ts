@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../src/api/duration.js';
 import { errorText } from '../src/kube/errors.js';
+import { parseEndpointList } from '../src/providers/endpoints.js';
 
 export interface ControllerFlags {
   kubeconfig: string | undefined;
@@ -46,6 +47,13 @@ export interface ControllerFlags {
   /** How soon a RunnerTarget check follows one that left a launch open, and how long its check lease lasts unrenewed. */
   runnerFollowUpMs: number;
   runnerCheckLeaseMs: number;
+  /** Base URLs a RunnerTarget may send its GitHub credential to, and its Compute Engine credential to. */
+  allowedGitHubEndpoints: string[];
+  allowedGceEndpoints: string[];
+  /** Peer API servers a PeerFleet may send its bearer token to; empty: none. */
+  allowedPeerOrigins: string[];
+  /** Plain http to loopback endpoints that are listed; for tests running emulators on this machine only. */
+  allowLoopbackEndpoints: boolean;
 }
 
 export class FlagError extends Error {
@@ -88,6 +96,10 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'runner-boot-grace': { type: 'string', default: '45m' },
       'runner-follow-up': { type: 'string', default: '10s' },
       'runner-check-lease': { type: 'string', default: '30s' },
+      'allowed-github-endpoints': { type: 'string', default: env.LEASEHOLD_ALLOWED_GITHUB_ENDPOINTS ?? 'https://api.github.com' },
+      'allowed-gce-endpoints': { type: 'string', default: env.LEASEHOLD_ALLOWED_GCE_ENDPOINTS ?? 'https://compute.googleapis.com' },
+      'allowed-peer-origins': { type: 'string', default: env.LEASEHOLD_ALLOWED_PEER_ORIGINS ?? '' },
+      'allow-loopback-endpoints': { type: 'boolean', default: false },
     },
     strict: true,
   });
@@ -118,6 +130,13 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
   };
   const sshUser = text('runner-ssh-user');
   if (!/^[a-z_][a-z0-9_-]{0,31}$/.test(sshUser)) throw new FlagError(`--runner-ssh-user ${sshUser} must be a Unix user name (lowercase letters, digits, _ and -)`);
+  const endpoints = (name: keyof typeof values): string[] => {
+    try {
+      return parseEndpointList(text(name), `--${name}`);
+    } catch (err) {
+      throw new FlagError(errorText(err));
+    }
+  };
   const orphans = text('orphans');
   if (orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
   return {
@@ -151,5 +170,9 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     runnerBootGraceMs: duration('runner-boot-grace'),
     runnerFollowUpMs: positive('runner-follow-up'),
     runnerCheckLeaseMs: positive('runner-check-lease'),
+    allowedGitHubEndpoints: endpoints('allowed-github-endpoints'),
+    allowedGceEndpoints: endpoints('allowed-gce-endpoints'),
+    allowedPeerOrigins: endpoints('allowed-peer-origins'),
+    allowLoopbackEndpoints: values['allow-loopback-endpoints'] === true,
   };
 }
