@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { chmodSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { defaultKeyPath, keyFileProblem, keyID, loadDeviceKey } from './device-key.js';
@@ -48,5 +48,31 @@ describe('device key file', () => {
     const junk = join(dir, 'junk');
     writeFileSync(junk, 'not a key', { mode: 0o600 });
     expect(() => loadDeviceKey(junk)).toThrow(/is not an unencrypted OpenSSH private key/);
+  });
+
+  it('never writes the public key through a symbolic link, and says so', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-key-'));
+    const victim = join(dir, 'authorized_keys');
+    writeFileSync(victim, 'precious\n');
+    const path = join(dir, 'id_ed25519');
+    symlinkSync(victim, `${path}.pub`);
+    expect(() => loadDeviceKey(path)).toThrow(`${path}.pub is a symbolic link; leasehold writes its key files only as plain files: remove it, or name another key file with --key`);
+    expect(readFileSync(victim, 'utf8')).toBe('precious\n');
+  });
+
+  it('never writes the private key through a symbolic link, even a dangling one', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-key-'));
+    const path = join(dir, 'id_ed25519');
+    symlinkSync(join(dir, 'elsewhere'), path);
+    expect(() => loadDeviceKey(path)).toThrow(/is a symbolic link/);
+    expect(existsSync(join(dir, 'elsewhere'))).toBe(false);
+  });
+
+  it('replaces a public key left from a private key that is gone', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'leasehold-key-'));
+    const path = join(dir, 'id_ed25519');
+    writeFileSync(`${path}.pub`, 'stale\n');
+    const key = loadDeviceKey(path);
+    expect(readFileSync(`${path}.pub`, 'utf8')).toBe(`${key.publicKey}\n`);
   });
 });

@@ -2,7 +2,7 @@
 // machine), made on first use. Its public half goes into spec.sshKeys of the
 // Leases this device uses; the private half never leaves the file, and a file
 // other users could read is refused, as ssh refuses it.
-import { mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, constants, lstatSync, mkdirSync, openSync, readFileSync, statSync, unlinkSync, writeSync } from 'node:fs';
 import { homedir, hostname, userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import ssh2 from 'ssh2';
@@ -67,16 +67,52 @@ export function keyID(line: string): string {
 function create(path: string): DeviceKey {
   mkdirSync(dirname(path), { recursive: true, mode: 0o700 });
   const pair = generateControllerKey(comment());
+  refuseLink(path);
   try {
-    // flag wx: never overwrite a key another process made in the meantime; use that one.
-    writeFileSync(path, pair.privateKey, { mode: 0o600, flag: 'wx' });
+    // Exclusive: never overwrite a key another process made in the meantime; use that one.
+    writeNew(path, pair.privateKey, 0o600);
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'EEXIST') return loadDeviceKey(path);
     throw err;
   }
   const publicKey = pair.publicKey;
-  writeFileSync(`${path}.pub`, `${publicKey}\n`, { mode: 0o644 });
+  const pub = `${path}.pub`;
+  refuseLink(pub);
+  try {
+    writeNew(pub, `${publicKey}\n`, 0o644);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    // A public key left from a private key that is gone: replaced, never written through.
+    refuseLink(pub);
+    unlinkSync(pub);
+    writeNew(pub, `${publicKey}\n`, 0o644);
+  }
   return { path, privateKey: pair.privateKey, publicKey, id: keyID(publicKey) };
+}
+
+/**
+ * Creates `path` and writes `data`: never through a symbolic link (another
+ * user who can write the directory could point it at a file of yours), never
+ * over an existing file.
+ */
+function writeNew(path: string, data: string, mode: number): void {
+  const fd = openSync(path, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, mode);
+  try {
+    writeSync(fd, data);
+  } finally {
+    closeSync(fd);
+  }
+}
+
+function refuseLink(path: string): void {
+  let st;
+  try {
+    st = lstatSync(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw err;
+  }
+  if (st.isSymbolicLink()) throw new Error(`${path} is a symbolic link; leasehold writes its key files only as plain files: remove it, or name another key file with --key`);
 }
 
 function comment(): string {

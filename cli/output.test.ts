@@ -100,6 +100,6 @@ describe('output pieces', () => {
     expect(knownHostsLine({ host: '10.0.0.5', port: 22, hostKey: 'ssh-ed25519 AAAA\n' })).toBe('10.0.0.5 ssh-ed25519 AAAA\n');
     expect(knownHostsLine({ host: '127.0.0.1', port: 2222, hostKey: 'ssh-ed25519 AAAA' })).toBe('[127.0.0.1]:2222 ssh-ed25519 AAAA\n');
     const args = sshArgs({ host: 'h', port: 2222, user: 'u' }, '/k', '/kh', ['uname', '-a']);
-    expect(args.join(' ')).toBe('-i /k -o IdentitiesOnly=yes -o UserKnownHostsFile=/kh -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes -o UpdateHostKeys=no -p 2222 u@h -- uname -a');
+    expect(args.join(' ')).toBe('-i /k -o IdentitiesOnly=yes -o UserKnownHostsFile=/kh -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes -o UpdateHostKeys=no -p 2222 -- u@h uname -a');
   });
 });

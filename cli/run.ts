@@ -17,6 +17,7 @@ import { connect, type Cluster } from './kube.js';
 import { markActivity, nameOf } from './lease-use.js';
 import { Progress } from './output.js';
 import { DetachedError, startJob, type RemoteJob } from './remote.js';
+import { sshTargetOf } from './target.js';
 
 export const RUN_USAGE = 'usage: leasehold run --where EXPR [--offer NAME] [--lease NAME] [-n NAMESPACE] [--key FILE] -- CMD [ARG...]';
 
@@ -109,7 +110,7 @@ export async function run(args: string[], io: RunIO): Promise<number> {
     // Right before the command is sent: a run that asks after the release was recorded is refused here.
     lease = await markActivity(cluster.leases, lease);
     if (interrupted) throw new ExitError('interrupted before the command started', EXIT.interrupted);
-    const ssh = lease.status!.machine!.ssh!;
+    const ssh = sshTargetOf(nameOf(lease), lease.status?.machine?.ssh);
     progress.done();
     const job = await startJob({ host: ssh.host, port: ssh.port ?? 22, user: ssh.user, hostKey: ssh.hostKey }, key.privateKey, key.path, { run: jobCommand(flags.command, runID), interrupt: interruptJobCommand(runID) }, {
       stdout: io.stdout,

@@ -15,6 +15,7 @@ import { commonFlags, parseCommand, positionals } from './flags.js';
 import { connect } from './kube.js';
 import { markActivity } from './lease-use.js';
 import type { Out } from './leases.js';
+import { sshTargetOf } from './target.js';
 import { Progress, type ProgressSink } from './output.js';
 
 export const SSH_USAGE = 'usage: leasehold ssh NAME [--print] [-n NAMESPACE] [--key FILE] [-- CMD...]';
@@ -25,7 +26,11 @@ export function knownHostsLine(ssh: { host: string; port?: number | undefined; h
   return `${port === 22 ? ssh.host : `[${ssh.host}]:${port}`} ${ssh.hostKey.trim()}\n`;
 }
 
-/** The ssh argv for the machine: only this key, only the pinned host key, no prompts. */
+/**
+ * The ssh argv for the machine: only this key, only the pinned host key, no
+ * prompts. `--` ends ssh's options before the destination, so neither it
+ * nor the command after it is read as one.
+ */
 export function sshArgs(ssh: { host: string; port?: number | undefined; user: string }, keyPath: string, knownHosts: string, command: string[]): string[] {
   return [
     '-i', keyPath,
@@ -35,8 +40,9 @@ export function sshArgs(ssh: { host: string; port?: number | undefined; user: st
     '-o', 'StrictHostKeyChecking=yes',
     '-o', 'UpdateHostKeys=no',
     '-p', String(ssh.port ?? 22),
+    '--',
     `${ssh.user}@${ssh.host}`,
-    ...(command.length ? ['--', ...command] : []),
+    ...command,
   ];
 }
 
@@ -69,7 +75,7 @@ export async function ssh(args: string[], out: Out, err: ProgressSink, env: Node
     process.off('SIGINT', interrupt);
     progress.done();
   }
-  const target = lease.status!.machine!.ssh!;
+  const target = sshTargetOf(`${cluster.namespace}/${name}`, lease.status?.machine?.ssh);
   if (values.print) {
     const file = join(dirname(key.path), 'known_hosts.d', `${cluster.namespace}.${name}`);
     mkdirSync(dirname(file), { recursive: true, mode: 0o700 });

@@ -103,7 +103,7 @@ describe('leasehold run', () => {
     expect(r.stdout).toBe('over-openssh\n');
     const printed = await run(['ssh', lease.metadata.name, '--print']);
     expect(printed.code).toBe(0);
-    expect(printed.stdout).toMatch(/^ssh -i \S+id_ed25519 -o IdentitiesOnly=yes -o UserKnownHostsFile=\S+ .*-o StrictHostKeyChecking=yes .*-p \d+ \S+@127\.0\.0\.1\n$/);
+    expect(printed.stdout).toMatch(/^ssh -i \S+id_ed25519 -o IdentitiesOnly=yes -o UserKnownHostsFile=\S+ .*-o StrictHostKeyChecking=yes .*-p \d+ -- \S+@127\.0\.0\.1\n$/);
   });
 
   it('installs as leasehold (production build) and as kubectl-leasehold (krew archive), and measures run overhead on a Ready Lease against plain ssh', async () => {
