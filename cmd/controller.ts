@@ -3,14 +3,14 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { loadKubeConfig } from '../src/kube/client.js';
-import { waitForInstallationID } from '../src/kube/installation.js';
+import { waitForInstallation } from '../src/kube/installation.js';
 import { createLogger } from '../src/kube/logger.js';
 import { Manager } from '../src/kube/manager.js';
 import { secretDataReader } from '../src/kube/secrets.js';
 import { DEFAULT_GCE_ENDPOINT } from '../src/api/index.js';
 import { MetadataTokenSource } from '../src/providers/gce/auth.js';
 import { LambdaAccounts } from '../src/providers/lambda/accounts.js';
-import { registerLeaseController } from '../controllers/lease/register.js';
+import { leaseRecords, registerLeaseController } from '../controllers/lease/register.js';
 import { registerOfferController } from '../controllers/offer/register.js';
 import { registerPeerFleetController } from '../controllers/peerfleet/register.js';
 import { registerRunnerTargetController } from '../controllers/runnertarget/register.js';
@@ -38,8 +38,8 @@ const mgr = new Manager({
   shutdownGraceMs: flags.shutdownGraceMs,
 });
 // Known before any controller runs: every machine name carries it.
-const installationID = await waitForInstallationID(mgr.core, flags.namespace, (err, inMs) =>
-  log.warn({ namespace: flags.namespace, err: String(err), retryInMs: inMs }, 'reading the installation ID Secret failed; retrying'),
+const { id: installationID } = await waitForInstallation(mgr.core, flags.namespace, flags.installationSecret, (err, inMs) =>
+  log.warn({ namespace: flags.namespace, secret: flags.installationSecret, err: String(err), retryInMs: inMs }, 'reading the installation ID Secret failed; retrying'),
 );
 log.info({ installationID }, 'installation');
 // One set of Lambda accounts for both controllers: each account has one
@@ -49,22 +49,32 @@ const lambda = new LambdaAccounts({
   onResult: (operation, code) => mgr.metrics.providerRequests.inc({ provider: 'lambda', operation, code }),
   secrets: secretDataReader(mgr.core),
 });
+const leaseSettings = {
+  installationID,
+  maxLeases: flags.maxLeases,
+  maxLeasesPerNamespace: flags.maxLeasesPerNamespace,
+  namespaceLeaseLimits: flags.namespaceLeaseLimits,
+  acquireTimeoutMs: flags.acquireTimeoutMs,
+  checkIntervalMs: flags.checkIntervalMs,
+  historyLimit: flags.historyLimit,
+  historyMaxAgeMs: flags.historyMaxAgeMs,
+};
 registerOfferController(mgr, {
-  lambda: { accounts: lambda, listIntervalMs: flags.lambdaListMs, orphanGraceMs: flags.orphanGraceMs, installationID, orphans: flags.orphans },
+  lambda: {
+    accounts: lambda,
+    listIntervalMs: flags.lambdaListMs,
+    orphanGraceMs: flags.orphanGraceMs,
+    installationID,
+    orphans: flags.orphans,
+    records: leaseRecords(mgr, { controllerNamespace: flags.namespace, installationSecret: flags.installationSecret, settings: leaseSettings }),
+  },
 });
 registerLeaseController(mgr, {
   concurrency: flags.concurrency,
   controllerNamespace: flags.namespace,
+  installationSecret: flags.installationSecret,
   lambda: { accounts: lambda, pollMs: flags.lambdaPollMs, launchSettleMs: flags.lambdaLaunchSettleMs },
-  settings: {
-    installationID,
-    maxLeases: flags.maxLeases,
-    maxLeasesPerNamespace: flags.maxLeasesPerNamespace,
-    acquireTimeoutMs: flags.acquireTimeoutMs,
-    checkIntervalMs: flags.checkIntervalMs,
-    historyLimit: flags.historyLimit,
-    historyMaxAgeMs: flags.historyMaxAgeMs,
-  },
+  settings: leaseSettings,
 });
 registerPeerFleetController(mgr, { installationID, controllerNamespace: flags.namespace, lending: flags.peerLending });
 registerRunnerTargetController(mgr, {

@@ -39,6 +39,18 @@ describe('parseControllerFlags', () => {
     expect(parseControllerFlags(['--max-leases-per-namespace', '3'], {}).maxLeasesPerNamespace).toBe(3);
   });
 
+  it('--installation-secret names the release\'s installation ID Secret; the chart sets it per release', () => {
+    expect(parseControllerFlags([], {}).installationSecret).toBe('leasehold-installation');
+    expect(parseControllerFlags([], { LEASEHOLD_INSTALLATION_SECRET: 'prod-leasehold-installation' }).installationSecret).toBe('prod-leasehold-installation');
+    expect(() => parseControllerFlags(['--installation-secret', 'Bad_Name'], {})).toThrow(FlagError);
+  });
+
+  it('--namespace-lease-limits takes the admin caps per namespace from the chart, and refuses a malformed one naming the value', () => {
+    expect(parseControllerFlags([], { LEASEHOLD_NAMESPACE_LEASE_LIMITS: '{"perNamespace":{"maxLeases":1},"namespaces":{}}' }).namespaceLeaseLimits).toEqual({ perNamespace: { maxLeases: 1 }, namespaces: {} });
+    expect(parseControllerFlags([], {}).namespaceLeaseLimits).toEqual({});
+    expect(() => parseControllerFlags(['--namespace-lease-limits', '{"perNamespace":{"maxPricePerHour":-2}}'], {})).toThrow(/--namespace-lease-limits: leaseLimits\.perNamespace\.maxPricePerHour/);
+  });
+
   it('--runner-sample-window-scale scales the RunnerTarget sample window', () => {
     expect(parseControllerFlags(['--runner-sample-window-scale', '0.01'], {}).runnerSampleWindowScale).toBe(0.01);
   });

@@ -5,6 +5,7 @@ import { parseArgs } from 'node:util';
 import { parseDuration } from '../src/api/duration.js';
 import { errorText } from '../src/kube/errors.js';
 import { parseEndpointList } from '../src/providers/endpoints.js';
+import { parseNamespaceLeaseLimits, type NamespaceLeaseLimits } from '../controllers/lease/limits.js';
 
 export interface ControllerFlags {
   kubeconfig: string | undefined;
@@ -15,11 +16,15 @@ export interface ControllerFlags {
   maxLeases: number;
   /** Active Leases of one namespace; 0: no limit. */
   maxLeasesPerNamespace: number;
+  /** The admin's caps per namespace (Helm leaseLimits). */
+  namespaceLeaseLimits: NamespaceLeaseLimits;
   acquireTimeoutMs: number;
   checkIntervalMs: number;
   resyncMs: number;
   /** The controller's own namespace: its SSH key Secret lives there. */
   namespace: string;
+  /** The Secret (in namespace) holding this release's installation ID: one per release. */
+  installationSecret: string;
   watchNamespace: string | undefined;
   lambdaListMs: number;
   lambdaLaunchMs: number;
@@ -74,11 +79,13 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       concurrency: { type: 'string', default: '4' },
       'max-leases': { type: 'string', default: env.LEASEHOLD_MAX_LEASES ?? '2' },
       'max-leases-per-namespace': { type: 'string', default: env.LEASEHOLD_MAX_LEASES_PER_NAMESPACE ?? '0' },
+      'namespace-lease-limits': { type: 'string', default: env.LEASEHOLD_NAMESPACE_LEASE_LIMITS ?? '{}' },
       'acquire-timeout': { type: 'string', default: env.LEASEHOLD_ACQUIRE_TIMEOUT ?? '15m' },
       'check-interval': { type: 'string', default: env.LEASEHOLD_CHECK_INTERVAL ?? '1m' },
       'resync-period': { type: 'string', default: '10m' },
       namespace: { type: 'string', default: env.POD_NAMESPACE ?? 'default' },
       'watch-namespace': { type: 'string', default: env.LEASEHOLD_WATCH_NAMESPACE },
+      'installation-secret': { type: 'string', default: env.LEASEHOLD_INSTALLATION_SECRET ?? 'leasehold-installation' },
       'lambda-list-interval': { type: 'string', default: '2m' },
       'lambda-launch-interval': { type: 'string', default: '12s' },
       'lambda-poll-interval': { type: 'string', default: '2s' },
@@ -137,6 +144,14 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       throw new FlagError(errorText(err));
     }
   };
+  const installationSecret = text('installation-secret');
+  if (!/^[a-z0-9]([-a-z0-9]{0,251}[a-z0-9])?$/.test(installationSecret)) throw new FlagError(`--installation-secret ${installationSecret} must be a Secret name (lowercase letters, digits and -)`);
+  let namespaceLeaseLimits: NamespaceLeaseLimits;
+  try {
+    namespaceLeaseLimits = parseNamespaceLeaseLimits(text('namespace-lease-limits'), '--namespace-lease-limits');
+  } catch (err) {
+    throw new FlagError(errorText(err));
+  }
   const orphans = text('orphans');
   if (orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
   return {
@@ -147,11 +162,13 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     concurrency: whole('concurrency', 1, 'of at least 1'),
     maxLeases: whole('max-leases', 0, '(0 stops all new leases)'),
     maxLeasesPerNamespace: whole('max-leases-per-namespace', 0, '(0: no limit per namespace)'),
+    namespaceLeaseLimits,
     acquireTimeoutMs: duration('acquire-timeout'),
     checkIntervalMs: duration('check-interval'),
     resyncMs: duration('resync-period'),
     namespace: text('namespace'),
     watchNamespace: values['watch-namespace'] || undefined,
+    installationSecret,
     lambdaListMs: duration('lambda-list-interval'),
     lambdaLaunchMs: duration('lambda-launch-interval'),
     lambdaPollMs: duration('lambda-poll-interval'),

@@ -21,7 +21,7 @@ export interface OfferCandidate {
   blockedBy?: BlockReason | undefined;
 }
 
-export type BlockReason = 'OverPriceCap' | 'NamespaceNotAllowed' | 'MaxLeasesPerNamespace';
+export type BlockReason = 'OverPriceCap' | 'NamespaceNotAllowed' | 'MaxLeasesPerNamespace' | 'NamespacePriceCap';
 
 export type Choice =
   | { ok: true; candidate: OfferCandidate }

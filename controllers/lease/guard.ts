@@ -8,6 +8,7 @@ import { ACTIVE_PHASES, LEASE_RESOURCE, type Lease, type LeaseStatus } from '../
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import type { EffectRunner } from '../../src/kube/effects.js';
 import type { EventRecorder } from '../../src/kube/events.js';
+import { INSTALLATION_ANNOTATION } from '../../src/kube/installation.js';
 import { objectKey } from '../../src/kube/resource.js';
 import type { StatusWriter } from '../../src/kube/status.js';
 import type { LeaseDriver } from './driver.js';
@@ -37,6 +38,8 @@ export interface LeaseGuardDeps {
 export class LeaseGuard {
   /** The tampering last reported per Lease UID, so that each is reported once. */
   private readonly tampered = new Map<string, string>();
+  /** Lease UIDs reported as taken on by no installation, so that each is reported once. */
+  private readonly notTakenOn = new Set<string>();
   private readonly keeper: RecordKeeper;
   private adoption: Promise<void> | undefined;
 
@@ -57,6 +60,7 @@ export class LeaseGuard {
 
   forget(uid: string): void {
     this.tampered.delete(uid);
+    this.notTakenOn.delete(uid);
     this.deps.records.evict(uid);
   }
 
@@ -123,6 +127,36 @@ export class LeaseGuard {
   async writeStatus(lease: Lease, status: LeaseStatus): Promise<Lease> {
     const record = await this.deps.records.get(lease.metadata!.uid!);
     return this.deps.status.write(LEASE_RESOURCE, lease, sealedStatus(status, record));
+  }
+
+  /**
+   * A Lease another installation took on, or one that says it holds a
+   * machine (or ended) with no installation's stamp and no record here:
+   * nothing is written for it and nothing released. A machine-holding one is
+   * reported once, since its status may have been written by hand.
+   */
+  leftAlone(lease: Lease, phase: Phase, stamp: string | undefined): undefined {
+    const uid = lease.metadata!.uid!;
+    if (stamp !== undefined || !ACTIVE_PHASES.includes(phase) || this.notTakenOn.has(uid)) return undefined;
+    this.notTakenOn.add(uid);
+    void this.deps.events.record(
+      lease,
+      'Warning',
+      'NotTakenOn',
+      `status.phase says ${phase}, but the Lease has no annotation ${INSTALLATION_ANNOTATION} and installation ${this.deps.settings.installationID} holds no record of it: left to the installation that holds its record; if none does, its status was not written by a controller and nothing will be probed or released`,
+    );
+    return undefined;
+  }
+
+  /** The stamp named another installation while this one's record holds the Lease's machine: it was stamped back. */
+  restamped(lease: Lease, stamp: string): void {
+    this.deps.log.warn({ lease: objectKey(lease), stamp }, 'Lease stamped with another installation while this installation holds its record');
+    void this.deps.events.record(
+      lease,
+      'Warning',
+      'InstallationConflict',
+      `annotation ${INSTALLATION_ANNOTATION} named installation ${stamp}, but installation ${this.deps.settings.installationID} holds the record of this Lease's machine; it was set back. Only the controller sets this annotation`,
+    );
   }
 
   private report(lease: Lease, fields: string, what: string): void {

@@ -19,7 +19,7 @@ export interface LeaseContext {
 }
 
 export type LeaseEvent =
-  | { type: 'UNSCHEDULABLE'; reason: 'NoMatchingOffer' | 'MaxLeases' | 'InvalidSpec' | 'NamespaceNotAllowed' | 'MaxLeasesPerNamespace' | 'OverPriceCap'; message: string }
+  | { type: 'UNSCHEDULABLE'; reason: 'NoMatchingOffer' | 'MaxLeases' | 'InvalidSpec' | 'NamespaceNotAllowed' | 'MaxLeasesPerNamespace' | 'OverPriceCap' | 'NamespacePriceCap'; message: string }
   | { type: 'OFFER_CHOSEN'; offer: string; message: string }
   /** Refused outright, nothing rented (e.g. no capacity anywhere wanted): the Lease ends Failed without waiting. */
   | { type: 'REFUSED'; reason: string; message: string }

@@ -1,6 +1,7 @@
 // What each phase's look at the world returns to the reconciler. A phase is
 // a pure function of (Lease, effect state, plan, now, settings): it decides;
 // the reconciler writes and starts effects.
+import type { NamespaceLeaseLimits } from './limits.js';
 import type { Lease, LeaseStatus } from '../../src/api/index.js';
 import type { EffectState } from '../../src/kube/effects.js';
 import type { AcquireResult, MachineCheck } from './driver.js';
@@ -28,6 +29,8 @@ export interface LeaseSettings {
   maxLeases: number;
   /** Active leases of one namespace; 0 or absent: no limit. */
   maxLeasesPerNamespace?: number;
+  /** The admin's caps per namespace (Helm leaseLimits), whatever Offers and Leases say. */
+  namespaceLeaseLimits?: NamespaceLeaseLimits | undefined;
   /** Acquire plus agent readiness must finish within this. */
   acquireTimeoutMs: number;
   /** How often Ready and Idle machines are probed and failed releases retried. */

@@ -41,12 +41,21 @@ const launched: Partial<LeaseStatus> = {
   lastActivityAt: iso(now - 30_000),
 };
 
-function world(status?: Partial<LeaseStatus>, opts: { record?: boolean; adopted?: boolean } = {}) {
+function world(status?: Partial<LeaseStatus>, opts: { record?: boolean; adopted?: boolean; stamp?: string | null } = {}) {
+  const stamp = opts.stamp === undefined ? (status ? 'inst0001' : null) : opts.stamp;
   const api = new FakeAPIServer<Lease>({ finalizer: 'leasehold.dev/release' });
   api.create({
     apiVersion: 'leasehold.dev/v1alpha1',
     kind: 'Lease',
-    metadata: { name: 'l', namespace: 'ns', uid: UID, generation: 1, creationTimestamp: new Date() as never, finalizers: status ? ['leasehold.dev/release'] : [] },
+    metadata: {
+      name: 'l',
+      namespace: 'ns',
+      uid: UID,
+      generation: 1,
+      creationTimestamp: new Date() as never,
+      finalizers: status ? ['leasehold.dev/release'] : [],
+      ...(stamp ? { annotations: { 'leasehold.dev/installation': stamp } } : {}),
+    },
     spec: { where: 'cpus>=1', sshKeys: [] },
     ...(status ? { status: structuredClone(status) } : {}),
   } as unknown as Lease);
@@ -211,6 +220,60 @@ describe('status the controller never wrote', () => {
     const verbs = w.handed.map((h) => h.verb);
     expect(verbs.slice(0, 2)).toEqual(['release', 'acquire']);
     expect(w.handed[0]!.status.providerState).toBe(launched.providerState);
+  });
+});
+
+describe('installations sharing a namespace', () => {
+  it("leaves a Lease another installation stamped alone: no status write, no release, no event", async () => {
+    const w = world({ ...launched, phase: 'Ready' }, { record: false, stamp: 'other001' });
+    const before = w.lease()!.metadata!.resourceVersion;
+    await w.settle();
+    expect(w.handed).toEqual([]);
+    expect(w.lease()!.metadata!.resourceVersion).toBe(before);
+    expect(w.reasons()).toEqual([]);
+  });
+
+  it('leaves an unstamped machine-holding Lease with no record alone, reporting it once', async () => {
+    const w = world({ ...launched, phase: 'Ready' }, { record: false, stamp: null });
+    await w.settle();
+    await w.settle();
+    expect(w.handed).toEqual([]);
+    expect(w.lease()?.status?.phase).toBe('Ready');
+    expect(w.reasons()).toEqual(['NotTakenOn']);
+  });
+
+  it('stamps a new Lease before anything else is written for it', async () => {
+    const w = world(undefined, { stamp: null });
+    await w.settle();
+    const lease = w.lease()!;
+    expect(lease.metadata?.annotations).toEqual({ 'leasehold.dev/installation': 'inst0001' });
+    expect(w.handed.map((h) => h.verb)[0]).toBe('acquire');
+  });
+
+  it('takes on an unstamped Lease whose record it holds (an upgrade), and sets back a stamp naming another installation', async () => {
+    const w = world({ ...launched, phase: 'Ready' }, { stamp: null });
+    await w.settle();
+    expect(w.lease()?.metadata?.annotations).toEqual({ 'leasehold.dev/installation': 'inst0001' });
+    await w.records.put({ ...(await w.records.get(UID))!, installation: 'inst0001' });
+    w.api.set('ns', 'l', (l) => ({ ...l, metadata: { ...l.metadata, annotations: { 'leasehold.dev/installation': 'other001' } } }));
+    await w.settle();
+    expect(w.lease()?.metadata?.annotations).toEqual({ 'leasehold.dev/installation': 'inst0001' });
+    expect(w.reasons()).toContain('InstallationConflict');
+    expect(w.lease()?.status?.phase).toBe('Ready');
+  });
+
+  it('loses a stamping race without writing anything: the other installation took the Lease', async () => {
+    const w = world(undefined, { stamp: null });
+    w.api.beforeStamp = () => {
+      const l = w.lease()!;
+      w.api.create({ ...l, metadata: { ...l.metadata, annotations: { 'leasehold.dev/installation': 'other001' } } });
+    };
+    await expect(w.reconciler.reconcile('ns/l')).rejects.toMatchObject({ code: 409 });
+    w.api.beforeStamp = undefined;
+    await w.settle();
+    expect(w.handed).toEqual([]);
+    expect(w.lease()?.status).toBeUndefined();
+    expect(w.lease()?.metadata?.finalizers).toEqual([]);
   });
 });
 

@@ -25,6 +25,8 @@ import { observeReleasing } from './release.js';
 import { schedule, Slots } from './schedule.js';
 import { conditionsFor, contextOf, endReasonFor, fitLeaseStatus, phaseOf } from './status.js';
 import { LeaseGuard, RECORD_SWEEP_KEY } from './guard.js';
+import { ownershipOf, stampedBy } from './ownership.js';
+import { limitFor } from './limits.js';
 import type { LeaseRecord, RecordStore } from './records.js';
 import { recordOf, sealedLease } from './trust.js';
 
@@ -40,6 +42,8 @@ export interface LeaseWriter {
   get(namespace: string, name: string): Promise<Lease | undefined>;
   /** Deletes the Lease only while it is still the object with this UID (a precondition), never one made since under its name. */
   delete(namespace: string, name: string, uid: string): Promise<void>;
+  /** Stamps the Lease with an installation ID (annotation), with its resourceVersion: of two installations racing, one wins. */
+  stamp(lease: Lease, installationID: string): Promise<Lease>;
 }
 
 /** What the reconciler reports to metrics; labels are the provider kind only. */
@@ -87,7 +91,7 @@ export class LeaseReconciler {
   constructor(private readonly deps: LeaseReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
     this.random = deps.random ?? Math.random;
-    this.slots = new Slots(deps.leases);
+    this.slots = new Slots(deps.leases, deps.settings.installationID);
     this.guard = new LeaseGuard({ ...deps, now: () => this.now().getTime() });
   }
 
@@ -110,6 +114,15 @@ export class LeaseReconciler {
     if (!lease) return;
     await this.guard.adopted();
     const uid = lease.metadata?.uid ?? '';
+    // The stamp goes on before anything is written or started for the
+    // Lease: a crash after it leaves a Lease this installation will finish,
+    // and another installation that lost the race sees the stamp and stops.
+    const own = ownershipOf(lease, phaseOf(lease), await this.deps.records.get(uid), this.deps.settings.installationID);
+    if (own.kind === 'others') return this.guard.leftAlone(lease, phaseOf(lease), own.stamp);
+    if (own.kind === 'stamp') {
+      lease = await this.deps.writer.stamp(lease, this.deps.settings.installationID);
+      if (own.conflict !== undefined) this.guard.restamped(lease, own.conflict);
+    }
     let requeueAfter: number | undefined;
     // A pass goes on while each step leads straight to another (a result
     // recorded, an end reached); it ends at an effect, a wait or nothing new.
@@ -191,6 +204,7 @@ export class LeaseReconciler {
           activeOffers: holders.filter((h) => h.namespace === namespace).map((h) => h.offer),
         },
         maxLeasesPerNamespace: this.deps.settings.maxLeasesPerNamespace,
+        namespaceLimit: limitFor(this.deps.settings.namespaceLeaseLimits, namespace),
         installationID: this.deps.settings.installationID,
         now: this.now().getTime(),
         random: this.random,
@@ -215,7 +229,8 @@ export class LeaseReconciler {
     if (record) await this.deps.records.delete(uid);
     if (lease.metadata?.finalizers?.includes(RELEASE_FINALIZER)) await this.deps.writer.removeFinalizer(lease);
     const { historyLimit = 32, historyMaxAgeMs = 7 * 24 * 3600_000 } = this.deps.settings;
-    return pruneHistory(lease, this.deps.leases.list(), this.now().getTime(), historyLimit, historyMaxAgeMs, (ns, name, uid) => this.deps.writer.delete(ns, name, uid));
+    const ours = this.deps.leases.list().filter((l) => stampedBy(l, this.deps.settings.installationID));
+    return pruneHistory(lease, ours, this.now().getTime(), historyLimit, historyMaxAgeMs, (ns, name, uid) => this.deps.writer.delete(ns, name, uid));
   }
 
   // ---- writing status, then starting effects ----

@@ -46,6 +46,12 @@ function secretsAPI() {
   return { api: api as never, stored, calls, bumpBehind: (name: string) => (stored.get(name)!.metadata!.resourceVersion = String(++rv)) };
 }
 
+const INSTALLATION = { id: 'inst0001', secret: 'leasehold-release-a-installation', legacyMarker: adoptedMarkerFor(undefined) };
+const store0 = (k: ReturnType<typeof secretsAPI>, installation = INSTALLATION) => new KubeRecordStore(k.api, 'leasehold-system', installation);
+/** The installation ID Secret of a release from before lease records (no adoption noted). */
+const installationSecret = (k: ReturnType<typeof secretsAPI>, name = INSTALLATION.secret) =>
+  k.stored.set(name, { metadata: { name, resourceVersion: '0' }, data: { id: Buffer.from('inst0001').toString('base64') } });
+
 const record = (uid: string, extra: Partial<LeaseRecord> = {}): LeaseRecord => ({
   uid,
   namespace: 'team-a',
@@ -61,21 +67,22 @@ const record = (uid: string, extra: Partial<LeaseRecord> = {}): LeaseRecord => (
 describe('KubeRecordStore', () => {
   it('keeps a record in a labelled Secret named after the Lease UID, readable by a fresh store', async () => {
     const k = secretsAPI();
-    await new KubeRecordStore(k.api, 'leasehold-system').put(record('0123abcd-1'));
+    await store0(k).put(record('0123abcd-1'));
     const secret = k.stored.get('leasehold-lease-0123abcd-1')!;
     expect(secret.metadata?.labels).toEqual({
       'app.kubernetes.io/managed-by': 'leasehold',
       'app.kubernetes.io/component': 'lease-record',
       'leasehold.dev/lease-uid': '0123abcd-1',
+      'leasehold.dev/installation': 'inst0001',
       'leasehold.dev/lease-namespace': 'team-a',
       'leasehold.dev/lease-name': 'train',
     });
-    expect(await new KubeRecordStore(k.api, 'leasehold-system').get('0123abcd-1')).toEqual(record('0123abcd-1'));
+    expect(await store0(k).get('0123abcd-1')).toEqual(record('0123abcd-1', { installation: 'inst0001' }));
   });
 
   it('replaces a record it wrote, from memory, without reading it again', async () => {
     const k = secretsAPI();
-    const store = new KubeRecordStore(k.api, 'leasehold-system');
+    const store = store0(k);
     await store.put(record('u1'));
     await store.put(record('u1', { providerState: '{"pid":1}' }));
     expect(await store.get('u1')).toMatchObject({ providerState: '{"pid":1}' });
@@ -84,17 +91,18 @@ describe('KubeRecordStore', () => {
 
   it('replaces a record another process wrote, or one changed since it was read', async () => {
     const k = secretsAPI();
-    await new KubeRecordStore(k.api, 'leasehold-system').put(record('u1'));
-    const store = new KubeRecordStore(k.api, 'leasehold-system');
+    await store0(k).put(record('u1'));
+    const store = store0(k);
     await store.put(record('u1', { providerState: 'a' }));
     k.bumpBehind('leasehold-lease-u1');
     await store.put(record('u1', { providerState: 'b' }));
-    expect(await new KubeRecordStore(k.api, 'leasehold-system').get('u1')).toMatchObject({ providerState: 'b' });
+    expect(await store0(k).get('u1')).toMatchObject({ providerState: 'b' });
   });
 
   it('lists records only (not the adoption marker or other Secrets), deletes idempotently', async () => {
     const k = secretsAPI();
-    const store = new KubeRecordStore(k.api, 'leasehold-system');
+    const store = store0(k);
+    installationSecret(k);
     await store.put(record('u1'));
     await store.put(record('u2', { name: 'x'.repeat(80) }));
     expect(await store.adopted()).toBe(false);
@@ -112,22 +120,50 @@ describe('KubeRecordStore', () => {
 
   it('asks the API server about a Lease without a record once, until the Lease leaves the cache', async () => {
     const k = secretsAPI();
-    const store = new KubeRecordStore(k.api, 'leasehold-system');
+    const store = store0(k);
     expect(await store.get('u1')).toBeUndefined();
     expect(await store.get('u1')).toBeUndefined();
     await store.put(record('u1'));
-    expect(await store.get('u1')).toEqual(record('u1'));
+    expect(await store.get('u1')).toEqual(record('u1', { installation: 'inst0001' }));
     store.evict('u1');
-    expect(await store.get('u1')).toEqual(record('u1'));
+    expect(await store.get('u1')).toEqual(record('u1', { installation: 'inst0001' }));
     expect(k.calls).toEqual(['read leasehold-lease-u1', 'create leasehold-lease-u1', 'read leasehold-lease-u1']);
   });
 
-  it('keeps one adoption marker per installation sharing the namespace', async () => {
+  it('notes the adoption on the installation ID Secret, so a marker that goes missing never reopens it', async () => {
     const k = secretsAPI();
-    const all = new KubeRecordStore(k.api, 'leasehold-system', adoptedMarkerFor(undefined));
-    const teamA = new KubeRecordStore(k.api, 'leasehold-system', adoptedMarkerFor('team-a'));
-    await all.markAdopted();
-    expect(await teamA.adopted()).toBe(false);
-    expect([...k.stored.keys()]).toEqual(['leasehold-lease-records']);
+    installationSecret(k);
+    const store = store0(k);
+    await store.markAdopted();
+    k.stored.delete(INSTALLATION.legacyMarker);
+    expect(await store0(k).adopted()).toBe(true);
+    expect(k.stored.get(INSTALLATION.secret)?.data?.['lease-records']).toBeDefined();
+  });
+
+  it('takes the marker of a release from before per-release installations as the adoption done, and notes it', async () => {
+    const k = secretsAPI();
+    installationSecret(k);
+    k.stored.set(INSTALLATION.legacyMarker, { metadata: { name: INSTALLATION.legacyMarker } });
+    expect(await store0(k).adopted()).toBe(true);
+    k.stored.delete(INSTALLATION.legacyMarker);
+    expect(await store0(k).adopted()).toBe(true);
+  });
+
+  it('never reads, lists or replaces a record of another installation sharing the namespace', async () => {
+    const k = secretsAPI();
+    await store0(k, { ...INSTALLATION, id: 'other001' }).put(record('u1', { machineName: 'leasehold-other001-u1' }));
+    // Written before records were stamped: whose is told by the machine name.
+    await store0(k).put(record('legacy1', { machineName: 'leasehold-other001-legacy1' }));
+    const legacy = k.stored.get('leasehold-lease-legacy1')!;
+    const data = JSON.parse(Buffer.from(legacy.data!['record.json']!, 'base64').toString());
+    delete data.installation;
+    legacy.data = { 'record.json': Buffer.from(JSON.stringify(data)).toString('base64') };
+    delete legacy.metadata!.labels!['leasehold.dev/installation'];
+    await store0(k).put(record('mine'));
+    const store = store0(k);
+    expect(await store.get('u1')).toBeUndefined();
+    expect(await store.get('legacy1')).toBeUndefined();
+    expect((await store.list()).map((r) => r.uid)).toEqual(['mine']);
+    expect((await store0(k, { ...INSTALLATION, id: 'other001' }).list()).map((r) => r.uid).sort()).toEqual(['legacy1', 'u1']);
   });
 });

@@ -6,6 +6,8 @@
 import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
 import type { LeaseStatus } from '../../src/api/index.js';
 import { isConflict, isNotFound } from '../../src/kube/client.js';
+import { INSTALLATION_ANNOTATION, leaseRecordsAdopted, markLeaseRecordsAdopted } from '../../src/kube/installation.js';
+import { installationPrefix } from '../../src/providers/types.js';
 
 export interface LeaseRecord {
   uid: string;
@@ -24,6 +26,18 @@ export interface LeaseRecord {
   machine?: NonNullable<LeaseStatus['machine']> | undefined;
   /** Set once the provider confirmed the machine gone; the record is deleted when the Lease ends. */
   releasedAt?: string | undefined;
+  /** The installation that wrote it; absent on records from before installations stamped them. */
+  installation?: string | undefined;
+}
+
+/**
+ * Whether a record is this installation's: stamped with its ID, or, written
+ * before records were stamped, naming a machine under its ID (or under no
+ * ID: machines named before installation IDs existed).
+ */
+export function ownsRecord(record: LeaseRecord, installationID: string): boolean {
+  if (record.installation !== undefined) return record.installation === installationID;
+  return record.machineName.startsWith(installationPrefix(installationID)) || !/^leasehold-[a-z0-9]{4,16}-/.test(record.machineName);
 }
 
 export interface RecordStore {
@@ -43,7 +57,7 @@ export interface RecordStore {
 export const RECORD_PREFIX = 'leasehold-lease-';
 export const ADOPTED_MARKER = 'leasehold-lease-records';
 
-/** The adoption marker of an installation that watches `watchNamespace` (all namespaces when undefined). */
+/** The adoption marker releases from before per-release installations wrote, per watched namespace (all namespaces when undefined). */
 export const adoptedMarkerFor = (watchNamespace: string | undefined) => (watchNamespace ? `${ADOPTED_MARKER}-${watchNamespace}` : ADOPTED_MARKER);
 const DATA_KEY = 'record.json';
 const LABEL_UID = 'leasehold.dev/lease-uid';
@@ -62,8 +76,13 @@ export class KubeRecordStore implements RecordStore {
   constructor(
     private readonly core: Pick<CoreV1Api, 'readNamespacedSecret' | 'createNamespacedSecret' | 'replaceNamespacedSecret' | 'deleteNamespacedSecret' | 'listNamespacedSecret'>,
     readonly namespace: string,
-    /** The marker's name: one per installation (watched namespace) sharing this namespace. */
-    private readonly adoptedMarker = ADOPTED_MARKER,
+    private readonly installation: {
+      id: string;
+      /** The installation ID Secret (in `namespace`): it says whether Leases from before records were given theirs. */
+      secret: string;
+      /** The marker Secret releases from before per-release installations wrote for the same. */
+      legacyMarker: string;
+    },
   ) {}
 
   async get(uid: string): Promise<LeaseRecord | undefined> {
@@ -80,6 +99,7 @@ export class KubeRecordStore implements RecordStore {
 
   async put(record: LeaseRecord): Promise<void> {
     const name = recordSecretName(record.uid);
+    record = { ...record, installation: this.installation.id };
     const body = this.secretOf(record);
     let resourceVersion = this.known.get(record.uid)?.resourceVersion;
     for (let i = 0; ; i++) {
@@ -114,38 +134,47 @@ export class KubeRecordStore implements RecordStore {
 
   async list(): Promise<LeaseRecord[]> {
     const list = await this.core.listNamespacedSecret({ namespace: this.namespace, labelSelector: `app.kubernetes.io/component=lease-record,${LABEL_UID}` });
-    return list.items.map((s) => this.remember(s)).filter((r): r is LeaseRecord => r !== undefined);
+    // Other installations sharing this namespace keep their records here too.
+    return list.items
+      .map((s) => this.remember(s))
+      .filter((r): r is LeaseRecord => r !== undefined);
   }
 
+  /**
+   * Kept on the installation ID Secret, not on a marker of its own: a marker
+   * that went missing would let status be trusted again, while the ID
+   * Secret cannot go without the installation becoming a new one (made
+   * with the adoption done).
+   */
   async adopted(): Promise<boolean> {
+    if (await leaseRecordsAdopted(this.core, this.namespace, this.installation.secret)) return true;
     try {
-      await this.core.readNamespacedSecret({ namespace: this.namespace, name: this.adoptedMarker });
-      return true;
+      await this.core.readNamespacedSecret({ namespace: this.namespace, name: this.installation.legacyMarker });
     } catch (err) {
       if (isNotFound(err)) return false;
       throw err;
     }
+    await markLeaseRecordsAdopted(this.core, this.namespace, this.installation.secret);
+    return true;
   }
 
   async markAdopted(): Promise<void> {
-    try {
-      await this.core.createNamespacedSecret({
-        namespace: this.namespace,
-        body: { metadata: { name: this.adoptedMarker, labels: { ...BASE_LABELS, 'app.kubernetes.io/component': 'lease-records-adopted' } }, type: 'Opaque', data: {} },
-      });
-    } catch (err) {
-      if (!isConflict(err)) throw err;
-    }
+    await markLeaseRecordsAdopted(this.core, this.namespace, this.installation.secret);
   }
 
   evict(uid: string): void {
     this.known.delete(uid);
   }
 
+  /** Remembers a record read back; another installation's is remembered as none of ours. */
   private remember(secret: V1Secret): LeaseRecord | undefined {
     const data = secret.data?.[DATA_KEY];
     if (!data) return undefined;
     const record = JSON.parse(Buffer.from(data, 'base64').toString()) as LeaseRecord;
+    if (!ownsRecord(record, this.installation.id)) {
+      this.known.set(record.uid, {});
+      return undefined;
+    }
     this.known.set(record.uid, { record, resourceVersion: secret.metadata?.resourceVersion });
     return record;
   }
@@ -157,7 +186,7 @@ export class KubeRecordStore implements RecordStore {
       metadata: {
         name: recordSecretName(record.uid),
         namespace: this.namespace,
-        labels: { ...BASE_LABELS, [LABEL_UID]: record.uid, 'leasehold.dev/lease-namespace': record.namespace, ...nameLabel },
+        labels: { ...BASE_LABELS, [LABEL_UID]: record.uid, [INSTALLATION_ANNOTATION]: this.installation.id, 'leasehold.dev/lease-namespace': record.namespace, ...nameLabel },
         annotations: { 'leasehold.dev/lease': `${record.namespace}/${record.name}` },
       },
       type: 'Opaque',

@@ -1,7 +1,7 @@
 // Wires the Lease controller into the manager: its informers, metrics, the
 // machine driver (providers + SSH agent), the reconciler, and which watches
 // enqueue which keys.
-import type { V1Namespace } from '@kubernetes/client-node';
+import { PatchStrategy, setHeaderOptions, type V1Namespace } from '@kubernetes/client-node';
 import type { Lease, Offer } from '../../src/api/index.js';
 import { ENDED_PHASES, LEASE_RESOURCE, OFFER_RESOURCE } from '../../src/api/index.js';
 import type { ObjectCache } from '../../src/kube/cache.js';
@@ -19,6 +19,7 @@ import type { LeaseEffectResult } from './observation.js';
 import { claimOf } from './offers.js';
 import { LeaseReconciler, RECORD_SWEEP_KEY, RELEASE_FINALIZER, type LeaseSettings, type LeaseWriter } from './reconciler.js';
 import { adoptedMarkerFor, KubeRecordStore } from './records.js';
+import { INSTALLATION_ANNOTATION, stampedBy } from './ownership.js';
 import { sshAgent } from './ssh-agent.js';
 
 export interface LeaseControllerOptions {
@@ -26,6 +27,8 @@ export interface LeaseControllerOptions {
   settings: LeaseSettings;
   /** Where the controller's own SSH key Secret and its Lease records live. */
   controllerNamespace: string;
+  /** The installation ID Secret (in controllerNamespace): the records' adoption is noted there. */
+  installationSecret: string;
   /** Lambda accounts, shared with the Offer controller so that each account has one launch pacer. */
   lambda?: { accounts: LambdaAccounts; pollMs: number; launchSettleMs?: number };
   /** Replaces the driver built from providers and SSH (tests). */
@@ -38,8 +41,9 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
   // Namespace labels decide which Offers a namespace may lease from; a
   // namespaced install watches its one namespace only.
   const namespaces = mgr.informer<V1Namespace>('/api/v1/namespaces', mgr.watchNamespace ? { fieldSelector: `metadata.name=${mgr.watchNamespace}` } : {});
-  const metrics = new LeaseMetrics(mgr.metrics.registry, () => leases.list());
+  const metrics = new LeaseMetrics(mgr.metrics.registry, () => leases.list().filter((l) => stampedBy(l, opts.settings.installationID)));
   let queue: WorkQueue | undefined;
+  const records = leaseRecords(mgr, opts);
   const reconciler = new LeaseReconciler({
     effects: mgr.effects<LeaseEffectResult>('lease'),
     enqueue: (key) => queue?.add(key),
@@ -54,7 +58,7 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
     writer: leaseWriter(mgr),
     events: mgr.events,
     driver: opts.driver ?? machineDriver(mgr, opts, offers, metrics),
-    records: new KubeRecordStore(mgr.core, opts.controllerNamespace, adoptedMarkerFor(mgr.watchNamespace)),
+    records,
     recordScope: { namespace: opts.controllerNamespace, watchNamespace: mgr.watchNamespace },
     settings: opts.settings,
     log: mgr.log.child({ controller: 'lease' }),
@@ -91,9 +95,23 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
   return reconciler;
 }
 
+/** This installation's records of Lease machines, as the Lease controller and the Offer controller's orphan sweep read them. */
+export function leaseRecords(mgr: Manager, opts: Pick<LeaseControllerOptions, 'controllerNamespace' | 'installationSecret' | 'settings'>): KubeRecordStore {
+  return new KubeRecordStore(mgr.core, opts.controllerNamespace, {
+    id: opts.settings.installationID,
+    secret: opts.installationSecret,
+    legacyMarker: adoptedMarkerFor(mgr.watchNamespace),
+  });
+}
+
 function leaseWriter(mgr: Manager): LeaseWriter {
   const { group, version, plural } = LEASE_RESOURCE;
   return {
+    async stamp(lease, installationID) {
+      const body = { metadata: { annotations: { [INSTALLATION_ANNOTATION]: installationID }, resourceVersion: lease.metadata?.resourceVersion } };
+      const opts = setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
+      return (await mgr.custom.patchNamespacedCustomObject({ group, version, plural, namespace: lease.metadata!.namespace!, name: lease.metadata!.name!, body }, opts)) as Lease;
+    },
     addFinalizer: (l) => mgr.finalizers.add(LEASE_RESOURCE, l, RELEASE_FINALIZER),
     removeFinalizer: (l) => mgr.finalizers.remove(LEASE_RESOURCE, l, RELEASE_FINALIZER),
     async get(namespace, name) {

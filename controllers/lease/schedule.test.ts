@@ -94,7 +94,7 @@ describe('Slots', () => {
   const lease = (uid: string, phase?: string) => ({ metadata: { uid }, status: phase ? { phase } : undefined }) as unknown as Lease;
   it('counts active Leases and claims the cache does not show yet, never the one asking', () => {
     const cache = [lease('a', 'Ready'), lease('b', 'Pending'), lease('c', 'Released'), lease('d', 'Launching')];
-    const slots = new Slots({ get: () => undefined, list: () => cache });
+    const slots = new Slots({ get: () => undefined, list: () => cache }, 'inst0001');
     expect(slots.activeExcept('x')).toBe(2);
     slots.claim('b', { namespace: 'ns', offer: 'box' });
     expect(slots.activeExcept('x')).toBe(3);
@@ -108,8 +108,14 @@ describe('Slots', () => {
 
   it('says where each slot is held: namespace and Offer', () => {
     const cache = [{ metadata: { uid: 'a', namespace: 'x' }, status: { phase: 'Ready', offer: 'box' } }] as unknown as Lease[];
-    const slots = new Slots({ get: () => undefined, list: () => cache });
+    const slots = new Slots({ get: () => undefined, list: () => cache }, 'inst0001');
     slots.claim('b', { namespace: 'y', offer: 'cloud' });
     expect(slots.holders('z')).toEqual([{ namespace: 'y', offer: 'cloud' }, { namespace: 'x', offer: 'box' }]);
+  });
+
+  it("never counts a Lease another installation stamped against this installation's maxLeases", () => {
+    const stamped = (uid: string, id: string) => ({ metadata: { uid, annotations: { 'leasehold.dev/installation': id } }, status: { phase: 'Ready' } }) as unknown as Lease;
+    const cache = [stamped('a', 'inst0001'), stamped('b', 'other001'), lease('c', 'Ready')];
+    expect(new Slots({ get: () => undefined, list: () => cache }, 'inst0001').activeExcept('x')).toBe(2);
   });
 });

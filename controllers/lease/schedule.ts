@@ -6,11 +6,13 @@ import { rfc3339 } from '../../src/kube/conditions.js';
 import type { ObjectCache } from '../../src/kube/cache.js';
 import { parsePublicKey } from '../../src/machine/keys.js';
 import { installationPrefix } from '../../src/providers/types.js';
+import { stampOf } from './ownership.js';
 import { selects } from '../../src/kube/selector.js';
 import { chooseOffer, type OfferCandidate } from './choose.js';
 import type { Observation } from './observation.js';
 import { candidatesOf } from './offers.js';
 import { phaseOf } from './status.js';
+import type { NamespaceLimit } from './limits.js';
 
 export interface ScheduleInput {
   lease: Lease;
@@ -22,6 +24,8 @@ export interface ScheduleInput {
   namespace?: { labels: Readonly<Record<string, string>>; activeOffers: readonly string[] };
   /** Active Leases one namespace may have (the controller's flag); 0 or absent: no limit. */
   maxLeasesPerNamespace?: number;
+  /** The admin's caps for the Lease's namespace (Helm leaseLimits). */
+  namespaceLimit?: NamespaceLimit;
   /** Machine names carry it, so another installation sharing the cloud account never takes the machine for its own. */
   installationID: string;
   now: number;
@@ -45,7 +49,8 @@ export function schedule(input: ScheduleInput): Observation {
   if (refusedAt !== undefined && now < refusedAt + OVER_PRICE_CAP_RETRY_MS) return { requeueAfter: refusedAt + OVER_PRICE_CAP_RETRY_MS - now };
   const ns = lease.metadata?.namespace ?? '';
   const here = input.namespace ?? { labels: {}, activeOffers: [] };
-  const candidates = input.offers.flatMap((o) => candidatesOf(o).map((c) => ({ ...c, ...namespacePolicy(o, ns, here) })));
+  const cap = input.namespaceLimit;
+  const candidates = input.offers.flatMap((o) => candidatesOf(o).map((c) => ({ ...c, ...namespacePolicy(o, ns, here), ...priceCap(c, ns, cap) })));
   const choice = chooseOffer(parsed.value, lease.spec.where, candidates, lease.spec.offer, input.random);
   if (!choice.ok && choice.noCapacity) {
     return { event: { type: 'REFUSED', reason: 'NoCapacity', message: `${choice.message}; Leasehold does not wait for capacity` }, status: where };
@@ -58,6 +63,16 @@ export function schedule(input: ScheduleInput): Observation {
         type: 'UNSCHEDULABLE',
         reason: 'MaxLeasesPerNamespace',
         message: `namespace ${ns} has ${here.activeOffers.length} active leases, the controller's maxLeasesPerNamespace is ${perNamespace}; waiting for one of them to end (a platform admin raises maxLeasesPerNamespace in the Helm values to allow more)`,
+      },
+      status: where,
+    };
+  }
+  if (cap && cap.maxLeases > 0 && here.activeOffers.length >= cap.maxLeases) {
+    return {
+      event: {
+        type: 'UNSCHEDULABLE',
+        reason: 'MaxLeasesPerNamespace',
+        message: `namespace ${ns} has ${here.activeOffers.length} active leases, the platform admin's ${cap.source}.maxLeases is ${cap.maxLeases}; waiting for one of them to end (a platform admin raises it in the Helm values to allow more)`,
       },
       status: where,
     };
@@ -126,6 +141,16 @@ function namespacePolicy(offer: Offer, ns: string, here: NonNullable<ScheduleInp
   return {};
 }
 
+/** A candidate above the admin's price cap for the namespace, as an unavailable one; an unpriced one (a command Offer without pricePerHour) is not capped. */
+function priceCap(c: OfferCandidate, ns: string, cap: NamespaceLimit | undefined): Partial<OfferCandidate> {
+  if (cap?.maxPricePerHour === undefined || c.pricePerHour === undefined || c.pricePerHour <= cap.maxPricePerHour) return {};
+  return {
+    unavailable: `costs $${c.pricePerHour.toFixed(2)}/h, above the platform admin's ${cap.source}.maxPricePerHour ${cap.maxPricePerHour} for namespace ${ns}; lease a cheaper machine, or ask a platform admin to raise it in the Helm values`,
+    blockedBy: 'NamespacePriceCap',
+    noCapacity: false,
+  };
+}
+
 /**
  * When the Lease's last launch was refused by the price cap (nothing was
  * rented), and its Offer has not listed again since: the listing that chose
@@ -158,7 +183,11 @@ export function invalidSshKey(keys: readonly string[]): string | undefined {
 export class Slots {
   private readonly claimed = new Map<string, Slot>();
 
-  constructor(private readonly leases: ObjectCache<Lease>) {}
+  constructor(
+    private readonly leases: ObjectCache<Lease>,
+    /** Leases another installation stamped hold its slots, not this one's. */
+    private readonly installationID: string,
+  ) {}
 
   claim(uid: string, slot: Slot): void {
     this.claimed.set(uid, slot);
@@ -177,6 +206,9 @@ export class Slots {
   holders(except: string): Slot[] {
     const slots = new Map(this.claimed);
     for (const l of this.leases.list()) {
+      const stamp = stampOf(l);
+      // Unstamped active Leases count: after an upgrade, this installation's own are stamped only as each is reconciled.
+      if (stamp !== undefined && stamp !== this.installationID) continue;
       const uid = l.metadata?.uid ?? '';
       const phase = phaseOf(l);
       if (ACTIVE_PHASES.includes(phase)) slots.set(uid, { namespace: l.metadata?.namespace ?? '', offer: l.status?.offer ?? '' });

@@ -2,7 +2,7 @@
 // a failure, always fresh when the Offer changed) and the orphan sweep that
 // runs after each listing.
 import type { Logger } from 'pino';
-import type { Lease, Offer, OfferCandidate } from '../../src/api/index.js';
+import type { Offer, OfferCandidate } from '../../src/api/index.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { CredentialError, type LambdaAccounts } from '../../src/providers/lambda/accounts.js';
 import { buildCandidates } from '../../src/providers/lambda/catalog.js';
@@ -77,7 +77,10 @@ export class LambdaOffers {
         arches: ARCHES,
       });
       next = { ok: true, at: now, generation, candidates };
-      void this.orphans.sweep(offer, LambdaProvider.forAccount(account, { namePrefix: installationPrefix(this.opts.installationID) }), this.leases()).catch((err) => this.opts.log.warn({ offer: name, err: String(err) }, 'orphan sweep failed'));
+      const provider = LambdaProvider.forAccount(account, { namePrefix: installationPrefix(this.opts.installationID) });
+      void this.ownedMachines()
+        .then((owned) => this.orphans.sweep(offer, provider, owned))
+        .catch((err) => this.opts.log.warn({ offer: name, err: String(err) }, 'orphan sweep failed'));
     } catch (err) {
       const failures = prev && !prev.ok ? prev.failures + 1 : 1;
       const reason = err instanceof CredentialError || err instanceof CredentialLess ? err.reason : 'ListingFailed';
@@ -100,8 +103,12 @@ export class LambdaOffers {
     this.orphans.forget(offerName);
   }
 
-  /** Leases of this controller, to tell whose instance is whose. Set by the controller wiring. */
-  leases: () => Lease[] = () => [];
+  /**
+   * The machine names this installation's Lease records hold, to tell whose
+   * instance is whose. Set by the controller wiring; until then nothing is
+   * known to be owned, so nothing is swept.
+   */
+  ownedMachines: () => Promise<ReadonlySet<string>> = () => Promise.reject(new Error('Lease records are not wired to the orphan sweep'));
 }
 
 /** A listing failure caused by the Offer's own settings. */

@@ -1,9 +1,9 @@
 // The orphan sweep of an Offer's account: a machine under this installation's
-// name prefix that no Lease of this controller owns is reported once it has
+// name prefix that no record of this controller holds is reported once it has
 // been seen for the grace period, and released only when the controller was
 // told to terminate orphans. It asks the provider, never the provider's API.
 import type { Logger } from 'pino';
-import type { Lease, Offer } from '../../src/api/index.js';
+import type { Offer } from '../../src/api/index.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import type { MachineInventory, MachineProvider } from '../../src/providers/types.js';
 
@@ -23,8 +23,6 @@ export interface OrphanSweepOptions {
   now?: () => number;
 }
 
-const ENDED = new Set(['Released', 'Failed']);
-
 export class OrphanSweep {
   /** Offer name → machine ID → when an orphan was first seen there. */
   private readonly seen = new Map<string, Map<string, number>>();
@@ -36,27 +34,24 @@ export class OrphanSweep {
     this.now = opts.now ?? Date.now;
   }
 
-  /** Sweeps the machines `provider` lists for `offer`; `leases` are every Lease of this controller. */
-  async sweep(offer: Offer, provider: SweptProvider, leases: readonly Lease[]): Promise<void> {
+  /**
+   * Sweeps the machines `provider` lists for `offer`; `owned` are the machine
+   * names this installation's Lease records hold (a record outlives its
+   * machine's release, and a Lease's status is not the controller's to trust).
+   */
+  async sweep(offer: Offer, provider: SweptProvider, owned: ReadonlySet<string>): Promise<void> {
     const name = offer.metadata!.name!;
     // A release waits until the machine is gone; a listing that comes due meanwhile must not report it again.
     if (this.sweeping.has(name)) return;
     this.sweeping.add(name);
     try {
-      await this.sweepOnce(offer, name, provider, leases);
+      await this.sweepOnce(offer, name, provider, owned);
     } finally {
       this.sweeping.delete(name);
     }
   }
 
-  private async sweepOnce(offer: Offer, name: string, provider: SweptProvider, leases: readonly Lease[]): Promise<void> {
-    // A Lease being deleted still owns its machine until its release is done.
-    const owned = new Set(
-      leases
-        .filter((l) => !ENDED.has(l.status?.phase ?? 'Pending') || l.metadata?.deletionTimestamp)
-        .map((l) => l.status?.machineName)
-        .filter((n): n is string => Boolean(n)),
-    );
+  private async sweepOnce(offer: Offer, name: string, provider: SweptProvider, owned: ReadonlySet<string>): Promise<void> {
     const now = this.now();
     const machines = await provider.list();
     this.opts.log.debug({ offer: name, machines: machines.length, owned: owned.size }, 'orphan sweep');
@@ -77,7 +72,7 @@ export class OrphanSweep {
         offer,
         'Warning',
         'OrphanInstance',
-        `instance ${m.id} (${m.name}) belongs to no Lease of this controller and has run for ${Math.round((now - first) / 1000)}s since first seen; ${act ? 'terminating it' : `reporting only (--orphans=report); terminate it in the ${this.opts.provider} console`}`,
+        `instance ${m.id} (${m.name}) belongs to no Lease record of this installation and has run for ${Math.round((now - first) / 1000)}s since first seen; ${act ? 'terminating it' : `reporting only (--orphans=report); terminate it in the ${this.opts.provider} console`}`,
       );
       if (!act) continue;
       try {

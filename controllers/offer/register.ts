@@ -1,6 +1,7 @@
 // Wires the Offer controller: an Offer is reconciled when it changes and
 // when a Lease that uses it changes phase; Lambda Offers are listed and their
 // account swept for orphans.
+import type { RecordStore } from '../lease/records.js';
 import type { Lease, Offer } from '../../src/api/index.js';
 import { LEASE_RESOURCE, OFFER_RESOURCE } from '../../src/api/index.js';
 import type { Manager } from '../../src/kube/manager.js';
@@ -18,6 +19,8 @@ export interface OfferControllerOptions {
     installationID: string;
     /** What to do with an instance of this installation no Lease owns; report unless told to terminate. */
     orphans?: 'terminate' | 'report' | undefined;
+    /** This installation's Lease records: the orphan sweep counts a machine owned when a record names it. */
+    records: Pick<RecordStore, 'list'>;
   };
 }
 
@@ -37,7 +40,10 @@ export function registerOfferController(mgr: Manager, opts: OfferControllerOptio
         orphans: opts.lambda.orphans ?? 'report',
       })
     : undefined;
-  if (lambda) lambda.leases = () => leases.list();
+  if (lambda) {
+    const records = opts.lambda!.records;
+    lambda.ownedMachines = async () => new Set((await records.list()).map((r) => r.machineName));
+  }
   const reconciler = new OfferReconciler({ offers, leases, status: mgr.status, ...(lambda ? { lambda } : {}) });
   const queue = mgr.add({ name: 'offer', concurrency: 1, reconcile: (key) => reconciler.reconcile(key) });
   const enqueue = (o: Offer) => queue.add(o.metadata!.name!);

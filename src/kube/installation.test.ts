@@ -1,26 +1,42 @@
 import { describe, expect, it } from '@jest/globals';
-import { InstallationIDError, loadOrCreateInstallationID, newInstallationID } from './installation.js';
+import { InstallationIDError, loadOrCreateInstallation, newInstallationID } from './installation.js';
+
+const loadOrCreateInstallationID = async (api: never, ns: string, name = 'leasehold-installation') => (await loadOrCreateInstallation(api, ns, name)).id;
 
 /** A Secret store with the two calls the loader makes; `beforeCreate` runs as another replica would, between its read and its create. */
-function store(beforeCreate?: (secrets: Map<string, Record<string, string>>) => void) {
+function store(
+  beforeCreate?: (secrets: Map<string, Record<string, string>>) => void,
+  beforeReplace?: (secrets: Map<string, Record<string, string>>, annotations: Map<string, Record<string, string>>) => boolean,
+) {
   const secrets = new Map<string, Record<string, string>>();
+  const annotations = new Map<string, Record<string, string>>();
+  let rv = 1;
   let creates = 0;
   const api = {
     readNamespacedSecret: async ({ namespace, name }: { namespace: string; name: string }) => {
       const data = secrets.get(`${namespace}/${name}`);
       if (!data) throw Object.assign(new Error('not found'), { code: 404 });
-      return { data };
+      return { metadata: { name, resourceVersion: String(rv), annotations: annotations.get(`${namespace}/${name}`) }, data };
+    },
+    replaceNamespacedSecret: async ({ namespace, name, body }: { namespace: string; name: string; body: { metadata: { resourceVersion: string; annotations?: Record<string, string> }; data: Record<string, string> } }) => {
+      if (beforeReplace?.(secrets, annotations)) rv++;
+      if (body.metadata.resourceVersion !== String(rv)) throw Object.assign(new Error('conflict'), { code: 409 });
+      rv++;
+      secrets.set(`${namespace}/${name}`, body.data);
+      if (body.metadata.annotations) annotations.set(`${namespace}/${name}`, body.metadata.annotations);
+      return body;
     },
     createNamespacedSecret: async ({ namespace, body }: { namespace: string; body: { metadata: { name: string }; data: Record<string, string> } }) => {
       creates++;
       beforeCreate?.(secrets);
       const key = `${namespace}/${body.metadata.name}`;
       if (secrets.has(key)) throw Object.assign(new Error('exists'), { code: 409 });
+      rv++;
       secrets.set(key, body.data);
       return body;
     },
   };
-  return { api: api as never, secrets, creates: () => creates };
+  return { api: api as never, secrets, annotations, creates: () => creates };
 }
 
 const b64 = (s: string) => Buffer.from(s).toString('base64');
@@ -32,7 +48,7 @@ describe('installation ID', () => {
     expect(first).toMatch(/^[a-z0-9]{8}$/);
     await expect(loadOrCreateInstallationID(s.api, 'leasehold-system')).resolves.toBe(first);
     expect(s.creates()).toBe(1);
-    expect(s.secrets.get('leasehold-system/leasehold-installation')).toEqual({ id: b64(first) });
+    expect(s.secrets.get('leasehold-system/leasehold-installation')).toEqual({ id: b64(first), 'lease-records': b64('adopted') });
   });
 
   it('is the one another replica created first when both raced to create it', async () => {
@@ -53,6 +69,37 @@ describe('installation ID', () => {
     const err = await loadOrCreateInstallationID(s.api, 'ns').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InstallationIDError);
     expect((err as Error).message).toMatch(/Secret ns\/leasehold-installation key id must hold .*restore the old value/);
+  });
+
+  it('differs between two releases in one namespace', async () => {
+    const s = store();
+    const a = await loadOrCreateInstallation(s.api, 'ns', 'a-installation');
+    const b = await loadOrCreateInstallation(s.api, 'ns', 'b-installation');
+    expect(a.id).not.toBe(b.id);
+    // A new installation has no Leases from before records: status is never trusted for them.
+    expect(a.leaseRecordsAdopted).toBe(true);
+  });
+
+  it("lets the first release upgraded from a per-namespace ID inherit it, and only that one", async () => {
+    const s = store();
+    s.secrets.set('ns/leasehold-installation', { id: b64('old00001') });
+    const a = await loadOrCreateInstallation(s.api, 'ns', 'a-installation');
+    expect(a).toEqual({ id: 'old00001', leaseRecordsAdopted: false });
+    expect(s.annotations.get('ns/leasehold-installation')).toEqual({ 'leasehold.dev/installation': 'a-installation' });
+    expect((await loadOrCreateInstallation(s.api, 'ns', 'b-installation')).id).not.toBe('old00001');
+    expect((await loadOrCreateInstallation(s.api, 'ns', 'a-installation')).id).toBe('old00001');
+  });
+
+  it('gives the legacy ID to one release when two claim it at once', async () => {
+    let raced = false;
+    const s = store(undefined, (_secrets, annotations) => {
+      if (raced) return false;
+      raced = true;
+      annotations.set('ns/leasehold-installation', { 'leasehold.dev/installation': 'b-installation' });
+      return true;
+    });
+    s.secrets.set('ns/leasehold-installation', { id: b64('old00001') });
+    expect((await loadOrCreateInstallation(s.api, 'ns', 'a-installation')).id).not.toBe('old00001');
   });
 
   it('makes IDs of 8 lowercase letters and digits that do not repeat', () => {

@@ -66,9 +66,10 @@ are watched in every namespace, a Role in watchNamespace otherwise. Each verb
 is one the controller sends (see README, "Install with Helm").
 */}}
 {{- define "leasehold.leaseRules" -}}
-# Informer (list+watch), fresh read before an intent write (get), finalizer
-# leasehold.dev/release added and removed with a merge patch (patch), ended
-# Leases pruned past 32 per namespace or 7 days (delete).
+# Informer (list+watch), fresh read before an intent write (get), the
+# installation stamp (annotation leasehold.dev/installation) and finalizer
+# leasehold.dev/release written with a merge patch (patch), ended Leases
+# pruned past 32 per namespace or 7 days (delete).
 - apiGroups: ["leasehold.dev"]
   resources: ["leases"]
   verbs: ["get", "list", "watch", "patch", "delete"]

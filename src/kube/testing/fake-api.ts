@@ -41,6 +41,8 @@ export class FakeAPIServer<T extends KubeObject> {
   private readonly objects = new Map<string, T>();
   /** Runs before each status write, after the write delay; throwing refuses the write (see connectionRefused). */
   beforeStatusWrite?: (name: string, body: StatusPatch) => void;
+  /** Runs before a stamp write, as another installation's write landing first would. */
+  beforeStamp?: () => void;
 
   constructor(private readonly opts: FakeAPIOptions) {}
 
@@ -86,6 +88,12 @@ export class FakeAPIServer<T extends KubeObject> {
     addFinalizer: async (obj: T): Promise<T> => this.write(obj, (cur) => ({ ...cur, metadata: { ...cur.metadata, finalizers: [...(cur.metadata?.finalizers ?? []).filter((f) => f !== this.opts.finalizer), this.opts.finalizer] } })),
     removeFinalizer: async (obj: T): Promise<T> => this.write(obj, (cur) => ({ ...cur, metadata: { ...cur.metadata, finalizers: (cur.metadata?.finalizers ?? []).filter((f) => f !== this.opts.finalizer) } })),
     get: async (namespace: string, name: string): Promise<T | undefined> => this.copy(this.stored(namespace, name)),
+    stamp: async (obj: T, installationID: string): Promise<T> => {
+      this.beforeStamp?.();
+      const cur = this.stored(obj.metadata?.namespace, obj.metadata!.name!);
+      if (cur && obj.metadata?.resourceVersion && cur.metadata?.resourceVersion !== obj.metadata.resourceVersion) throw Object.assign(new Error(`conflict: ${obj.metadata.name}`), { code: 409 });
+      return this.write(obj, (c) => ({ ...c, metadata: { ...c.metadata, annotations: { ...c.metadata?.annotations, 'leasehold.dev/installation': installationID } } }));
+    },
     delete: async (namespace: string, name: string, uid?: string): Promise<void> => {
       const cur = this.stored(namespace, name);
       if (!cur) return;
