@@ -41,6 +41,7 @@ export function pendingExitCode(reason: string | undefined): number | undefined 
     case 'NamespaceNotAllowed':
       return EXIT.noOfferMatches;
     case 'OverPriceCap':
+    case 'NamespacePriceCap':
       return EXIT.priceCap;
     case 'MaxLeases':
     case 'MaxLeasesPerNamespace':

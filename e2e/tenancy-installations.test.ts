@@ -33,10 +33,10 @@ async function install(release: string, namespace: string, watch: string | undef
     '--namespace', namespace, '--leader-election-namespace', namespace, '--leader-election-id', release,
     ...(watch ? ['--watch-namespace', watch] : []),
     '--no-peer-lending', '--check-interval', '1s', '--acquire-timeout', '60s', ...extra,
-  ], { LEASEHOLD_MACHINES_DIR: fx.machines, LEASEHOLD_INSTALLATION_SECRET: `${release}-installation` });
+  ], { LEASEHOLD_MACHINES_DIR: fx.machines, LEASEHOLD_INSTALLATION_SECRET: `${release}-installation-id` });
   controllers.push(ctl);
   ids[release] = await waitFor(`${release} installation ID`, async () => {
-    const s = await getJSON(fx.kubectl, ['-n', namespace, 'secret', `${release}-installation`]);
+    const s = await getJSON(fx.kubectl, ['-n', namespace, 'secret', `${release}-installation-id`]);
     return s && Buffer.from(s.data.id, 'base64').toString();
   });
   return ctl;
