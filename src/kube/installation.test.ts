@@ -90,6 +90,21 @@ describe('installation ID', () => {
     expect((await loadOrCreateInstallation(s.api, 'ns', 'a-installation')).id).toBe('old00001');
   });
 
+  it('claims the legacy Secret for a controller still on it, so no release upgraded beside it shares its ID', async () => {
+    const s = store();
+    s.secrets.set('ns/leasehold-installation', { id: b64('old00001') });
+    expect(await loadOrCreateInstallationID(s.api, 'ns')).toBe('old00001');
+    expect((await loadOrCreateInstallation(s.api, 'ns', 'a-installation-id')).id).not.toBe('old00001');
+    expect(await loadOrCreateInstallationID(s.api, 'ns')).toBe('old00001');
+  });
+
+  it('refuses the legacy Secret to a controller on it once a release inherited its ID, naming the flag', async () => {
+    const s = store();
+    s.secrets.set('ns/leasehold-installation', { id: b64('old00001') });
+    await loadOrCreateInstallation(s.api, 'ns', 'a-installation-id');
+    await expect(loadOrCreateInstallationID(s.api, 'ns')).rejects.toThrow(/another release inherited .*--installation-secret/);
+  });
+
   it('gives the legacy ID to one release when two claim it at once', async () => {
     let raced = false;
     const s = store(undefined, (_secrets, annotations) => {

@@ -48,8 +48,17 @@ type SecretApi = Pick<CoreV1Api, 'readNamespacedSecret' | 'createNamespacedSecre
  * claim is written on the legacy Secret before the release's own Secret.
  */
 export async function loadOrCreateInstallation(core: SecretApi, namespace: string, name: string): Promise<Installation> {
-  const own = await read(core, namespace, name);
-  if (own) return decode(own, `${namespace}/${name}`);
+  if (name === LEGACY_INSTALLATION_SECRET) {
+    // A controller still on the legacy Secret claims it too, so that no release upgraded beside it inherits the same ID.
+    const legacy = await claimLegacy(core, namespace, name);
+    if (legacy) return legacy;
+    if (await read(core, namespace, name)) {
+      throw new InstallationIDError(`Secret ${namespace}/${name} holds the ID another release inherited (annotation ${INSTALLATION_ANNOTATION}); give this controller its own with --installation-secret`);
+    }
+  } else {
+    const own = await read(core, namespace, name);
+    if (own) return decode(own, `${namespace}/${name}`);
+  }
   const inherited = name === LEGACY_INSTALLATION_SECRET ? undefined : await claimLegacy(core, namespace, name);
   const data: Record<string, string> = inherited ? { [KEY]: inherited.id } : { [KEY]: newInstallationID(), [RECORDS_KEY]: 'adopted' };
   if (inherited?.leaseRecordsAdopted) data[RECORDS_KEY] = 'adopted';
@@ -57,7 +66,12 @@ export async function loadOrCreateInstallation(core: SecretApi, namespace: strin
     await core.createNamespacedSecret({
       namespace,
       body: {
-        metadata: { name, namespace, labels: { 'app.kubernetes.io/part-of': 'leasehold', 'app.kubernetes.io/component': 'installation-id' } },
+        metadata: {
+          name,
+          namespace,
+          labels: { 'app.kubernetes.io/part-of': 'leasehold', 'app.kubernetes.io/component': 'installation-id' },
+          ...(name === LEGACY_INSTALLATION_SECRET ? { annotations: { [INSTALLATION_ANNOTATION]: name } } : {}),
+        },
         type: 'Opaque',
         data: Object.fromEntries(Object.entries(data).map(([k, v]) => [k, Buffer.from(v).toString('base64')])),
       },
