@@ -337,7 +337,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     // A BOOKMARK carries only its resourceVersion, taken above.
     if (event.type === 'BOOKMARK') return;
     if (event.type !== 'ADDED' && event.type !== 'MODIFIED' && event.type !== 'DELETED') {
-      this.drop('invalid_event', { event: String(event.type).slice(0, 32) }, 'dropped a watch event of an unknown type');
+      this.drop('invalid_event', { event: String(event.type).replace(/[\x00-\x1f\x7f]+/g, ' ').slice(0, 32) }, 'dropped a watch event of an unknown type');
       return;
     }
     const object = this.admit(event.object);
