@@ -52,17 +52,7 @@ export async function sendRest(r: RestRequest): Promise<RestAnswer> {
     if (r.signal?.aborted) throw new ProviderError('Timeout', `${r.what}: cancelled`, { answerLost: true, cause: err });
     throw new ProviderError('Unknown', `${r.what}: the connection failed before an answer came back (${causeText(err)})`, { answerLost: true, cause: err });
   }
-  const limit = r.maxAnswerBytes ?? MAX_REST_ANSWER_BYTES;
-  let text: string;
-  try {
-    text = await readAnswer(res, limit);
-  } catch (err) {
-    if (err instanceof AnswerTooLarge) {
-      // Still an answer we could not read: the server may have acted on the request.
-      throw new ProviderError('Unknown', `${r.what}: the answer passed ${limit % MiB === 0 ? `${limit / MiB} MiB` : `${limit} bytes`}, the limit on one answer (HTTP ${res.status} from ${originOf(r.url)}); it was dropped unread`, { answerLost: true });
-    }
-    throw new ProviderError('Unknown', `${r.what}: the answer was cut off (${causeText(err)})`, { answerLost: true, cause: err });
-  }
+  const text = await readAnswer(res, r.what, r.url, r.maxAnswerBytes);
   let parsed: unknown;
   try {
     parsed = text === '' ? undefined : JSON.parse(text);
@@ -72,10 +62,25 @@ export async function sendRest(r: RestRequest): Promise<RestAnswer> {
   return { status: res.status, headers: res.headers, json: parsed };
 }
 
+/**
+ * The body of `res` as text, read no further than `limit` bytes. An answer
+ * cut off or over the limit is a ProviderError marked answerLost: the server
+ * may have acted on the request all the same.
+ */
+export async function readAnswer(res: Response, what: string, url: string, limit = MAX_REST_ANSWER_BYTES): Promise<string> {
+  try {
+    return await readLimited(res, limit);
+  } catch (err) {
+    if (err instanceof AnswerTooLarge) {
+      throw new ProviderError('Unknown', `${what}: the answer passed ${limit % MiB === 0 ? `${limit / MiB} MiB` : `${limit} bytes`}, the limit on one answer (HTTP ${res.status} from ${originOf(url)}); it was dropped unread`, { answerLost: true });
+    }
+    throw new ProviderError('Unknown', `${what}: the answer was cut off (${causeText(err)})`, { answerLost: true, cause: err });
+  }
+}
+
 class AnswerTooLarge extends Error {}
 
-/** The body as text, read no further than `limit` bytes. */
-async function readAnswer(res: Response, limit: number): Promise<string> {
+async function readLimited(res: Response, limit: number): Promise<string> {
   const declared = Number(res.headers.get('content-length') ?? NaN);
   if (Number.isFinite(declared) && declared > limit) {
     await res.body?.cancel().catch(() => undefined);
