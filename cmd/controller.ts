@@ -3,6 +3,7 @@
 import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { loadKubeConfig } from '../src/kube/client.js';
+import { errorText } from '../src/kube/errors.js';
 import { waitForInstallation } from '../src/kube/installation.js';
 import { createLogger } from '../src/kube/logger.js';
 import { Manager } from '../src/kube/manager.js';
@@ -36,6 +37,15 @@ const mgr = new Manager({
   resyncMs: flags.resyncMs,
   leaderElection: flags.leaderElection,
   shutdownGraceMs: flags.shutdownGraceMs,
+});
+// A promise nobody awaited failed: that one operation is lost, and its
+// object is reconciled again at its next event or requeue. Exiting would stop
+// every other controller and Lease with it, and the standby would meet the
+// same input. An uncaught exception keeps Node's default (exit): the state
+// it leaves behind is unknown.
+process.on('unhandledRejection', (reason) => {
+  mgr.metrics.unhandledRejections.inc();
+  log.error({ err: errorText(reason).slice(0, 500) }, 'unhandled promise rejection; the controller goes on');
 });
 // Known before any controller runs: every machine name carries it.
 const { id: installationID } = await waitForInstallation(mgr.core, flags.namespace, flags.installationSecret, (err, inMs) =>

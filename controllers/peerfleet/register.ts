@@ -12,6 +12,7 @@ import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { secretDataReader } from '../../src/kube/secrets.js';
 import { selects } from '../../src/kube/selector.js';
 import { KubePeerQueue } from '../../src/providers/peerqueue/kube.js';
+import { checkPeerJob } from '../../src/providers/peerqueue/schema.js';
 import { LENDABLE_LABEL } from '../../src/providers/peerqueue/types.js';
 import { holderLeaseName, HOLDER_LABEL } from './holder.js';
 import { PEERFLEET_LABEL } from './labels.js';
@@ -54,7 +55,7 @@ export function registerPeerFleetController(mgr: Manager, opts: PeerFleetOptions
     if (lend) {
       // The queue is watched, never polled: an idle fleet costs the peer one open watch.
       const cluster = clusterClients(name, remoteKubeConfig(remote), mgr.metrics, 'peer');
-      entry.jobs = mgr.informer<V1Job>(`/apis/batch/v1/namespaces/${access.namespace}/jobs`, { cluster, labelSelector: `${LENDABLE_LABEL}=true`, gates: false });
+      entry.jobs = mgr.informer<V1Job>(`/apis/batch/v1/namespaces/${access.namespace}/jobs`, { cluster, labelSelector: `${LENDABLE_LABEL}=true`, gates: false, check: checkPeerJob });
       const wake = () => enqueueFleet(access.fleetKey);
       entry.jobs.on('add', wake).on('update', wake).on('delete', wake);
     }

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
-import { ResilientInformer, diffRelist } from './informer.js';
+import { MAX_LIST_PAGES, ResilientInformer, diffRelist } from './informer.js';
 import { ApiStatusError, isResourceVersionExpired, type ListPage, type ListWatchTransport, type RawWatchEvent } from './listwatch.js';
 
 const obj = (name: string, rv: string, namespace = 'default'): KubernetesObject => ({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { namespace, name, resourceVersion: rv } });
@@ -96,10 +96,12 @@ class FakeApi implements ListWatchTransport<KubernetesObject> {
   }
 }
 
-function start(api: FakeApi, opts: { resyncMs?: number; watchdogMs?: number; pageSize?: number; transform?: (o: KubernetesObject) => KubernetesObject } = {}) {
+function start(api: FakeApi, opts: { resyncMs?: number; watchdogMs?: number; pageSize?: number; maxListPages?: number; transform?: (o: KubernetesObject) => KubernetesObject } = {}) {
   const events: string[] = [];
   const errors: Error[] = [];
   const restarts: string[] = [];
+  const drops: string[] = [];
+  const handlerErrors: number[] = [];
   const inf = new ResilientInformer<KubernetesObject>(new KubeConfig(), '/apis/leasehold.dev/v1alpha1/leases', {
     transport: api,
     resyncMs: opts.resyncMs ?? 0,
@@ -107,13 +109,16 @@ function start(api: FakeApi, opts: { resyncMs?: number; watchdogMs?: number; pag
     pageSize: opts.pageSize ?? 500,
     transform: opts.transform,
     onRestart: (r) => restarts.push(r),
+    onDrop: (r) => drops.push(r),
+    onHandlerError: () => handlerErrors.push(1),
+    ...(opts.maxListPages ? { maxListPages: opts.maxListPages } : {}),
   });
   inf.on('add', (o) => events.push(`add:${o.metadata!.name}`));
   inf.on('update', (o, old) => events.push(`update:${o.metadata!.name}@${old.metadata!.resourceVersion}->${o.metadata!.resourceVersion}`));
   inf.on('delete', (o) => events.push(`delete:${o.metadata!.name}`));
   inf.on('error', (e) => errors.push(e));
   inf.start();
-  return { inf, events, errors, restarts };
+  return { inf, events, errors, restarts, drops, handlerErrors };
 }
 
 describe('ResilientInformer', () => {
@@ -254,6 +259,92 @@ describe('ResilientInformer', () => {
     expect(api.current.query.resourceVersion).toBe('120');
     expect(restarts).toEqual(['watchdog']);
     expect(inf.stats.watchdogs).toBe(1);
+  });
+
+  it('drops listed and watched objects that fail the schema check, and keeps watching', async () => {
+    const api = new FakeApi();
+    const bad = (o: unknown) => o as KubernetesObject;
+    api.objects = [obj('a', '1'), bad({ metadata: { name: 'strung', resourceVersion: '2', annotations: 'not a map' } }), bad({ metadata: 'nonsense' }), bad(null)];
+    const { inf, events, drops, restarts } = setup(api);
+    await inf.waitForSync();
+    expect(names(inf.list())).toEqual(['a']);
+    await advance(0);
+    api.current.send('ADDED', { metadata: { name: 'x', resourceVersion: '101', annotations: 'kubectl.kubernetes.io/last-applied-configuration' } });
+    api.current.send('MODIFIED', { metadata: { name: 'a', resourceVersion: '102', labels: { n: 5 } } });
+    api.current.send('ADDED', { metadata: { name: 7, resourceVersion: '103' } });
+    api.current.send('DELETED', 'a');
+    api.current.send('SURPRISE', obj('s', '104'));
+    api.current.send('ADDED', obj('b', '105'));
+    await advance(0);
+    expect(events).toEqual(['add:a', 'add:b']);
+    expect(names(inf.list())).toEqual(['a', 'b']);
+    expect(drops).toEqual([...Array(7).fill('invalid_object'), 'invalid_event']);
+    // Dropped objects still move the resourceVersion on: watching again from before them would only bring them back.
+    expect(inf.lastResourceVersion()).toBe('105');
+    expect(restarts).toEqual([]);
+    expect(api.current.aborted).toBe(false);
+  });
+
+  it('drops an object the transform fails on instead of failing the watch', async () => {
+    const api = new FakeApi();
+    const { inf, events, drops } = setup(api, {
+      transform: (o) => {
+        if (o.metadata!.name === 'boom') throw new TypeError('transform bug');
+        return o;
+      },
+    });
+    await inf.waitForSync();
+    await advance(0);
+    api.current.send('ADDED', obj('boom', '101'));
+    api.current.send('ADDED', obj('fine', '102'));
+    await advance(0);
+    expect(events).toEqual(['add:fine']);
+    expect(drops).toEqual(['transform_failed']);
+  });
+
+  it('refuses a list that never stops handing out continue tokens, at the page limit, and retries with backoff', async () => {
+    const api = new FakeApi();
+    let served = 0;
+    api.list = async (query) => {
+      api.lists.push(query);
+      served++;
+      return { items: [obj(`o${served}`, String(served))], resourceVersion: '1', continue: `page-${served}` };
+    };
+    const { inf, errors, drops, restarts } = setup(api, { maxListPages: 20 });
+    await advance(0);
+    expect(served).toBe(20);
+    expect(errors[0]!.message).toBe('a list of /apis/leasehold.dev/v1alpha1/leases still had more pages after 20, the limit on pages per list; the list was dropped');
+    expect(drops).toEqual(['too_many_pages']);
+    expect(restarts).toEqual(['error']);
+    expect(inf.hasSynced()).toBe(false);
+    expect(inf.list()).toEqual([]);
+    await advance(300);
+    expect(served).toBe(40);
+  });
+
+  it('the default page limit is 1000 pages', () => {
+    expect(MAX_LIST_PAGES).toBe(1000);
+  });
+
+  it('counts a handler that throws or rejects, and goes on with the next handler and event', async () => {
+    const api = new FakeApi();
+    const { inf, events, handlerErrors } = setup(api);
+    inf.on('add', () => {
+      throw new Error('sync bug');
+    });
+    inf.on('add', async () => {
+      throw new Error('async bug');
+    });
+    const after: string[] = [];
+    inf.on('add', (o) => after.push(o.metadata!.name!));
+    await inf.waitForSync();
+    await advance(0);
+    api.current.send('ADDED', obj('a', '101'));
+    api.current.send('ADDED', obj('b', '102'));
+    await advance(0);
+    expect(events).toEqual(['add:a', 'add:b']);
+    expect(after).toEqual(['a', 'b']);
+    expect(handlerErrors).toHaveLength(4);
   });
 
   it('resyncs every resyncMs from the cache alone', async () => {

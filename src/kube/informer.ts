@@ -10,15 +10,28 @@
 // and a periodic resync re-emits every cached object as an update.
 //
 // Handlers receive the cached objects themselves: they must not mutate them.
-// Objects pass through a transform before they are stored; by default it drops
-// the bookkeeping no controller reads (see stripManagedFields).
+// Objects are checked against a schema, then pass through a transform before
+// they are stored; by default it drops the bookkeeping no controller reads
+// (see stripManagedFields). An object that fails the check is dropped and
+// reported, never thrown: another cluster's API server may send anything, and
+// nothing it sends may stop this informer, or the process.
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
-import { ApiStatusError, isResourceVersionExpired, KubeListWatch, statusFromObject, type ListWatchTransport, type RawWatchEvent } from './listwatch.js';
+import { ApiStatusError, InputLimitError, isResourceVersionExpired, KubeListWatch, statusFromObject, type InputLimitReason, type ListWatchTransport, type RawWatchEvent } from './listwatch.js';
 import type { Logger } from 'pino';
 import { errorText } from './errors.js';
+import { checkKubeObject, type ObjectCheck } from './objectschema.js';
 import { objectKey } from './resource.js';
 import { stripManagedFields } from './transform.js';
 import { realClock, sleep, type Clock } from './workqueue.js';
+
+/** A list with more pages than this is refused: 1,000 pages of 500 objects is far beyond any cluster we serve, and a server that hands out `continue` tokens forever must not keep us listing. */
+export const MAX_LIST_PAGES = 1000;
+
+/** Why an informer dropped something it received: an object or event that failed its check, or an answer over a size limit. */
+export type DropReason = 'invalid_object' | 'invalid_event' | 'transform_failed' | InputLimitReason;
+
+/** At most one warning line per informer this often; the drops between are counted in it. */
+const DROP_LOG_INTERVAL_MS = 10_000;
 
 export type InformerEvent<T> = { type: 'add'; object: T } | { type: 'update'; object: T; old: T } | { type: 'delete'; object: T };
 
@@ -49,6 +62,14 @@ export interface InformerOptions<T> {
   log?: Logger;
   /** Applied to every listed or watched object before it is stored or handed to handlers. Default stripManagedFields. */
   transform?: (object: T) => T;
+  /** Each listed or watched object must pass this before the transform; one that fails is dropped. Default checkKubeObject. */
+  check?: ObjectCheck;
+  /** Called for each object, event or answer dropped, with why. */
+  onDrop?: (reason: DropReason) => void;
+  /** Called each time a handler threw or its promise rejected. */
+  onHandlerError?: () => void;
+  /** Pages one list may take before it is refused. Default MAX_LIST_PAGES. */
+  maxListPages?: number;
   /** Re-emit every cached object as an update this often; 0 turns it off. Default 10 min. */
   resyncMs?: number;
   /** Restart a watch (or abort a list page) that has delivered nothing for this long. Default 5 min. */
@@ -90,6 +111,8 @@ export class ResilientInformer<T extends KubernetesObject> {
   private readonly resyncMs: number;
   private readonly watchdogMs: number;
   private readonly transform: (object: T) => T;
+  private readonly check: ObjectCheck;
+  private dropLog = { at: -Infinity, suppressed: 0 };
   private readonly stopController = new AbortController();
   private request?: AbortController;
   private watchdog?: unknown;
@@ -108,6 +131,7 @@ export class ResilientInformer<T extends KubernetesObject> {
     this.resyncMs = opts.resyncMs ?? 10 * 60_000;
     this.watchdogMs = opts.watchdogMs ?? 5 * 60_000;
     this.transform = opts.transform ?? stripManagedFields;
+    this.check = opts.check ?? checkKubeObject;
   }
 
   on<E extends keyof Handlers<T>>(event: E, fn: Handlers<T>[E]): this {
@@ -171,6 +195,7 @@ export class ResilientInformer<T extends KubernetesObject> {
         if (this.stopped) break;
         failure = err;
         reason = isResourceVersionExpired(err) ? 'expired' : 'error';
+        if (err instanceof InputLimitError) this.opts.onDrop?.(err.reason);
       }
       if (this.stopped) break;
       // A watch that delivered events was healthy, however it ended: back off from the start again.
@@ -205,16 +230,23 @@ export class ResilientInformer<T extends KubernetesObject> {
     const items: T[] = [];
     let resourceVersion = '';
     let cont: string | undefined;
+    let pages = 0;
+    const maxPages = this.opts.maxListPages ?? MAX_LIST_PAGES;
     do {
+      if (++pages > maxPages) {
+        throw new InputLimitError('too_many_pages', `a list of ${this.path} still had more pages after ${maxPages}, the limit on pages per list; the list was dropped`);
+      }
       const query: Record<string, string> = { ...this.selectors(), limit: String(this.opts.pageSize ?? 500) };
       if (cont) query.continue = cont;
       const page = await this.guarded((signal) => this.transport.list(query, signal));
       const itemKind = page.kind?.endsWith('List') ? page.kind.slice(0, -4) : undefined;
       for (const item of page.items) {
-        // Items of a built-in list come without kind and apiVersion; fill them in so logs and handlers can rely on them.
-        if (!item.kind && itemKind) item.kind = itemKind;
-        if (!item.apiVersion && page.apiVersion) item.apiVersion = page.apiVersion;
-        items.push(this.transform(item));
+        const object = this.admit(item, (o) => {
+          // Items of a built-in list come without kind and apiVersion; fill them in so logs and handlers can rely on them.
+          if (!o.kind && itemKind) o.kind = itemKind;
+          if (!o.apiVersion && page.apiVersion) o.apiVersion = page.apiVersion;
+        });
+        if (object) items.push(object);
       }
       resourceVersion = page.resourceVersion;
       cont = page.continue;
@@ -299,11 +331,17 @@ export class ResilientInformer<T extends KubernetesObject> {
   }
 
   private apply(event: RawWatchEvent): void {
-    const received = event.object as T;
-    if (received?.metadata?.resourceVersion) this.resourceVersion = received.metadata.resourceVersion;
+    const rv = (event.object as { metadata?: { resourceVersion?: unknown } } | null | undefined)?.metadata?.resourceVersion;
+    // Taken for a dropped object too: watching again from before it would only bring it back.
+    if (typeof rv === 'string' && rv !== '') this.resourceVersion = rv;
     // A BOOKMARK carries only its resourceVersion, taken above.
-    if (event.type === 'BOOKMARK' || !received?.metadata?.name) return;
-    const object = this.transform(received);
+    if (event.type === 'BOOKMARK') return;
+    if (event.type !== 'ADDED' && event.type !== 'MODIFIED' && event.type !== 'DELETED') {
+      this.drop('invalid_event', { event: String(event.type).replace(/[\x00-\x1f\x7f]+/g, ' ').slice(0, 32) }, 'dropped a watch event of an unknown type');
+      return;
+    }
+    const object = this.admit(event.object);
+    if (!object) return;
     const key = objectKey(object);
     switch (event.type) {
       case 'ADDED':
@@ -320,6 +358,34 @@ export class ResilientInformer<T extends KubernetesObject> {
         break;
       }
     }
+  }
+
+  /** The object as the cache stores it, or undefined when it failed the check or the transform (dropped, logged and counted). */
+  private admit(received: unknown, fill?: (object: T) => void): T | undefined {
+    const problem = this.check(received);
+    if (problem) {
+      this.drop('invalid_object', { object: describe(received), field: problem.field, problem: problem.message }, 'dropped an object that failed the schema check');
+      return undefined;
+    }
+    try {
+      const object = received as T;
+      fill?.(object);
+      return this.transform(object);
+    } catch (err) {
+      this.drop('transform_failed', { object: describe(received), err: errorText(err).slice(0, 200) }, 'dropped an object the cache transform failed on');
+      return undefined;
+    }
+  }
+
+  private drop(reason: DropReason, fields: Record<string, string>, message: string): void {
+    this.opts.onDrop?.(reason);
+    const now = this.clock.now();
+    if (now - this.dropLog.at < DROP_LOG_INTERVAL_MS) {
+      this.dropLog.suppressed++;
+      return;
+    }
+    this.log?.warn({ path: this.path, reason, ...fields, droppedSinceLastLine: this.dropLog.suppressed }, message);
+    this.dropLog = { at: now, suppressed: 0 };
   }
 
   private armWatchdog(request: AbortController, onFire?: () => void): void {
@@ -346,12 +412,17 @@ export class ResilientInformer<T extends KubernetesObject> {
   }
 
   private dispatch(e: InformerEvent<T>): void {
+    const failed = (err: unknown) => {
+      this.opts.onHandlerError?.();
+      this.log?.error({ path: this.path, event: e.type, key: objectKey(e.object), err: errorText(err) }, 'informer handler threw');
+    };
     for (const fn of this.handlers[e.type]) {
       try {
-        if (e.type === 'update') (fn as Handlers<T>['update'])(e.object, e.old);
-        else (fn as Handlers<T>['add'])(e.object);
+        const result: unknown = e.type === 'update' ? (fn as Handlers<T>['update'])(e.object, e.old) : (fn as Handlers<T>['add'])(e.object);
+        // An async handler's rejection would otherwise be unhandled.
+        if (result instanceof Promise) result.catch(failed);
       } catch (err) {
-        this.log?.error({ path: this.path, event: e.type, key: objectKey(e.object), err: errorText(err) }, 'informer handler threw');
+        failed(err);
       }
     }
   }
@@ -366,4 +437,11 @@ export class ResilientInformer<T extends KubernetesObject> {
       }
     }
   }
+}
+
+/** namespace/name of a received object for a log line, when they are strings; bounded. */
+function describe(received: unknown): string {
+  const meta = (received as { metadata?: { name?: unknown; namespace?: unknown } } | null | undefined)?.metadata;
+  const part = (v: unknown) => (typeof v === 'string' ? v.replace(/[\x00-\x1f\x7f]+/g, ' ').slice(0, 253) : '?');
+  return typeof meta === 'object' && meta !== null ? `${typeof meta.namespace === 'string' ? `${part(meta.namespace)}/` : ''}${part(meta.name)}` : '?';
 }

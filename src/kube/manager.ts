@@ -13,6 +13,7 @@ import { Finalizers } from './finalizers.js';
 import { serveHealth } from './health.js';
 import { ResilientInformer, type InformerOptions } from './informer.js';
 import { LeaderElector } from './leaderelection.js';
+import { checkKubeObject, type ObjectCheck } from './objectschema.js';
 import { KubeLeaseStore } from './leasestore.js';
 import { Metrics } from './metrics.js';
 import { KubeStatusClient, StatusWriter } from './status.js';
@@ -38,6 +39,13 @@ export interface InformerSpec {
    * a peer that is down must never hold back our own controllers.
    */
   gates?: boolean;
+  /**
+   * What each object must pass before it is cached (the kind's schema, for
+   * another cluster's objects); one that fails is dropped and counted in
+   * leasehold_objects_dropped_total. Default: a named object whose metadata
+   * has the right types.
+   */
+  check?: ObjectCheck;
 }
 
 export interface ManagerOptions {
@@ -104,6 +112,9 @@ export class Manager {
         resyncMs: this.opts.resyncMs,
         watchdogMs: this.opts.watchdogMs,
         onRestart: (reason: string) => this.metrics.informerRestarts.inc({ resource: path, reason }),
+        check: spec.check ?? checkKubeObject,
+        onDrop: (reason: string) => this.metrics.objectsDropped.inc({ cluster: cluster.name, reason }),
+        onHandlerError: () => this.metrics.informerHandlerErrors.inc({ resource: path }),
         ...(spec.labelSelector ? { labelSelector: spec.labelSelector } : {}),
         ...(spec.fieldSelector ? { fieldSelector: spec.fieldSelector } : {}),
       };

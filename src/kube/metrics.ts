@@ -64,6 +64,23 @@ export class Metrics {
     labelNames: ['resource', 'reason'] as const,
     registers: [this.registry],
   });
+  readonly objectsDropped = new Counter({
+    name: 'leasehold_objects_dropped_total',
+    help: 'Objects, watch events and whole list or watch answers an informer dropped before they reached its cache: ones that failed the schema check (invalid_object, invalid_event, transform_failed) or answers over a size limit (watch_line_too_large, list_body_too_large, too_many_pages), by cluster (local, or peer:<namespace>/<PeerFleet>) and reason.',
+    labelNames: ['cluster', 'reason'] as const,
+    registers: [this.registry],
+  });
+  readonly informerHandlerErrors = new Counter({
+    name: 'leasehold_informer_handler_errors_total',
+    help: 'Informer event handlers that threw or rejected, by resource; the informer goes on with the next handler and event.',
+    labelNames: ['resource'] as const,
+    registers: [this.registry],
+  });
+  readonly unhandledRejections = new Counter({
+    name: 'leasehold_unhandled_rejections_total',
+    help: 'Promise rejections no code handled; each was logged and the process went on.',
+    registers: [this.registry],
+  });
 
   // ---- providers (every kind's) ----
   readonly providerRequests = new Counter({

@@ -13,10 +13,10 @@ export const LAST_APPLIED_ANNOTATION = 'kubectl.kubernetes.io/last-applied-confi
  */
 export function stripManagedFields<T extends KubernetesObject>(object: T): T {
   const metadata = object.metadata;
-  if (!metadata) return object;
+  if (typeof metadata !== 'object' || metadata === null) return object;
   delete metadata.managedFields;
   const annotations = metadata.annotations;
-  if (annotations && LAST_APPLIED_ANNOTATION in annotations) {
+  if (typeof annotations === 'object' && annotations !== null && LAST_APPLIED_ANNOTATION in annotations) {
     delete annotations[LAST_APPLIED_ANNOTATION];
     if (Object.keys(annotations).length === 0) delete metadata.annotations;
   }

@@ -4,6 +4,15 @@
 // on it; anything that came back is handed to the caller to judge.
 import { ProviderError } from './errors.js';
 
+/**
+ * The most of one answer we read. Endpoints may be chosen by a tenant (a
+ * RunnerTarget's GitHub or Compute Engine URL), so an answer is read as a
+ * stream and dropped past this: the largest real ones (a zone's instance
+ * list, 500 per page; a page of runners) are well under 1 MiB.
+ */
+const MiB = 1024 * 1024;
+export const MAX_REST_ANSWER_BYTES = 8 * MiB;
+
 export interface RestAnswer {
   status: number;
   headers: Headers;
@@ -22,6 +31,8 @@ export interface RestRequest {
   timeoutMs: number;
   signal?: AbortSignal | undefined;
   fetch?: typeof fetch;
+  /** Default MAX_REST_ANSWER_BYTES. */
+  maxAnswerBytes?: number;
 }
 
 export async function sendRest(r: RestRequest): Promise<RestAnswer> {
@@ -41,12 +52,7 @@ export async function sendRest(r: RestRequest): Promise<RestAnswer> {
     if (r.signal?.aborted) throw new ProviderError('Timeout', `${r.what}: cancelled`, { answerLost: true, cause: err });
     throw new ProviderError('Unknown', `${r.what}: the connection failed before an answer came back (${causeText(err)})`, { answerLost: true, cause: err });
   }
-  let text: string;
-  try {
-    text = await res.text();
-  } catch (err) {
-    throw new ProviderError('Unknown', `${r.what}: the answer was cut off (${causeText(err)})`, { answerLost: true, cause: err });
-  }
+  const text = await readAnswer(res, r.what, r.url, r.maxAnswerBytes);
   let parsed: unknown;
   try {
     parsed = text === '' ? undefined : JSON.parse(text);
@@ -54,6 +60,56 @@ export async function sendRest(r: RestRequest): Promise<RestAnswer> {
     parsed = undefined;
   }
   return { status: res.status, headers: res.headers, json: parsed };
+}
+
+/**
+ * The body of `res` as text, read no further than `limit` bytes. An answer
+ * cut off or over the limit is a ProviderError marked answerLost: the server
+ * may have acted on the request all the same.
+ */
+export async function readAnswer(res: Response, what: string, url: string, limit = MAX_REST_ANSWER_BYTES): Promise<string> {
+  try {
+    return await readLimited(res, limit);
+  } catch (err) {
+    if (err instanceof AnswerTooLarge) {
+      throw new ProviderError('Unknown', `${what}: the answer passed ${limit % MiB === 0 ? `${limit / MiB} MiB` : `${limit} bytes`}, the limit on one answer (HTTP ${res.status} from ${originOf(url)}); it was dropped unread`, { answerLost: true });
+    }
+    throw new ProviderError('Unknown', `${what}: the answer was cut off (${causeText(err)})`, { answerLost: true, cause: err });
+  }
+}
+
+class AnswerTooLarge extends Error {}
+
+async function readLimited(res: Response, limit: number): Promise<string> {
+  const declared = Number(res.headers.get('content-length') ?? NaN);
+  if (Number.isFinite(declared) && declared > limit) {
+    await res.body?.cancel().catch(() => undefined);
+    throw new AnswerTooLarge();
+  }
+  if (!res.body) return '';
+  const reader = res.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel().catch(() => undefined);
+      throw new AnswerTooLarge();
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+/** Scheme, host and port only: a query string may carry a key. */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return 'an invalid URL';
+  }
 }
 
 function causeText(err: unknown): string {

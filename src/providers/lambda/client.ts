@@ -5,6 +5,7 @@
 import { z } from 'zod';
 import { ProviderError, type ProviderErrorKind } from '../errors.js';
 import { abortableSleep } from './pacer.js';
+import { readAnswer } from '../rest.js';
 
 export interface LambdaInstanceType {
   name: string;
@@ -214,12 +215,7 @@ export class LambdaClient {
       if (signal?.aborted) throw new ProviderError('Timeout', `Lambda ${what}: cancelled`, { answerLost: true, cause: err });
       throw new ProviderError('Unknown', `Lambda ${what}: the connection failed before an answer came back (${causeText(err)})`, { answerLost: true, cause: err });
     }
-    let text: string;
-    try {
-      text = await res.text();
-    } catch (err) {
-      throw new ProviderError('Unknown', `Lambda ${what}: the answer was cut off (${causeText(err)})`, { answerLost: true, cause: err });
-    }
+    const text = await readAnswer(res, `Lambda ${what}`, `${this.base}${path}`);
     let json: unknown;
     try {
       json = text === '' ? {} : JSON.parse(text);
