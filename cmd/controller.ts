@@ -66,7 +66,13 @@ registerLeaseController(mgr, {
     historyMaxAgeMs: flags.historyMaxAgeMs,
   },
 });
-registerPeerFleetController(mgr, { installationID, controllerNamespace: flags.namespace, lending: flags.peerLending });
+registerPeerFleetController(mgr, {
+  installationID,
+  controllerNamespace: flags.namespace,
+  lending: flags.peerLending,
+  origins: { allowed: flags.allowedPeerOrigins, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
+  policy: { tolerate: flags.peerTolerateTaints },
+});
 registerRunnerTargetController(mgr, {
   installationID,
   identity,

@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../src/api/duration.js';
 import { errorText } from '../src/kube/errors.js';
+import { parseTaintRules, type TaintRule } from '../controllers/peerfleet/nodes.js';
 import { parseEndpointList } from '../src/providers/endpoints.js';
 
 export interface ControllerFlags {
@@ -54,6 +55,8 @@ export interface ControllerFlags {
   allowedPeerOrigins: string[];
   /** Plain http to loopback endpoints that are listed; for tests running emulators on this machine only. */
   allowLoopbackEndpoints: boolean;
+  /** Node taints a PeerFleet's mirror Jobs may tolerate; a node with any other NoSchedule or NoExecute taint is never lent. */
+  peerTolerateTaints: TaintRule[];
 }
 
 export class FlagError extends Error {
@@ -100,6 +103,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'allowed-gce-endpoints': { type: 'string', default: env.LEASEHOLD_ALLOWED_GCE_ENDPOINTS ?? 'https://compute.googleapis.com' },
       'allowed-peer-origins': { type: 'string', default: env.LEASEHOLD_ALLOWED_PEER_ORIGINS ?? '' },
       'allow-loopback-endpoints': { type: 'boolean', default: false },
+      'peer-tolerate-taints': { type: 'string', default: env.LEASEHOLD_PEER_TOLERATE_TAINTS ?? '' },
     },
     strict: true,
   });
@@ -133,6 +137,13 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
   const endpoints = (name: keyof typeof values): string[] => {
     try {
       return parseEndpointList(text(name), `--${name}`);
+    } catch (err) {
+      throw new FlagError(errorText(err));
+    }
+  };
+  const taintRules = (name: keyof typeof values): TaintRule[] => {
+    try {
+      return parseTaintRules(text(name), `--${name}`);
     } catch (err) {
       throw new FlagError(errorText(err));
     }
@@ -174,5 +185,6 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     allowedGceEndpoints: endpoints('allowed-gce-endpoints'),
     allowedPeerOrigins: endpoints('allowed-peer-origins'),
     allowLoopbackEndpoints: values['allow-loopback-endpoints'] === true,
+    peerTolerateTaints: taintRules('peer-tolerate-taints'),
   };
 }

@@ -506,13 +506,15 @@ describe('the Helm chart', () => {
 
   it('with peerFleet.enabled=false, PeerFleets report readiness only, and nothing is refused', async () => {
     const notes = await helmOK(['install', noPeerRelease, chart, '-n', noPeerNS,
-      '--set', `replicas=1,leaderElection.enabled=false,watchNamespace=${noPeerNS},peerFleet.enabled=false`]);
+      '--set', `replicas=1,leaderElection.enabled=false,watchNamespace=${noPeerNS},peerFleet.enabled=false`,
+      '--set', 'peerFleet.allowedOrigins={https://127.0.0.1:1}']);
     expect(notes.stdout).toMatch(/PeerFleet lending is off \(peerFleet\.enabled=false\): PeerFleets report their readiness only\./);
     noPeerInstalled = true;
     const account = (await getJSON(kubectl, ['-n', noPeerNS, 'serviceaccount', '-l', `app.kubernetes.io/instance=${noPeerRelease}`])).items[0].metadata.name;
     const { path } = await serviceAccountKubeconfig(noPeerNS, account, 'nopeer.kubeconfig');
     const args = await deploymentArgs(noPeerRelease, noPeerNS);
     expect(args).toContain('--no-peer-lending');
+    expect(args).toContain('--allowed-peer-origins=https://127.0.0.1:1');
     const env = { POD_NAMESPACE: noPeerNS, POD_NAME: 'leasehold-nopeer-e2e', LEASEHOLD_MACHINES_DIR: machines };
     const readyz = (c: ControllerProcess) => c.metricsURL.replace(/\/metrics$/, '/readyz');
 

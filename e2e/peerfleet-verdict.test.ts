@@ -24,6 +24,8 @@ let locked: string;
 let release: string;
 let controller: ControllerProcess;
 let plainHTTP: Server;
+/** A loopback port where nothing listens, listed in the allow-list like the other origins. */
+let closedPort: number;
 
 async function must(args: string[], input?: string): Promise<string> {
   const r = await kubectl(args, input);
@@ -93,7 +95,9 @@ beforeAll(async () => {
     set: [`watchNamespace=${ns}`, `secretNamespaces={${ns}}`],
     file: join(process.env.E2E_CP_DIR!, `${release}.kubeconfig`),
   });
-  controller = await startController(kubeconfig, ['--watch-namespace', ns, '--namespace', ns, '--leader-election-namespace', ns]);
+  closedPort = await freePort();
+  const origins = [peer.info.server, `https://127.0.0.1:${closedPort}`, `https://127.0.0.1:${(plainHTTP.address() as { port: number }).port}`];
+  controller = await startController(kubeconfig, ['--watch-namespace', ns, '--namespace', ns, '--leader-election-namespace', ns, '--allowed-peer-origins', origins.join(',')]);
 }, 300_000);
 
 afterAll(async () => {
@@ -143,15 +147,18 @@ describe('PeerFleet readiness verdicts', () => {
     expect(ready(f).message).toMatch(/has no non-empty key token/);
   });
 
-  it('NotAuthorized: the chart does not let the controller read Secrets in that namespace', async () => {
+  it('a credential Secret in another namespace is refused at apply, with the reason', async () => {
     await secret(locked, 'peer-token', { token: lender.token });
-    await fleet('locked', { credential: { name: 'peer-token', namespace: locked } });
-    const f = await verdictOf('locked', 'NotAuthorized');
-    expect(ready(f).message).toContain(`secretNamespaces={…,${locked}}`);
+    const r = await kubectl(['apply', '-f', '-'], JSON.stringify({
+      apiVersion: 'leasehold.dev/v1alpha1', kind: 'PeerFleet', metadata: { name: 'locked', namespace: ns },
+      spec: { origin: peer.info.server, namespace: lender.namespace, credentialSecretRef: { name: 'peer-token', namespace: locked }, lendableNodes: { matchLabels: { 'leasehold.dev/pool': 'lendable' } }, pricePerGPUHour: 2 },
+    }));
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('spec.credentialSecretRef.namespace is not allowed: the Secret must be in the namespace of this object');
   });
 
   it('PeerUnreachable infra_down: nothing listens at the origin', async () => {
-    await fleet('closed', { origin: `https://127.0.0.1:${await freePort()}` });
+    await fleet('closed', { origin: `https://127.0.0.1:${closedPort}` });
     const f = await verdictOf('closed', 'PeerUnreachable', 'infra_down');
     expect(ready(f).message).toMatch(/ECONNREFUSED/);
   });

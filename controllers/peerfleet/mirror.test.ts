@@ -6,6 +6,7 @@ import { makeMirror, MIRROR_SERVICE_ACCOUNT, mirrorName } from './mirror.js';
 const UID = '3f2a1b4c-5d6e-4f70-8192-a3b4c5d6e7f8';
 const node: V1Node = { metadata: { name: 'gpu-1', labels: { pool: 'gpu' } }, spec: { taints: [{ key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule' }] } };
 const fleet = { name: 'peer', namespace: 'lending', uid: 'fleet-uid' };
+const policy = { tolerate: [{ key: 'nvidia.com/gpu', effect: 'NoSchedule' as const }] };
 
 function peerJob(over: Partial<NonNullable<V1Job['spec']>> = {}): V1Job {
   return {
@@ -41,7 +42,7 @@ function peerJob(over: Partial<NonNullable<V1Job['spec']>> = {}): V1Job {
 }
 
 function mirrorOf(job = peerJob()): V1Job {
-  const result = makeMirror({ peerJob: job, fleet, node });
+  const result = makeMirror({ peerJob: job, fleet, node, policy });
   if (result.kind !== 'mirror') throw new Error(result.reasons.join('; '));
   return result.job;
 }
@@ -89,7 +90,17 @@ describe('makeMirror', () => {
     expect(pod.containers[0]!.securityContext).toEqual({ allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } });
   });
 
-  it('is pinned to the node, tolerating exactly its taints', () => {
+  it('tolerates only the taints the admin listed', () => {
+    const tainted: V1Node = { metadata: { name: 'gpu-1' }, spec: { taints: [...node.spec!.taints!, { key: 'team-b/dedicated', effect: 'NoSchedule' }] } };
+    const r = makeMirror({ peerJob: peerJob(), fleet, node: tainted, policy });
+    if (r.kind !== 'mirror') throw new Error(r.reasons.join('; '));
+    expect(r.job.spec!.template.spec!.tolerations).toEqual([{ key: 'nvidia.com/gpu', operator: 'Equal', value: 'present', effect: 'NoSchedule' }]);
+    const none = makeMirror({ peerJob: peerJob(), fleet, node, policy: { tolerate: [] } });
+    if (none.kind !== 'mirror') throw new Error(none.reasons.join('; '));
+    expect(none.job.spec!.template.spec!.tolerations).toEqual([]);
+  });
+
+  it('is pinned to the node, tolerating its listed taints', () => {
     const pod = mirrorOf().spec!.template.spec!;
     expect(pod.affinity).toEqual({
       nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: ['gpu-1'] }] }] } },
@@ -106,7 +117,7 @@ describe('makeMirror', () => {
     ['host network', peerJob({ template: { spec: { hostNetwork: true, containers: [{ name: 'm' }] } } }), /hostNetwork is true/],
     ['no uid', { ...peerJob(), metadata: { name: 'x' } }, /metadata.uid "" is not a Kubernetes uid/],
   ])('refuses %s with the reason, never throwing', (_name, job, reason) => {
-    const result = makeMirror({ peerJob: job, fleet, node });
+    const result = makeMirror({ peerJob: job, fleet, node, policy });
     expect(result).toEqual({ kind: 'refused', reasons: [expect.stringMatching(reason)] });
   });
 });

@@ -58,7 +58,7 @@ function harness(opts: { lease?: V1Lease; leaseConflict?: boolean; jobExists?: b
     created: (m) => created.push(m),
     now: new Date('2026-12-03T10:00:00Z'),
   };
-  return { ops: new LendingOperations(apis), ctx, calls, created, queue };
+  return { ops: new LendingOperations(apis, { tolerate: [] }), ctx, calls, created, queue };
 }
 
 const safeJob = (name = 'train') => ({

@@ -37,6 +37,7 @@ function harness(obj: PeerFleet | undefined, opts: { secrets?: Record<string, Re
       if (ns === opts.forbidden) throw Object.assign(new Error('forbidden'), { code: 403 });
       return (opts.secrets ?? { 'lend/peer': { token: 'tok' } })[`${ns}/${name}`];
     },
+    origins: { allowed: ['https://peer.example:6443'], allowLoopbackHTTP: false },
     peer: (access) => {
       accesses.push(access);
       return { probe: opts.probe ?? (async () => undefined) };
@@ -148,11 +149,33 @@ describe('PeerFleetReconciler', () => {
     expect(h.events).toHaveLength(0);
   });
 
+  it.each([
+    ['an origin the admin did not list', 'https://evil.example:6443', /spec.origin https:\/\/evil.example:6443 is not an endpoint the admin allowed.*peerFleet.allowedOrigins/],
+    ['plain http to loopback without the test flag', 'http://127.0.0.1:8080', /is not https/],
+    ['a listed host on another port', 'https://peer.example:7443', /not an endpoint the admin allowed/],
+  ])('EndpointNotAllowed for %s: no Secret is read and the peer is never asked', async (_what, origin, why) => {
+    const reads: string[] = [];
+    const h = harness(fleet({ origin }));
+    const deps = (h.reconciler as unknown as { deps: { secrets: (ns: string, name: string) => Promise<unknown> } }).deps;
+    const inner = deps.secrets;
+    deps.secrets = async (ns, name) => {
+      reads.push(`${ns}/${name}`);
+      return inner(ns, name);
+    };
+    await h.reconciler.reconcile('lend/gpu');
+    expect(reads).toEqual([]);
+    expect(h.accesses).toEqual([]);
+    expect(h.current!.status!.verdict).toMatchObject({ ready: false, code: 'EndpointNotAllowed', failureClass: 'config' });
+    expect(h.current!.status!.verdict!.reasons.join('')).toMatch(why);
+    expect(h.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'EndpointNotAllowed' })]);
+  });
+
   it('forgets a fleet that is gone', async () => {
     const forgotten: string[] = [];
     const r = new PeerFleetReconciler({
       fleets: { get: () => undefined, list: () => [] },
       secrets: async () => undefined,
+      origins: { allowed: [], allowLoopbackHTTP: false },
       peer: () => ({ probe: async () => undefined }),
       forget: (key) => forgotten.push(key),
       status: { write: async () => { throw new Error('no write'); } },

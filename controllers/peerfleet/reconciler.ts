@@ -15,6 +15,7 @@ import { rfc3339, setCondition } from '../../src/kube/conditions.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
 import type { StatusWriter } from '../../src/kube/status.js';
+import { checkEndpoint, type EndpointPolicy } from '../../src/providers/endpoints.js';
 import type { PeerQueue } from '../../src/providers/peerqueue/types.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
 import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from './lending.js';
@@ -57,6 +58,8 @@ export interface LendingDeps {
 export interface PeerFleetReconcilerDeps {
   fleets: ObjectCache<PeerFleet>;
   secrets: SecretDataReader;
+  /** The peer origins an admin allowed (chart value peerFleet.allowedOrigins); an empty list allows none. */
+  origins: EndpointPolicy;
   /** The peer queue for this access; may be cached by the caller while the access is unchanged. */
   peer(access: PeerAccess): PeerProbe;
   /** Forgets what was kept for a fleet that is gone. */
@@ -212,6 +215,15 @@ export class PeerFleetReconciler {
   private async observe(key: string, fleet: PeerFleet): Promise<{ input: VerdictInput; access?: PeerAccess }> {
     const namespace = fleet.metadata!.namespace!;
     const input: VerdictInput = { namespace, spec: fleet.spec };
+    // Before any Secret is read: a team that may write a PeerFleet chooses
+    // its origin, and the token must never travel to a server the admin did
+    // not list.
+    const origin = checkEndpoint(fleet.spec.origin, this.deps.origins, 'spec.origin', 'peerFleet.allowedOrigins');
+    if (!origin.allowed) {
+      input.endpointNotAllowed = origin.reason;
+      this.deps.forget?.(key);
+      return { input };
+    }
     const read = async (field: SecretField) => {
       const ref = field === 'spec.caSecretRef' ? fleet.spec.caSecretRef : fleet.spec.credentialSecretRef;
       if (!ref) return undefined;

@@ -10,12 +10,14 @@ import type { ResilientInformer } from '../../src/kube/informer.js';
 import type { Manager } from '../../src/kube/manager.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { secretDataReader } from '../../src/kube/secrets.js';
-import { selects } from '../../src/kube/selector.js';
+import type { EndpointPolicy } from '../../src/providers/endpoints.js';
 import { KubePeerQueue } from '../../src/providers/peerqueue/kube.js';
 import { LENDABLE_LABEL } from '../../src/providers/peerqueue/types.js';
 import { holderLeaseName, HOLDER_LABEL } from './holder.js';
 import { PEERFLEET_LABEL } from './labels.js';
 import { PeerFleetMetrics } from './metrics.js';
+import type { LendingPolicy } from './mirror.js';
+import { lendableNodes } from './nodes.js';
 import { LendingOperations } from './operations.js';
 import { LENDING_FINALIZER, PeerFleetReconciler, type LendingDeps, type PeerAccess } from './reconciler.js';
 import { POD_SECURITY_LABEL } from './verdict.js';
@@ -25,6 +27,10 @@ export interface PeerFleetOptions {
   installationID: string;
   /** The controller's namespace: the nodes' holder Leases live there. */
   controllerNamespace: string;
+  /** The peer origins a PeerFleet may send its token to (--allowed-peer-origins). */
+  origins: EndpointPolicy;
+  /** What an admin allows every PeerFleet's mirrors (chart values peerFleet.*). */
+  policy: LendingPolicy;
   /** False: readiness verdicts only, and no read of nodes or pods (an install whose RBAC leaves lending out). */
   lending?: boolean;
 }
@@ -65,6 +71,7 @@ export function registerPeerFleetController(mgr: Manager, opts: PeerFleetOptions
   const reconciler = new PeerFleetReconciler({
     fleets,
     secrets: secretDataReader(mgr.core),
+    origins: opts.origins,
     peer: (access) => peer(access).queue,
     forget: (key) => {
       const kept = peers.get(key);
@@ -104,7 +111,7 @@ function lendingDeps(
   }
   return {
     world: (fleet) => {
-      const selected = nodes.list().filter((n) => selects(fleet.spec.lendableNodes, n.metadata?.labels ?? {}));
+      const selected = lendableNodes(nodes.list(), fleet.spec.lendableNodes, opts.policy.tolerate);
       const held = new Map<string, V1Lease>();
       for (const n of selected) {
         const lease = holders.get(opts.controllerNamespace, holderLeaseName(n.metadata?.name ?? ''));
@@ -122,7 +129,7 @@ function lendingDeps(
       const jobs = peer(access).jobs;
       return jobs?.hasSynced() ? jobs.list() : undefined;
     },
-    operations: new LendingOperations({ batch: mgr.batch, core: mgr.core, coordination: mgr.coordination, leaseNamespace: opts.controllerNamespace }),
+    operations: new LendingOperations({ batch: mgr.batch, core: mgr.core, coordination: mgr.coordination, leaseNamespace: opts.controllerNamespace }, opts.policy),
     finalizers: {
       add: (fleet) => mgr.finalizers.add(PEERFLEET_RESOURCE, fleet, LENDING_FINALIZER),
       remove: (fleet) => mgr.finalizers.remove(PEERFLEET_RESOURCE, fleet, LENDING_FINALIZER),

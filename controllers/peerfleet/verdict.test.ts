@@ -17,6 +17,7 @@ const secret = (field: 'spec.credentialSecretRef' | 'spec.caSecretRef', problem:
 describe('judgeReadiness', () => {
   it.each<[string, Partial<VerdictInput>, string, string | null, RegExp]>([
     ['the peer answered', {}, 'Ready', null, /^$/],
+    ['the origin is not allowed, before anything else', { endpointNotAllowed: 'spec.origin https://x is not an endpoint the admin allowed', ...secret('spec.credentialSecretRef', 'SecretAbsent'), podSecurity: null }, 'EndpointNotAllowed', 'config', /spec.origin https:\/\/x is not an endpoint/],
     ['the token Secret is missing', secret('spec.credentialSecretRef', 'SecretAbsent'), 'SecretAbsent', null, /kubectl -n lending create secret generic peer-token --from-literal=token=<the peer ServiceAccount token>/],
     ['the token key is missing', secret('spec.credentialSecretRef', 'KeyAbsent'), 'KeyAbsent', null, /--from-literal=token=/],
     ['the CA Secret is missing, in its own namespace', secret('spec.caSecretRef', 'SecretAbsent'), 'SecretAbsent', null, /kubectl -n ops create secret generic peer-ca --from-file=ca.crt=<the peer CA, PEM>/],

@@ -8,7 +8,7 @@ import type { ConditionInput } from '../../src/kube/conditions.js';
 import type { SecretKeyError } from '../../src/kube/secrets.js';
 import { isPeerQueueError, type FailureClass } from '../../src/providers/peerqueue/errors.js';
 
-export const VERDICT_CODES = ['Ready', 'PeerRefused', 'SecretAbsent', 'KeyAbsent', 'NotAuthorized', 'PeerUnreachable', 'NamespaceNotRestricted', 'Unknown'] as const;
+export const VERDICT_CODES = ['Ready', 'EndpointNotAllowed', 'PeerRefused', 'SecretAbsent', 'KeyAbsent', 'NotAuthorized', 'PeerUnreachable', 'NamespaceNotRestricted', 'Unknown'] as const;
 export type VerdictCode = (typeof VERDICT_CODES)[number];
 
 export interface Verdict {
@@ -27,6 +27,8 @@ export interface VerdictInput {
   /** The PeerFleet's namespace (where its Secrets default to) and spec. */
   namespace: string;
   spec: Pick<PeerFleetSpec, 'origin' | 'namespace' | 'credentialSecretRef' | 'caSecretRef'>;
+  /** Why the admin's allow-list refuses spec.origin; no Secret was read and the peer was not asked. */
+  endpointNotAllowed?: string;
   /** A Secret that did not resolve; the probe never ran. */
   secret?: { field: SecretField; error: SecretKeyError };
   /** What the peer answered a namespaced list of Jobs with our token: undefined for an answer, else the error. */
@@ -46,6 +48,7 @@ function verdict(code: Exclude<VerdictCode, 'Ready'>, message: string, failureCl
 }
 
 export function judgeReadiness(input: VerdictInput): Verdict {
+  if (input.endpointNotAllowed !== undefined) return verdict('EndpointNotAllowed', input.endpointNotAllowed, 'config');
   if (input.secret) return secretVerdict(input, input.secret.field, input.secret.error);
   if (input.probeError !== undefined) return peerVerdict(input, input.probeError);
   // Checked after the peer, so that a namespace fixed first shows the next problem at once.

@@ -10,6 +10,9 @@ import { createPeerCredential, type PeerCredential } from '../cluster/peer.js';
 
 export const QUEUE = 'queue';
 
+/** The admin's node label that opts a node into lending; every lendable test node carries it. */
+export const OPTED_IN = { 'leasehold.dev/lendable': 'true' };
+
 export async function must(cp: ControlPlane, args: string[], input?: string): Promise<string> {
   const res = await cp.kubectl(args, input);
   if (res.code !== 0) throw new Error(`kubectl ${args.join(' ')} on ${cp.info.clusterName}: ${res.stderr}${res.stdout}`);
