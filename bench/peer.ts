@@ -146,7 +146,7 @@ export async function peerPhase(): Promise<void> {
     await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: NS }, stringData: { token: lender.token } });
     await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: NS }, stringData: { 'ca.crt': await readFile(join(peer.info.dir, 'pki', 'ca.crt'), 'utf8') } });
     const nodeNames = Array.from({ length: NODES }, (_, i) => `gpu-${String(i).padStart(3, '0')}`);
-    await createFakeNodes(ours.kubectl.bind(ours), nodeNames.map((name) => ({ name, gpus: GPUS, labels: POOL })), '300s');
+    await createFakeNodes(ours.kubectl.bind(ours), nodeNames.map((name) => ({ name, gpus: GPUS, labels: { ...POOL, 'leasehold.dev/lendable': 'true' } })), '300s');
     log(`peer: control planes up, ${NODES} KWOK nodes Ready`);
     await must(peer, ['create', '-f', '-'], JSON.stringify(list(Array.from({ length: JOBS }, (_, i) =>
       job(`p-${String(i).padStart(4, '0')}`, QUEUE, RUN_FOR, { managedBy: 'leasehold.dev/peer-lending' })))));
@@ -208,7 +208,7 @@ export async function peerPhase(): Promise<void> {
       if (quiet.on) quiet.nodeUpdates++;
     }));
 
-    ctl = await startController(ours.info.kubeconfig, ['--no-leader-elect', '--namespace', 'default'], { LEASEHOLD_LOG_LEVEL: 'info' });
+    ctl = await startController(ours.info.kubeconfig, ['--no-leader-elect', '--namespace', 'default', '--allowed-peer-origins', peer.info.server], { LEASEHOLD_LOG_LEVEL: 'info' });
     await sleep(2000);
     const w0 = await requests(ctl);
     const t0 = Date.now();

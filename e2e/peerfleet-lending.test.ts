@@ -47,7 +47,7 @@ async function lenderAs(namespace: string, args: string[]): Promise<ControllerPr
 const ourJob = (name: string, namespace: string, runFor: string, gpus = 1, annotations: Record<string, string> = {}) =>
   ourJobIn(name, namespace, POOL, { runFor, gpus, annotations });
 const fleet = (name: string, spec: Record<string, unknown> = {}, namespace = NS) =>
-  fleetManifest(peer, name, namespace, { lendableNodes: { matchLabels: POOL }, idleWindow: '3s', pollInterval: '2s', ...spec });
+  fleetManifest(peer, name, namespace, { lendableNodes: { matchLabels: POOL }, idleWindow: '3s', pollInterval: '5s', ...spec });
 
 const getFleet = (name: string) => json(ours, ['-n', NS, 'get', 'peerfleet.leasehold.dev', name]);
 const getPeerJob = (name: string) => json(peer, ['-n', QUEUE, 'get', 'job', name]);

@@ -50,7 +50,7 @@ async function fleet(name: string, opts: FleetOptions = {}): Promise<void> {
     credentialSecretRef: opts.credential ?? { name: 'peer-token' },
     lendableNodes: { matchLabels: { 'leasehold.dev/pool': 'lendable' } },
     pricePerGPUHour: 2,
-    pollInterval: '2s',
+    pollInterval: '5s',
   };
   if (opts.ca !== null) spec.caSecretRef = opts.ca ?? { name: 'peer-ca' };
   await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'PeerFleet', metadata: { name, namespace: ns }, spec }));

@@ -170,6 +170,11 @@ describe('PeerFleetReconciler', () => {
     expect(h.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'EndpointNotAllowed' })]);
   });
 
+  it('never polls more often than every 5s, whatever a stored pollInterval says', async () => {
+    const h = harness(fleet({ pollInterval: '0s' }));
+    expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 5_000 });
+  });
+
   it('forgets a fleet that is gone', async () => {
     const forgotten: string[] = [];
     const r = new PeerFleetReconciler({

@@ -6,7 +6,7 @@
 // pass's effects run: the status is the intent (a session names its node
 // and Job before the claim). Secrets are read by name (the chart grants
 // get, never list or watch), so a fixed Secret is seen at the next poll.
-import { DEFAULT_POLL_INTERVAL, durationMs, PEERFLEET_RESOURCE, type PeerFleet, type PeerFleetStatus } from '../../src/api/index.js';
+import { DEFAULT_POLL_INTERVAL, durationMs, MIN_POLL_INTERVAL_MS, PEERFLEET_RESOURCE, type PeerFleet, type PeerFleetStatus } from '../../src/api/index.js';
 import type { V1Job } from '@kubernetes/client-node';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import { canonical } from '../../src/kube/canonical.js';
@@ -296,7 +296,8 @@ export class PeerFleetReconciler {
   }
 
   private nextPoll(key: string, fleet: PeerFleet, verdict: Verdict): number {
-    const poll = durationMs(fleet.spec.pollInterval ?? DEFAULT_POLL_INTERVAL);
+    // An object stored before the schema's minimum (or written around it) must not poll the peer in a tight loop.
+    const poll = Math.max(MIN_POLL_INTERVAL_MS, durationMs(fleet.spec.pollInterval ?? DEFAULT_POLL_INTERVAL));
     if (verdict.failureClass !== 'infra_down') {
       this.downStreak.delete(key);
       return poll;

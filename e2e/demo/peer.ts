@@ -187,7 +187,7 @@ async function main(): Promise<void> {
     if (pod.metadata.deletionTimestamp && pod.status?.phase === 'Running') cutOff.add(pod.metadata.name);
   });
   const mirrorPod = (peerJobUID: string) => [...mirrorPods.objects.values()].find((pod) => pod.metadata.labels?.[PEER_JOB_UID_LABEL] === peerJobUID);
-  const fleet = fleetManifest(peer, FLEET, NS, { lendableNodes: { matchLabels: POOL }, pricePerGPUHour: PRICE, idleWindow: '5s', pollInterval: '2s' });
+  const fleet = fleetManifest(peer, FLEET, NS, { lendableNodes: { matchLabels: POOL }, pricePerGPUHour: PRICE, idleWindow: '5s', pollInterval: '5s' });
   say('applying the PeerFleet:');
   block(stringify(fleet, { lineWidth: 0 }));
   await apply(oursK, fleet);
