@@ -71,7 +71,7 @@ registerPeerFleetController(mgr, {
   controllerNamespace: flags.namespace,
   lending: flags.peerLending,
   origins: { allowed: flags.allowedPeerOrigins, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
-  policy: { tolerate: flags.peerTolerateTaints },
+  policy: { tolerate: flags.peerTolerateTaints, allowedRegistries: flags.peerAllowedRegistries },
 });
 registerRunnerTargetController(mgr, {
   installationID,

@@ -57,6 +57,8 @@ export interface ControllerFlags {
   allowLoopbackEndpoints: boolean;
   /** Node taints a PeerFleet's mirror Jobs may tolerate; a node with any other NoSchedule or NoExecute taint is never lent. */
   peerTolerateTaints: TaintRule[];
+  /** Registries (host, or host/path) a lent Job's images may come from; empty: any. */
+  peerAllowedRegistries: string[];
 }
 
 export class FlagError extends Error {
@@ -104,6 +106,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'allowed-peer-origins': { type: 'string', default: env.LEASEHOLD_ALLOWED_PEER_ORIGINS ?? '' },
       'allow-loopback-endpoints': { type: 'boolean', default: false },
       'peer-tolerate-taints': { type: 'string', default: env.LEASEHOLD_PEER_TOLERATE_TAINTS ?? '' },
+      'peer-allowed-registries': { type: 'string', default: env.LEASEHOLD_PEER_ALLOWED_REGISTRIES ?? '' },
     },
     strict: true,
   });
@@ -148,6 +151,12 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       throw new FlagError(errorText(err));
     }
   };
+  const registries = text('peer-allowed-registries').split(',').map((r) => r.trim()).filter(Boolean);
+  for (const r of registries) {
+    if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]{1,5})?(\/[a-z0-9._-]+)*$/.test(r)) {
+      throw new FlagError(`--peer-allowed-registries: ${r} must be a registry host (e.g. registry.example.com, ghcr.io/team), without a scheme`);
+    }
+  }
   const orphans = text('orphans');
   if (orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
   return {
@@ -186,5 +195,6 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     allowedPeerOrigins: endpoints('allowed-peer-origins'),
     allowLoopbackEndpoints: values['allow-loopback-endpoints'] === true,
     peerTolerateTaints: taintRules('peer-tolerate-taints'),
+    peerAllowedRegistries: registries,
   };
 }

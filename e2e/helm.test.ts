@@ -288,6 +288,7 @@ describe('the Helm chart', () => {
       'ClusterRole /rel-leasehold /serviceaccounts: get,create',
       'ClusterRole /rel-leasehold batch/jobs: get,list,watch,create,delete',
       'ClusterRole /rel-leasehold leasehold.dev/peerfleets: patch',
+      'ClusterRole /rel-leasehold networking.k8s.io/networkpolicies: list,watch',
       'Role ops/rel-leasehold-peer-nodes coordination.k8s.io/leases: get,list,watch,create,update,delete',
     ]);
     // Off takes nothing else away and keeps what readiness verdicts need: PeerFleets read, their status written.
@@ -315,6 +316,7 @@ describe('the Helm chart', () => {
       'Role ml/rel-leasehold-leases /serviceaccounts: get,create',
       'Role ml/rel-leasehold-leases batch/jobs: get,list,watch,create,delete',
       'Role ml/rel-leasehold-leases leasehold.dev/peerfleets: patch',
+      'Role ml/rel-leasehold-leases networking.k8s.io/networkpolicies: list,watch',
       'Role ops/rel-leasehold-peer-nodes coordination.k8s.io/leases: get,list,watch,create,update,delete',
     ]);
     expect((await helm(['template', 'x', chart, ...kv, '--set', 'peerFleet.enabled=maybe'])).code).not.toBe(0);

@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { ControlPlane, freePort } from './cluster/controlplane.js';
 import { createPeerCredential, type PeerCredential } from './cluster/peer.js';
 import { startController, type ControllerProcess } from './support/controller.js';
+import { defaultDenyEgress } from './support/lending.js';
 import { chartIdentity } from './support/helm.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
 
@@ -78,6 +79,7 @@ beforeAll(async () => {
   locked = await freshNamespace(kubectl, 'pf-locked');
   // Mirror Jobs run in the PeerFleet's namespace: lending needs it restricted.
   await must(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted']);
+  await apply(kubectl, JSON.stringify(defaultDenyEgress(ns)));
   release = `pfv-${randomBytes(3).toString('hex')}`;
   lender = await createPeerCredential(peer, { namespace: 'queue' });
   // A valid peer token whose rights are in another namespace: 403 on the queue.

@@ -12,7 +12,7 @@
 import type { V1Container, V1Job, V1Node, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
 import { NODE_LABEL, PEER_JOB_ANNOTATION, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from './labels.js';
 import { tolerationsFor, type TaintRule } from './nodes.js';
-import { unsafeFields } from './safety.js';
+import { jobProblems, unsafeFields } from './safety.js';
 
 /** The ServiceAccount every mirror runs as: the chart creates it in PeerFleet namespaces and binds it to nothing. */
 export const MIRROR_SERVICE_ACCOUNT = 'leasehold-peer-job';
@@ -28,6 +28,8 @@ export function mirrorName(peerJobUID: string): string {
 export interface LendingPolicy {
   /** The taints a mirror may tolerate (peerFleet.tolerateTaints). */
   tolerate: readonly TaintRule[];
+  /** Registries a lent Job's images may come from (peerFleet.allowedRegistries); empty: any. */
+  allowedRegistries: readonly string[];
 }
 
 export interface MirrorInput {
@@ -35,14 +37,16 @@ export interface MirrorInput {
   fleet: { name: string; namespace: string; uid?: string };
   node: V1Node;
   policy: LendingPolicy;
+  /** The PeerFleet's spec.maxJobDuration, in seconds. */
+  maxJobSeconds: number;
 }
 
 export type MirrorResult = { kind: 'mirror'; job: V1Job } | { kind: 'refused'; reasons: string[] };
 
-export function makeMirror({ peerJob, fleet, node, policy }: MirrorInput): MirrorResult {
+export function makeMirror({ peerJob, fleet, node, policy, maxJobSeconds }: MirrorInput): MirrorResult {
   const uid = peerJob.metadata?.uid ?? '';
   if (!UID.test(uid)) return { kind: 'refused', reasons: [`metadata.uid ${JSON.stringify(uid)} is not a Kubernetes uid`] };
-  const reasons = unsafeFields(peerJob.spec?.template?.spec);
+  const reasons = [...jobProblems(peerJob, { allowedRegistries: policy.allowedRegistries, maxJobSeconds }), ...unsafeFields(peerJob.spec?.template?.spec)];
   if (reasons.length > 0) return { kind: 'refused', reasons };
   const nodeName = node.metadata?.name ?? '';
   const labels = { [PEERFLEET_LABEL]: fleet.name, [NODE_LABEL]: nodeName, [PEER_JOB_UID_LABEL]: uid };

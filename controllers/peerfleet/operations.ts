@@ -6,7 +6,7 @@
 // found again by recovery.ts (a claim without a mirror is started or given
 // back), so no peer Job is run twice or lost.
 import { V1MicroTime, type BatchV1Api, type CoordinationV1Api, type CoreV1Api, type V1Job, type V1Lease, type V1Node } from '@kubernetes/client-node';
-import type { PeerFleet } from '../../src/api/index.js';
+import { DEFAULT_MAX_JOB_DURATION, durationMs, type PeerFleet } from '../../src/api/index.js';
 import { isConflict, isNotFound, statusCode } from '../../src/kube/client.js';
 import { errorText } from '../../src/kube/errors.js';
 import { CLAIMED_BY_ANNOTATION, claimant, type PeerQueue } from '../../src/providers/peerqueue/types.js';
@@ -95,7 +95,7 @@ export class LendingOperations {
     const nodeObj = ctx.nodes.get(node);
     if (!nodeObj) return { outcome: 'conflict' };
     const fleet = { name: ctx.fleet.metadata!.name!, namespace: ctx.fleet.metadata!.namespace!, uid: ctx.fleet.metadata?.uid };
-    const mirror = makeMirror({ peerJob: job, fleet, node: nodeObj, policy: this.policy });
+    const mirror = makeMirror({ peerJob: job, fleet, node: nodeObj, policy: this.policy, maxJobSeconds: durationMs(ctx.fleet.spec.maxJobDuration ?? DEFAULT_MAX_JOB_DURATION) / 1000 });
     const name = job.metadata!.name!;
     if (mirror.kind === 'refused') {
       // Refused on the peer so that no lender tries it again; the owner reads why there.
@@ -115,7 +115,7 @@ export class LendingOperations {
     const nodeObj = ctx.nodes.get(node);
     if (!nodeObj) return { outcome: 'conflict' };
     const fleet = { name: ctx.fleet.metadata!.name!, namespace: ctx.fleet.metadata!.namespace!, uid: ctx.fleet.metadata?.uid };
-    const mirror = makeMirror({ peerJob: job, fleet, node: nodeObj, policy: this.policy });
+    const mirror = makeMirror({ peerJob: job, fleet, node: nodeObj, policy: this.policy, maxJobSeconds: durationMs(ctx.fleet.spec.maxJobDuration ?? DEFAULT_MAX_JOB_DURATION) / 1000 });
     if (mirror.kind === 'refused') return { outcome: 'refused' };
     await this.createMirror(mirror.job, ctx);
     return { outcome: 'started' };

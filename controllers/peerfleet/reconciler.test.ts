@@ -194,7 +194,7 @@ describe('PeerFleetReconciler', () => {
     const node = { metadata: { name: 'gpu-1', labels: { pool: 'gpu' } }, status: { allocatable: { 'nvidia.com/gpu': '2', pods: '10', cpu: '8', memory: '8Gi' } } };
     const queued = { metadata: { name: 'train', uid: '00000000-0000-4000-8000-000000000001', resourceVersion: '3', creationTimestamp: new Date('2026-12-01T00:00:00Z') }, spec: { template: { spec: { containers: [{ name: 'c', image: 'i' }] } } } };
 
-    function lendingHarness(obj: PeerFleet, opts: { conflict?: boolean; podSecurity?: string | null } = {}) {
+    function lendingHarness(obj: PeerFleet, opts: { conflict?: boolean; podSecurity?: string | null; egress?: string } = {}) {
       const order: string[] = [];
       const h = harness(obj);
       const deps = (h.reconciler as unknown as { deps: Record<string, unknown> }).deps;
@@ -208,6 +208,7 @@ describe('PeerFleetReconciler', () => {
       deps.lending = {
         world: () => ({ clusterID: 'c1', nodes: [node], pods: [], mirrors: [], holders: new Map() }),
         podSecurity: () => ('podSecurity' in opts ? opts.podSecurity : 'restricted'),
+        egress: () => opts.egress,
         queue: () => ({}),
         peerJobs: () => [queued],
         operations: { run: async (effect: { kind: string }) => (order.push(effect.kind), { effect, outcome: 'claimed' }) },
@@ -263,6 +264,21 @@ describe('PeerFleetReconciler', () => {
       const h = lendingHarness(fleet({}, available), { podSecurity: null });
       await h.reconciler.reconcile('lend/gpu');
       expect(h.current!.status!.verdict!.code).toBe('NamespaceNotRestricted');
+      expect(h.order).not.toContain('claim');
+    });
+
+    it('a namespace not read yet lends nothing: the check fails closed', async () => {
+      const h = lendingHarness(fleet({}, available), { podSecurity: undefined });
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.current!.status!.verdict).toMatchObject({ code: 'NamespaceNotRestricted', failureClass: 'infra_down' });
+      expect(h.current!.status!.verdict!.reasons.join('')).toMatch(/have not been read yet/);
+      expect(h.order).not.toContain('claim');
+    });
+
+    it('a namespace whose NetworkPolicies do not deny egress by default lends nothing', async () => {
+      const h = lendingHarness(fleet({}, available), { egress: 'namespace lend has no NetworkPolicy that denies the egress of mirror Jobs by default' });
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.current!.status!.verdict).toMatchObject({ code: 'EgressNotDenied', ready: false, failureClass: 'config' });
       expect(h.order).not.toContain('claim');
     });
 

@@ -44,8 +44,10 @@ type OurSide = Pick<FleetWorld, 'clusterID' | 'nodes' | 'pods' | 'mirrors' | 'ho
 export interface LendingDeps {
   /** Our side of the pass: nodes, pods, mirrors and holder Leases as the informers hold them. */
   world(fleet: PeerFleet): OurSide;
-  /** The PeerFleet namespace's Pod Security enforce label; null when it has none. */
+  /** The PeerFleet namespace's Pod Security enforce label; null when it has none; undefined until the namespace was read. */
   podSecurity(namespace: string): string | null | undefined;
+  /** Why mirrors of the fleet could reach out freely (egress.ts); undefined when a default deny holds. */
+  egress(fleet: PeerFleet): string | undefined;
   /** The peer queue for this access (the same client the probe uses). */
   queue(access: PeerAccess): PeerQueue;
   /** The peer's lendable Jobs as the watch holds them; undefined until the watch has listed them. */
@@ -145,8 +147,13 @@ export class PeerFleetReconciler {
   private async observeAtPoll(key: string, fleet: PeerFleet, now: Date): Promise<{ input: VerdictInput; access?: PeerAccess; poll: number }> {
     const generation = fleet.metadata?.generation;
     const kept = this.deps.lending ? this.observed.get(key) : undefined;
-    const podSecurity = this.deps.lending?.podSecurity(fleet.metadata!.namespace!);
-    const withLabel = (input: VerdictInput): VerdictInput => (podSecurity === undefined ? input : { ...input, podSecurity });
+    const lending = this.deps.lending;
+    const podSecurity = lending?.podSecurity(fleet.metadata!.namespace!);
+    const egress = lending?.egress(fleet);
+    const withLabel = (input: VerdictInput): VerdictInput => {
+      if (!lending) return input;
+      return { ...input, ...(podSecurity === undefined ? { namespaceUnread: true } : { podSecurity }), ...(egress === undefined ? {} : { egress }) };
+    };
     if (kept && kept.generation === generation && now.getTime() < kept.until) {
       return { input: withLabel(kept.input), ...(kept.access ? { access: kept.access } : {}), poll: kept.until - now.getTime() };
     }

@@ -3,7 +3,7 @@
 // and one watch of its peer queue, kept while the origin, token and CA stay
 // the same. Any change on either side enqueues the PeerFleets it may concern.
 import { createHash } from 'node:crypto';
-import type { KubernetesObject, V1Job, V1Lease, V1Namespace, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Job, V1Lease, V1Namespace, V1NetworkPolicy, V1Node, V1Pod } from '@kubernetes/client-node';
 import { PEERFLEET_RESOURCE, type PeerFleet } from '../../src/api/index.js';
 import { clusterClients, remoteKubeConfig } from '../../src/kube/clients.js';
 import type { ResilientInformer } from '../../src/kube/informer.js';
@@ -18,6 +18,7 @@ import { PEERFLEET_LABEL } from './labels.js';
 import { PeerFleetMetrics } from './metrics.js';
 import type { LendingPolicy } from './mirror.js';
 import { lendableNodes } from './nodes.js';
+import { egressRefusal } from './egress.js';
 import { LendingOperations } from './operations.js';
 import { LENDING_FINALIZER, PeerFleetReconciler, type LendingDeps, type PeerAccess } from './reconciler.js';
 import { POD_SECURITY_LABEL } from './verdict.js';
@@ -102,11 +103,12 @@ function lendingDeps(
   const mirrors = mgr.informer<V1Job>(ns ? `/apis/batch/v1/namespaces/${ns}/jobs` : '/apis/batch/v1/jobs', { labelSelector: PEERFLEET_LABEL });
   const holders = mgr.informer<V1Lease>(`/apis/coordination.k8s.io/v1/namespaces/${opts.controllerNamespace}/leases`, { labelSelector: HOLDER_LABEL });
   const namespaces = mgr.informer<V1Namespace>('/api/v1/namespaces', ns ? { fieldSelector: `metadata.name=${ns}` } : {});
+  const policies = mgr.informer<V1NetworkPolicy>(ns ? `/apis/networking.k8s.io/v1/namespaces/${ns}/networkpolicies` : '/apis/networking.k8s.io/v1/networkpolicies');
   // Our side changed: every PeerFleet may see a node become busy, idle or free.
   const all = () => {
     for (const f of fleets.list()) enqueueFleet(objectKey(f));
   };
-  for (const informer of [nodes, pods, mirrors, holders, namespaces] as ResilientInformer<KubernetesObject>[]) {
+  for (const informer of [nodes, pods, mirrors, holders, namespaces, policies] as ResilientInformer<KubernetesObject>[]) {
     informer.on('add', all).on('update', all).on('delete', all);
   }
   return {
@@ -123,6 +125,12 @@ function lendingDeps(
       const found = namespaces.get(undefined, namespace);
       if (!found) return namespaces.hasSynced() ? null : undefined;
       return found.metadata?.labels?.[POD_SECURITY_LABEL] ?? null;
+    },
+    egress: (fleet) => {
+      const namespace = fleet.metadata?.namespace ?? '';
+      // Until the policies were listed, none is known to deny anything.
+      if (!policies.hasSynced()) return `the NetworkPolicies of namespace ${namespace} have not been read yet; lending waits for a default deny of egress`;
+      return egressRefusal(namespace, fleet.metadata?.name ?? '', policies.list());
     },
     queue: (access) => peer(access).queue,
     peerJobs: (access) => {

@@ -32,6 +32,9 @@ describe('judgeReadiness', () => {
     ['the namespace has no Pod Security label', { podSecurity: null }, 'NamespaceNotRestricted', 'config', /kubectl label namespace lending pod-security.kubernetes.io\/enforce=restricted --overwrite/],
     ['the namespace enforces baseline only', { podSecurity: 'baseline' }, 'NamespaceNotRestricted', 'config', /has pod-security.kubernetes.io\/enforce=baseline/],
     ['the namespace is restricted', { podSecurity: 'restricted' }, 'Ready', null, /^$/],
+    ['the namespace has not been read yet', { namespaceUnread: true }, 'NamespaceNotRestricted', 'infra_down', /have not been read yet/],
+    ['mirrors could reach out', { podSecurity: 'restricted', egress: 'no default deny' }, 'EgressNotDenied', 'config', /no default deny/],
+    ['the label is judged before egress', { podSecurity: null, egress: 'no default deny' }, 'NamespaceNotRestricted', 'config', /restricted/],
     ['the peer fails first, then the namespace', { podSecurity: null, probeError: new PeerQueueError('Unauthorized', 'Unauthorized') }, 'PeerRefused', null, /401/],
   ])('%s: %s', (_name, over, code, failureClass, message) => {
     const v = judgeReadiness({ ...base, ...over });

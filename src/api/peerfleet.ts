@@ -23,6 +23,7 @@ export const PEERFLEET_NAMES = { kind: 'PeerFleet', plural: 'peerfleets', singul
 export const DEFAULT_IDLE_WINDOW = '10m';
 export const DEFAULT_POLL_INTERVAL = '30s';
 export const DEFAULT_MAX_SESSION_DURATION = '0s';
+export const DEFAULT_MAX_JOB_DURATION = '24h';
 /** The shortest pollInterval: every poll reads the Secrets and asks the peer. */
 export const MIN_POLL_INTERVAL = '5s';
 export const MIN_POLL_INTERVAL_MS = 5_000;
@@ -107,6 +108,9 @@ export const PeerFleetSpecSchema = z
     maxSessionDuration: duration(
       'Longest a node lends in one session before it drains, e.g. 8h. 0s (the default) leaves sessions open-ended.',
     ).default(DEFAULT_MAX_SESSION_DURATION),
+    maxJobDuration: duration(
+      'Longest a peer Job may run here, e.g. 6h: a peer Job whose spec.activeDeadlineSeconds is unset or above it is refused (a drain never cuts a lent Job, so each must end on its own). Defaults to 24h.',
+    ).default(DEFAULT_MAX_JOB_DURATION),
     listed: z
       .boolean()
       .default(true)
@@ -147,6 +151,11 @@ export const PeerSessionSchema = z
     job: z.string().max(253).describe('Name of the peer Job the node is running.'),
     startedAt: timestamp('When the session started.'),
     drainReason: message('Why the session is draining, when it is.', 1024).optional(),
+    claims: z
+      .array(z.string().max(36))
+      .max(64)
+      .optional()
+      .describe('UIDs of the peer Jobs this node claimed whose mirror Job was not yet seen, written before each claim: after a restart only these are started; any other Job the peer shows as claimed by us is reported, never run.'),
   })
   .describe('The lending session on the node.');
 
