@@ -147,7 +147,7 @@ describe('lendingPass', () => {
       fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO, claims: [UID(2)] } }), host('gpu-2', 'Lending', { session: { job: 'job-3', startedAt: LONG_AGO } })]),
       nodes: [node('gpu-1'), node('gpu-2')],
       peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-2') })],
-    }, ['gpu-1=Available', 'gpu-2=Lending'], []],
+    }, ['gpu-1=Available', 'gpu-2=Available'], []],
     ['claimed before a restart, no mirror, our work came: released', {
       fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO, claims: [UID(2)] } })]),
       pods: [ourPod('x', 'gpu-1')],
@@ -158,7 +158,7 @@ describe('lendingPass', () => {
       peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { startTime: START, active: 1 } })],
     }, ['gpu-1=Available'], ['writeBack:job-2']],
     ['the peer not Ready: no record is judged', {
-      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO, claims: [UID(2)] } })]),
       verdict: { ready: false, code: 'PeerUnreachable' },
       peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
     }, ['gpu-1=Lending'], []],
@@ -187,6 +187,7 @@ describe('lendingPass', () => {
     const pass = lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-9', startedAt: LONG_AGO } })]), peerJobs: forged }));
     expect(pass.effects.filter((e) => e.kind === 'start' || e.kind === 'claim')).toEqual([]);
     expect(pass.forged).toBe(5);
+    expect(pass.unfinished).toBe(0);
     expect(pass.notes.filter((n) => n.reason === 'ForgedClaim').map((n) => n.message)).toContainEqual(expect.stringMatching(/peer Job queue\/job-2 carries a claim by us on node gpu-1 that we never recorded; it is not run/));
   });
 

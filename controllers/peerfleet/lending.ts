@@ -144,8 +144,9 @@ export function lendingPass(world: FleetWorld): FleetPass {
   const previous = new Map((fleet.status?.hosts ?? []).map((h) => [h.node, h]));
   const out: FleetPass = { hosts: [], summary: '', effects: [], notes: [], drains: [], sessionsStarted: 0, unfinished: 0, forged: 0 };
   // The claims each node's session recorded before writing them, as the last pass left them.
-  const recordedOn = new Map<string, string>();
-  for (const h of fleet.status?.hosts ?? []) for (const uid of h.session?.claims ?? []) recordedOn.set(uid, h.node);
+  const recordedOn = new Map<string, Set<string>>();
+  for (const h of fleet.status?.hosts ?? []) for (const uid of h.session?.claims ?? []) recordedOn.set(uid, (recordedOn.get(uid) ?? new Set()).add(h.node));
+  const isRecorded = (job: V1Job, node: string) => recordedOn.get(job.metadata?.uid ?? '')?.has(node) ?? false;
   const peerByUID = new Map((world.peerJobs ?? []).map((j) => [j.metadata?.uid ?? '', j]));
   // A recorded claim is kept until its mirror is seen, or the peer shows the
   // Job gone, finished or held by someone else; while the watch may still lag
@@ -171,7 +172,8 @@ export function lendingPass(world: FleetWorld): FleetPass {
     const clock = idleClock(occ.kind === 'idle', prev?.idleSince, now, windowMs);
     const drain = drainDecision({ spec, deleting, node, occupancy: occ, sessionStartedAt: prev?.session?.startedAt, now });
     const running = mine.filter((m) => m.metadata?.labels?.[NODE_LABEL] === name && !finished(m)).length;
-    const pending = waitingClaims.filter((j) => parseClaimant(j.metadata?.annotations?.[CLAIMED_BY_ANNOTATION])?.node === name).length;
+    // Only claims we recorded hold the node: one the peer wrote in our name must not keep it, or a deleted PeerFleet, forever.
+    const pending = waitingClaims.filter((j) => parseClaimant(j.metadata?.annotations?.[CLAIMED_BY_ANNOTATION])?.node === name && isRecorded(j, name)).length;
     const lendingTo = [...new Set(world.mirrors
       .filter((m) => m.metadata?.labels?.[NODE_LABEL] === name && !finished(m))
       .map((m) => `${m.metadata?.namespace}/${m.metadata?.labels?.[PEERFLEET_LABEL]}`))];
@@ -245,8 +247,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
     const lendingNodes = new Set(out.hosts.filter((h) => h.state === 'Lending').map((h) => h.node));
     const nodes = new Map(world.nodes.map((n) => [n.metadata?.name ?? '', n]));
     let starts = 0;
-    const recorded = (node: string, job: V1Job) => recordedOn.get(job.metadata?.uid ?? '') === node;
-    for (const r of recover({ claims, mirrors: mine, mayStart: (node) => lendingNodes.has(node) && nodes.has(node), recorded })) {
+    for (const r of recover({ claims, mirrors: mine, mayStart: (node) => lendingNodes.has(node) && nodes.has(node), recorded: (node, job) => isRecorded(job, node) })) {
       if (r.kind === 'writeBack' || r.kind === 'deleteMirror') {
         const mirror = r.mirror;
         const job = r.kind === 'writeBack' ? r.peerJob : claims.find((c) => c.metadata?.uid === uidOf(mirror));
