@@ -57,6 +57,8 @@ export interface HostNote {
   type: 'Normal' | 'Warning';
   reason: string;
   message: string;
+  /** A standing condition, seen again every pass: recorded when it first appears, not at every pass. */
+  standing?: boolean;
 }
 
 export interface FleetPass {
@@ -261,7 +263,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
         else out.again = true;
       } else if (r.kind === 'forged') {
         out.forged++;
-        out.notes.push({ type: 'Warning', reason: 'ForgedClaim', message: r.message });
+        out.notes.push({ type: 'Warning', reason: 'ForgedClaim', message: r.message, standing: true });
       } else if (r.kind === 'release') {
         out.effects.push({ kind: 'release', job: r.peerJob, message: r.message });
       } else if (r.kind === 'reportLost') {

@@ -267,6 +267,17 @@ describe('PeerFleetReconciler', () => {
       expect(h.order).not.toContain('claim');
     });
 
+    it('records a claim forged in our name once while it stands, not at every pass, and never runs it', async () => {
+      const forged = { ...queued, metadata: { ...queued.metadata, annotations: { 'leasehold.dev/claimed-by': 'c1/lend.gpu/gpu-1' } } };
+      const h = lendingHarness(fleet({}, available));
+      const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[] } } }).deps;
+      deps.lending.peerJobs = () => [forged];
+      await h.reconciler.reconcile('lend/gpu');
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.events.filter((e) => e.reason === 'ForgedClaim')).toHaveLength(1);
+      expect(h.order.filter((o) => o === 'start' || o === 'claim')).toEqual([]);
+    });
+
     it('a namespace not read yet lends nothing: the check fails closed', async () => {
       const h = lendingHarness(fleet({}, available), { podSecurity: undefined });
       await h.reconciler.reconcile('lend/gpu');

@@ -101,6 +101,9 @@ export class PeerFleetReconciler {
   /** The last reading of each fleet's Secrets and peer, and until when it stands. */
   private readonly observed = new Map<string, { generation: number | undefined; until: number; input: VerdictInput; access: PeerAccess | undefined }>();
 
+  /** Each fleet's standing notes at its last pass, so that one is recorded once while it stands. */
+  private readonly standing = new Map<string, Set<string>>();
+
   constructor(private readonly deps: PeerFleetReconcilerDeps) {}
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
@@ -109,6 +112,7 @@ export class PeerFleetReconciler {
     if (!fleet) {
       this.downStreak.delete(key);
       this.observed.delete(key);
+      this.standing.delete(key);
       this.deps.forget?.(key);
       return;
     }
@@ -298,7 +302,17 @@ export class PeerFleetReconciler {
       const text = verdict.ready ? `the peer API server at ${fleet.spec.origin} answered with our token` : verdict.reasons.join('; ');
       await this.deps.events.record(fleet, verdict.ready ? 'Normal' : 'Warning', verdict.code, text);
     }
-    for (const note of pass?.notes ?? []) await this.deps.events.record(fleet, note.type, note.reason, note.message);
+    const key = `${fleet.metadata?.namespace}/${fleet.metadata?.name}`;
+    const stood = this.standing.get(key);
+    const stands = new Set<string>();
+    for (const note of pass?.notes ?? []) {
+      if (note.standing) {
+        stands.add(note.message);
+        if (stood?.has(note.message)) continue;
+      }
+      await this.deps.events.record(fleet, note.type, note.reason, note.message);
+    }
+    if (pass) this.standing.set(key, stands);
     return true;
   }
 
