@@ -11,6 +11,7 @@ import { ControlPlane } from '../e2e/cluster/controlplane.js';
 import { createFakeNodes, KWOK_RUN_FOR_ENV } from '../e2e/cluster/kwok.js';
 import { createPeerCredential } from '../e2e/cluster/peer.js';
 import { startController, type ControllerProcess } from '../e2e/support/controller.js';
+import { defaultDenyEgress } from '../e2e/support/lending.js';
 import { NODE_LABEL } from '../controllers/peerfleet/labels.js';
 import { env, log, ms, quantiles, results, sleep, waitUntil } from './support.js';
 
@@ -142,14 +143,15 @@ export async function peerPhase(): Promise<void> {
     await must(ours, ['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
     const lender = await createPeerCredential(peer, { namespace: QUEUE });
     await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } });
+    await apply(ours, defaultDenyEgress(NS));
     await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: WORK } });
     await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: NS }, stringData: { token: lender.token } });
     await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: NS }, stringData: { 'ca.crt': await readFile(join(peer.info.dir, 'pki', 'ca.crt'), 'utf8') } });
     const nodeNames = Array.from({ length: NODES }, (_, i) => `gpu-${String(i).padStart(3, '0')}`);
-    await createFakeNodes(ours.kubectl.bind(ours), nodeNames.map((name) => ({ name, gpus: GPUS, labels: POOL })), '300s');
+    await createFakeNodes(ours.kubectl.bind(ours), nodeNames.map((name) => ({ name, gpus: GPUS, labels: { ...POOL, 'leasehold.dev/lendable': 'true' } })), '300s');
     log(`peer: control planes up, ${NODES} KWOK nodes Ready`);
     await must(peer, ['create', '-f', '-'], JSON.stringify(list(Array.from({ length: JOBS }, (_, i) =>
-      job(`p-${String(i).padStart(4, '0')}`, QUEUE, RUN_FOR, { managedBy: 'leasehold.dev/peer-lending' })))));
+      job(`p-${String(i).padStart(4, '0')}`, QUEUE, RUN_FOR, { managedBy: 'leasehold.dev/peer-lending', activeDeadlineSeconds: 3600 })))));
 
     // What the bench sees, each at the moment its watch delivers it.
     const jobs = new Map<string, PeerJobSeen>();
@@ -208,7 +210,7 @@ export async function peerPhase(): Promise<void> {
       if (quiet.on) quiet.nodeUpdates++;
     }));
 
-    ctl = await startController(ours.info.kubeconfig, ['--no-leader-elect', '--namespace', 'default'], { LEASEHOLD_LOG_LEVEL: 'info' });
+    ctl = await startController(ours.info.kubeconfig, ['--no-leader-elect', '--namespace', 'default', '--allowed-peer-origins', peer.info.server], { LEASEHOLD_LOG_LEVEL: 'info' });
     await sleep(2000);
     const w0 = await requests(ctl);
     const t0 = Date.now();

@@ -86,7 +86,13 @@ registerLeaseController(mgr, {
   lambda: { accounts: lambda, pollMs: flags.lambdaPollMs, launchSettleMs: flags.lambdaLaunchSettleMs },
   settings: leaseSettings,
 });
-registerPeerFleetController(mgr, { installationID, controllerNamespace: flags.namespace, lending: flags.peerLending });
+registerPeerFleetController(mgr, {
+  installationID,
+  controllerNamespace: flags.namespace,
+  lending: flags.peerLending,
+  origins: { allowed: flags.allowedPeerOrigins, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
+  policy: { tolerate: flags.peerTolerateTaints, allowedRegistries: flags.peerAllowedRegistries },
+});
 registerRunnerTargetController(mgr, {
   installationID,
   identity,

@@ -64,6 +64,16 @@ describe('parseControllerFlags', () => {
     expect(f).toMatchObject({ runnerBusyLagMs: 5000, runnerBootGraceMs: 20_000, runnerFollowUpMs: 1000, runnerCheckLeaseMs: 6000 });
   });
 
+  it('PeerFleet admin bounds: no origin, no toleration and any registry by default; set by flag or by the chart environment', () => {
+    expect(parseControllerFlags([], {})).toMatchObject({ allowedPeerOrigins: [], peerTolerateTaints: [], peerAllowedRegistries: [] });
+    const f = parseControllerFlags(['--allowed-peer-origins', 'https://peer.example.com:6443', '--peer-tolerate-taints', 'nvidia.com/gpu:NoSchedule,maint:NoExecute:600', '--peer-allowed-registries', 'registry.example.com, ghcr.io/team'], {});
+    expect(f.allowedPeerOrigins).toEqual(['https://peer.example.com:6443']);
+    expect(f.peerTolerateTaints).toEqual([{ key: 'nvidia.com/gpu', effect: 'NoSchedule' }, { key: 'maint', effect: 'NoExecute', tolerationSeconds: 600 }]);
+    expect(f.peerAllowedRegistries).toEqual(['registry.example.com', 'ghcr.io/team']);
+    const env = parseControllerFlags([], { LEASEHOLD_PEER_TOLERATE_TAINTS: 'gpu:NoSchedule', LEASEHOLD_PEER_ALLOWED_REGISTRIES: 'registry.example.com' });
+    expect(env).toMatchObject({ peerTolerateTaints: [{ key: 'gpu', effect: 'NoSchedule' }], peerAllowedRegistries: ['registry.example.com'] });
+  });
+
   it('--no-leader-elect turns leader election off', () => {
     expect(parseControllerFlags(['--no-leader-elect'], {}).leaderElection).toBeUndefined();
   });
@@ -83,6 +93,8 @@ describe('parseControllerFlags', () => {
     [['--runner-follow-up', '0'], /--runner-follow-up 0 must be a duration above 0/],
     [['--runner-check-lease', '0s'], /--runner-check-lease 0s must be a duration above 0/],
     [['--runner-boot-grace', 'long'], /^--runner-boot-grace: /],
+    [['--peer-tolerate-taints', 'maint:NoExecute'], /--peer-tolerate-taints: maint:NoExecute must be key:NoSchedule or key:NoExecute:<seconds>/],
+    [['--peer-allowed-registries', 'https://registry.example.com'], /--peer-allowed-registries: https:\/\/registry.example.com must be a registry host/],
   ])('%j is refused naming the flag', (args, message) => {
     expect(() => parseControllerFlags(args, {})).toThrow(FlagError);
     expect(() => parseControllerFlags(args, {})).toThrow(message);

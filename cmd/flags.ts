@@ -4,6 +4,7 @@
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../src/api/duration.js';
 import { errorText } from '../src/kube/errors.js';
+import { parseTaintRules, type TaintRule } from '../controllers/peerfleet/nodes.js';
 import { parseEndpointList } from '../src/providers/endpoints.js';
 import { parseNamespaceLeaseLimits, type NamespaceLeaseLimits } from '../controllers/lease/limits.js';
 
@@ -59,6 +60,10 @@ export interface ControllerFlags {
   allowedPeerOrigins: string[];
   /** Plain http to loopback endpoints that are listed; for tests running emulators on this machine only. */
   allowLoopbackEndpoints: boolean;
+  /** Node taints a PeerFleet's mirror Jobs may tolerate; a node with any other NoSchedule or NoExecute taint is never lent. */
+  peerTolerateTaints: TaintRule[];
+  /** Registries (host, or host/path) a lent Job's images may come from; empty: any. */
+  peerAllowedRegistries: string[];
 }
 
 export class FlagError extends Error {
@@ -107,6 +112,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'allowed-gce-endpoints': { type: 'string', default: env.LEASEHOLD_ALLOWED_GCE_ENDPOINTS ?? 'https://compute.googleapis.com' },
       'allowed-peer-origins': { type: 'string', default: env.LEASEHOLD_ALLOWED_PEER_ORIGINS ?? '' },
       'allow-loopback-endpoints': { type: 'boolean', default: false },
+      'peer-tolerate-taints': { type: 'string', default: env.LEASEHOLD_PEER_TOLERATE_TAINTS ?? '' },
+      'peer-allowed-registries': { type: 'string', default: env.LEASEHOLD_PEER_ALLOWED_REGISTRIES ?? '' },
     },
     strict: true,
   });
@@ -152,6 +159,19 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
   } catch (err) {
     throw new FlagError(errorText(err));
   }
+  const taintRules = (name: keyof typeof values): TaintRule[] => {
+    try {
+      return parseTaintRules(text(name), `--${name}`);
+    } catch (err) {
+      throw new FlagError(errorText(err));
+    }
+  };
+  const registries = text('peer-allowed-registries').split(',').map((r) => r.trim()).filter(Boolean);
+  for (const r of registries) {
+    if (!/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?(:[0-9]{1,5})?(\/[a-z0-9._-]+)*$/.test(r)) {
+      throw new FlagError(`--peer-allowed-registries: ${r} must be a registry host (e.g. registry.example.com, ghcr.io/team), without a scheme`);
+    }
+  }
   const orphans = text('orphans');
   if (orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
   return {
@@ -191,5 +211,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     allowedGceEndpoints: endpoints('allowed-gce-endpoints'),
     allowedPeerOrigins: endpoints('allowed-peer-origins'),
     allowLoopbackEndpoints: values['allow-loopback-endpoints'] === true,
+    peerTolerateTaints: taintRules('peer-tolerate-taints'),
+    peerAllowedRegistries: registries,
   };
 }

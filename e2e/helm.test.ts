@@ -288,6 +288,7 @@ describe('the Helm chart', () => {
       'ClusterRole /rel-leasehold /serviceaccounts: get,create',
       'ClusterRole /rel-leasehold batch/jobs: get,list,watch,create,delete',
       'ClusterRole /rel-leasehold leasehold.dev/peerfleets: patch',
+      'ClusterRole /rel-leasehold networking.k8s.io/networkpolicies: list,watch',
       'Role ops/rel-leasehold-peer-nodes coordination.k8s.io/leases: get,list,watch,create,update,delete',
     ]);
     // Off takes nothing else away and keeps what readiness verdicts need: PeerFleets read, their status written.
@@ -315,6 +316,7 @@ describe('the Helm chart', () => {
       'Role ml/rel-leasehold-leases /serviceaccounts: get,create',
       'Role ml/rel-leasehold-leases batch/jobs: get,list,watch,create,delete',
       'Role ml/rel-leasehold-leases leasehold.dev/peerfleets: patch',
+      'Role ml/rel-leasehold-leases networking.k8s.io/networkpolicies: list,watch',
       'Role ops/rel-leasehold-peer-nodes coordination.k8s.io/leases: get,list,watch,create,update,delete',
     ]);
     expect((await helm(['template', 'x', chart, ...kv, '--set', 'peerFleet.enabled=maybe'])).code).not.toBe(0);
@@ -506,13 +508,15 @@ describe('the Helm chart', () => {
 
   it('with peerFleet.enabled=false, PeerFleets report readiness only, and nothing is refused', async () => {
     const notes = await helmOK(['install', noPeerRelease, chart, '-n', noPeerNS,
-      '--set', `replicas=1,leaderElection.enabled=false,watchNamespace=${noPeerNS},peerFleet.enabled=false`]);
+      '--set', `replicas=1,leaderElection.enabled=false,watchNamespace=${noPeerNS},peerFleet.enabled=false`,
+      '--set', 'peerFleet.allowedOrigins={https://127.0.0.1:1}']);
     expect(notes.stdout).toMatch(/PeerFleet lending is off \(peerFleet\.enabled=false\): PeerFleets report their readiness only\./);
     noPeerInstalled = true;
     const account = (await getJSON(kubectl, ['-n', noPeerNS, 'serviceaccount', '-l', `app.kubernetes.io/instance=${noPeerRelease}`])).items[0].metadata.name;
     const { path } = await serviceAccountKubeconfig(noPeerNS, account, 'nopeer.kubeconfig');
     const args = await deploymentArgs(noPeerRelease, noPeerNS);
     expect(args).toContain('--no-peer-lending');
+    expect(args).toContain('--allowed-peer-origins=https://127.0.0.1:1');
     const env = { POD_NAMESPACE: noPeerNS, POD_NAME: 'leasehold-nopeer-e2e', LEASEHOLD_MACHINES_DIR: machines };
     const readyz = (c: ControllerProcess) => c.metricsURL.replace(/\/metrics$/, '/readyz');
 

@@ -13,7 +13,7 @@ import { startController, type ControllerProcess } from './support/controller.js
 import { chartIdentity } from './support/helm.js';
 import { waitFor } from './support/kube.js';
 import {
-  apply, fleetManifest, json, lendingNamespace, must, ourJob as ourJobIn, peerJob, QUEUE, startLendingClusters,
+  apply, fleetManifest, json, lendingNamespace, must, OPTED_IN, ourJob as ourJobIn, peerJob, QUEUE, startLendingClusters,
   type JobOptions, type LendingClusters,
 } from './support/lending.js';
 
@@ -39,7 +39,7 @@ async function lenderAs(namespace: string, args: string[]): Promise<ControllerPr
     set: [`watchNamespace=${namespace}`, `secretNamespaces={${namespace}}`],
     file: join(ours.info.dir, `chart-identity-${namespace}.kubeconfig`),
   });
-  const c = await startController(kubeconfig, args);
+  const c = await startController(kubeconfig, [...args, '--allowed-peer-origins', peer.info.server]);
   runs.push(c);
   return c;
 }
@@ -47,7 +47,7 @@ async function lenderAs(namespace: string, args: string[]): Promise<ControllerPr
 const ourJob = (name: string, namespace: string, runFor: string, gpus = 1, annotations: Record<string, string> = {}) =>
   ourJobIn(name, namespace, POOL, { runFor, gpus, annotations });
 const fleet = (name: string, spec: Record<string, unknown> = {}, namespace = NS) =>
-  fleetManifest(peer, name, namespace, { lendableNodes: { matchLabels: POOL }, idleWindow: '3s', pollInterval: '2s', ...spec });
+  fleetManifest(peer, name, namespace, { lendableNodes: { matchLabels: POOL }, idleWindow: '3s', pollInterval: '5s', ...spec });
 
 const getFleet = (name: string) => json(ours, ['-n', NS, 'get', 'peerfleet.leasehold.dev', name]);
 const getPeerJob = (name: string) => json(peer, ['-n', QUEUE, 'get', 'job', name]);
@@ -64,8 +64,8 @@ beforeAll(async () => {
   await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'work' } });
   await lendingNamespace(clusters, NS);
   await createFakeNodes(ours.kubectl.bind(ours), [
-    { name: 'gpu-a', gpus: 2, labels: POOL },
-    { name: 'gpu-b', gpus: 2, labels: POOL },
+    { name: 'gpu-a', gpus: 2, labels: { ...POOL, ...OPTED_IN } },
+    { name: 'gpu-b', gpus: 2, labels: { ...POOL, ...OPTED_IN } },
     { name: 'cpu-only', labels: { 'leasehold.dev/pool': 'other' } },
   ]);
   controller = await lenderAs(NS, CONTROLLER_ARGS);
@@ -265,7 +265,7 @@ describe('PeerFleet lending', () => {
     const NS2 = 'lend2';
     const POOL2 = { 'leasehold.dev/pool': 'lendable2' };
     await lendingNamespace(clusters, NS2);
-    await createFakeNodes(ours.kubectl.bind(ours), [{ name: 'gpu-c', gpus: 2, labels: POOL2 }, { name: 'gpu-d', gpus: 2, labels: POOL2 }]);
+    await createFakeNodes(ours.kubectl.bind(ours), [{ name: 'gpu-c', gpus: 2, labels: { ...POOL2, ...OPTED_IN } }, { name: 'gpu-d', gpus: 2, labels: { ...POOL2, ...OPTED_IN } }]);
     const second = await lenderAs(NS2, ['--namespace', NS2, '--watch-namespace', NS2, '--leader-election-namespace', NS2]);
     try {
       await apply(ours, fleet('rival', { lendableNodes: { matchLabels: POOL2 } }, NS2));

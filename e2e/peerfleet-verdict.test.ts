@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { ControlPlane, freePort } from './cluster/controlplane.js';
 import { createPeerCredential, type PeerCredential } from './cluster/peer.js';
 import { startController, type ControllerProcess } from './support/controller.js';
+import { defaultDenyEgress } from './support/lending.js';
 import { chartIdentity } from './support/helm.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
 
@@ -24,6 +25,8 @@ let locked: string;
 let release: string;
 let controller: ControllerProcess;
 let plainHTTP: Server;
+/** A loopback port where nothing listens, listed in the allow-list like the other origins. */
+let closedPort: number;
 
 async function must(args: string[], input?: string): Promise<string> {
   const r = await kubectl(args, input);
@@ -48,7 +51,7 @@ async function fleet(name: string, opts: FleetOptions = {}): Promise<void> {
     credentialSecretRef: opts.credential ?? { name: 'peer-token' },
     lendableNodes: { matchLabels: { 'leasehold.dev/pool': 'lendable' } },
     pricePerGPUHour: 2,
-    pollInterval: '2s',
+    pollInterval: '5s',
   };
   if (opts.ca !== null) spec.caSecretRef = opts.ca ?? { name: 'peer-ca' };
   await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'PeerFleet', metadata: { name, namespace: ns }, spec }));
@@ -76,6 +79,7 @@ beforeAll(async () => {
   locked = await freshNamespace(kubectl, 'pf-locked');
   // Mirror Jobs run in the PeerFleet's namespace: lending needs it restricted.
   await must(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted']);
+  await apply(kubectl, JSON.stringify(defaultDenyEgress(ns)));
   release = `pfv-${randomBytes(3).toString('hex')}`;
   lender = await createPeerCredential(peer, { namespace: 'queue' });
   // A valid peer token whose rights are in another namespace: 403 on the queue.
@@ -93,7 +97,9 @@ beforeAll(async () => {
     set: [`watchNamespace=${ns}`, `secretNamespaces={${ns}}`],
     file: join(process.env.E2E_CP_DIR!, `${release}.kubeconfig`),
   });
-  controller = await startController(kubeconfig, ['--watch-namespace', ns, '--namespace', ns, '--leader-election-namespace', ns]);
+  closedPort = await freePort();
+  const origins = [peer.info.server, `https://127.0.0.1:${closedPort}`, `https://127.0.0.1:${(plainHTTP.address() as { port: number }).port}`];
+  controller = await startController(kubeconfig, ['--watch-namespace', ns, '--namespace', ns, '--leader-election-namespace', ns, '--allowed-peer-origins', origins.join(',')]);
 }, 300_000);
 
 afterAll(async () => {
@@ -143,15 +149,18 @@ describe('PeerFleet readiness verdicts', () => {
     expect(ready(f).message).toMatch(/has no non-empty key token/);
   });
 
-  it('NotAuthorized: the chart does not let the controller read Secrets in that namespace', async () => {
+  it('a credential Secret in another namespace is refused at apply, with the reason', async () => {
     await secret(locked, 'peer-token', { token: lender.token });
-    await fleet('locked', { credential: { name: 'peer-token', namespace: locked } });
-    const f = await verdictOf('locked', 'NotAuthorized');
-    expect(ready(f).message).toContain(`secretNamespaces={…,${locked}}`);
+    const r = await kubectl(['apply', '-f', '-'], JSON.stringify({
+      apiVersion: 'leasehold.dev/v1alpha1', kind: 'PeerFleet', metadata: { name: 'locked', namespace: ns },
+      spec: { origin: peer.info.server, namespace: lender.namespace, credentialSecretRef: { name: 'peer-token', namespace: locked }, lendableNodes: { matchLabels: { 'leasehold.dev/pool': 'lendable' } }, pricePerGPUHour: 2 },
+    }));
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('spec.credentialSecretRef.namespace is not allowed: the Secret must be in the namespace of this object');
   });
 
   it('PeerUnreachable infra_down: nothing listens at the origin', async () => {
-    await fleet('closed', { origin: `https://127.0.0.1:${await freePort()}` });
+    await fleet('closed', { origin: `https://127.0.0.1:${closedPort}` });
     const f = await verdictOf('closed', 'PeerUnreachable', 'infra_down');
     expect(ready(f).message).toMatch(/ECONNREFUSED/);
   });

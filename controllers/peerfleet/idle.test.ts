@@ -14,7 +14,8 @@ describe('isOurWork', () => {
   it.each<[string, V1Pod, boolean]>([
     ['a plain pod', pod('p', {}), true],
     ['a DaemonSet pod', pod('p', {}, { ownerReferences: [{ kind: 'DaemonSet', name: 'ds', apiVersion: 'apps/v1', uid: 'u', controller: true }] }), false],
-    ['a static pod mirror', pod('p', {}, { annotations: { 'kubernetes.io/config.mirror': 'abc' } }), false],
+    ['a static pod, seen through its mirror pod', pod('p', {}, { annotations: { 'kubernetes.io/config.mirror': 'abc' } }), true],
+    ['a static pod owned by its node', pod('p', {}, { ownerReferences: [{ kind: 'Node', name: 'gpu-1', apiVersion: 'v1', uid: 'u', controller: true }] }), true],
     ['a lent Job mirror pod', pod('p', {}, { labels: { 'leasehold.dev/peerfleet': 'peer' } }), false],
     ['a finished pod', pod('p', {}, {}, 'Succeeded'), false],
     ['a failed pod', pod('p', {}, {}, 'Failed'), false],

@@ -1,13 +1,13 @@
 // Whether a lendable node is idle: none of our pods bound to it, and none of
 // our pending pods that its placement rules would let onto it. DaemonSet
-// pods, static pods' mirrors and the mirror pods of lent Jobs are not our
-// work: they run on every node, or they are the lending itself.
+// pods and the mirror pods of lent Jobs are not our work: they run on every
+// node, or they are the lending itself. Static pods (seen through their
+// mirror pods) are: they are what a control-plane or system node is for, and
+// a node running them must not look idle.
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { rfc3339 } from '../../src/kube/conditions.js';
 import { PEERFLEET_LABEL } from './labels.js';
 import { placementRefusal } from './placement.js';
-
-const STATIC_POD_MIRROR = 'kubernetes.io/config.mirror';
 
 const terminal = (pod: V1Pod) => pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';
 const key = (pod: V1Pod) => `${pod.metadata?.namespace}/${pod.metadata?.name}`;
@@ -16,7 +16,6 @@ const key = (pod: V1Pod) => `${pod.metadata?.namespace}/${pod.metadata?.name}`;
 export function isOurWork(pod: V1Pod): boolean {
   if (terminal(pod)) return false;
   if (pod.metadata?.ownerReferences?.some((o) => o.kind === 'DaemonSet' && o.controller)) return false;
-  if (pod.metadata?.annotations?.[STATIC_POD_MIRROR] !== undefined) return false;
   return pod.metadata?.labels?.[PEERFLEET_LABEL] === undefined;
 }
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Job, V1JobStatus, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import type { PeerFleet } from '../../src/api/index.js';
-import { lendingPass, type FleetWorld, type PeerHost } from './lending.js';
+import { STARTS_PER_PASS, lendingPass, type FleetWorld, type PeerHost } from './lending.js';
 
 const NOW = Date.parse('2026-12-03T10:00:00Z');
 const LONG_AGO = '2026-12-03T09:00:00Z';
@@ -136,11 +136,20 @@ describe('lendingPass', () => {
       peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: COMPLETE })],
     }, ['gpu-1=Available'], ['writeBack:job-2']],
     ['claimed before a restart, no mirror, still lending: started', {
-      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO, claims: [UID(2)] } })]),
       peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
     }, ['gpu-1=Lending'], ['start:job-2']],
+    ['a claim by us our record never made: not started', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO, claims: [UID(2)] } })]),
+      peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') }), peerJob(3, { claimedBy: CLAIM(3, 'gpu-1') })],
+    }, ['gpu-1=Lending'], ['start:job-2']],
+    ['a claim recorded for another node: not started', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO, claims: [UID(2)] } }), host('gpu-2', 'Lending', { session: { job: 'job-3', startedAt: LONG_AGO } })]),
+      nodes: [node('gpu-1'), node('gpu-2')],
+      peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-2') })],
+    }, ['gpu-1=Available', 'gpu-2=Available'], []],
     ['claimed before a restart, no mirror, our work came: released', {
-      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO, claims: [UID(2)] } })]),
       pods: [ourPod('x', 'gpu-1')],
       peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
     }, ['gpu-1=Draining'], ['release:job-2']],
@@ -149,7 +158,7 @@ describe('lendingPass', () => {
       peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { startTime: START, active: 1 } })],
     }, ['gpu-1=Available'], ['writeBack:job-2']],
     ['the peer not Ready: no record is judged', {
-      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO, claims: [UID(2)] } })]),
       verdict: { ready: false, code: 'PeerUnreachable' },
       peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
     }, ['gpu-1=Lending'], []],
@@ -165,12 +174,40 @@ describe('lendingPass', () => {
     expect(effects(w)).toEqual(wantEffects);
   });
 
-  it('records the session before its claim, and the claim event', () => {
+  it('records the session and the claimed Job uid before its claim, and the claim event', () => {
     const pass = lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Available')]) }));
-    expect(pass.hosts[0]!.session).toEqual({ job: 'job-1', startedAt: '2026-12-03T10:00:00Z' });
+    expect(pass.hosts[0]!.session).toEqual({ job: 'job-1', startedAt: '2026-12-03T10:00:00Z', claims: [UID(1)] });
     expect(pass.sessionsStarted).toBe(1);
     expect(pass.notes).toContainEqual(expect.objectContaining({ reason: 'Claimed', message: 'node gpu-1 claims peer Job job-1' }));
     expect(pass.unfinished).toBe(0);
+  });
+
+  it('reports claims in our name that no record of ours made, and runs none of them', () => {
+    const forged = [2, 3, 4, 5, 6].map((n) => peerJob(n, { claimedBy: CLAIM(n, 'gpu-1') }));
+    const pass = lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-9', startedAt: LONG_AGO } })]), peerJobs: forged }));
+    expect(pass.effects.filter((e) => e.kind === 'start' || e.kind === 'claim')).toEqual([]);
+    expect(pass.forged).toBe(5);
+    expect(pass.unfinished).toBe(0);
+    expect(pass.notes.filter((n) => n.reason === 'ForgedClaim').map((n) => n.message)).toContainEqual(expect.stringMatching(/peer Job queue\/job-2 carries a claim by us on node gpu-1 that we never recorded; it is not run/));
+  });
+
+  it('starts at most STARTS_PER_PASS recorded claims in one pass, and comes back for the rest', () => {
+    const claimed = [2, 3, 4, 5, 6, 7].map((n) => peerJob(n, { claimedBy: CLAIM(n, 'gpu-1') }));
+    const session = { job: 'job-7', startedAt: LONG_AGO, claims: [2, 3, 4, 5, 6, 7].map(UID) };
+    const pass = lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Lending', { session })]), nodes: [node('gpu-1', 8)], peerJobs: claimed }));
+    expect(pass.effects.filter((e) => e.kind === 'start')).toHaveLength(STARTS_PER_PASS);
+    expect(pass.again).toBe(true);
+  });
+
+  it('forgets a recorded claim once its mirror is seen, or the peer gave the Job to someone else', () => {
+    const session = { job: 'job-3', startedAt: LONG_AGO, claims: [UID(2), UID(3), UID(4)] };
+    const pass = lendingPass(world({
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session })]),
+      nodes: [node('gpu-1', 8)],
+      mirrors: [mirror(2, 'gpu-1')],
+      peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') }), peerJob(3, { claimedBy: 'other/x.y/n' }), peerJob(4, { claimedBy: CLAIM(4, 'gpu-1') })],
+    }));
+    expect(pass.hosts[0]!.session!.claims).toEqual([UID(4)]);
   });
 
   it('a dry run plans per node and plans no effect', () => {

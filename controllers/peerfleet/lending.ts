@@ -57,6 +57,8 @@ export interface HostNote {
   type: 'Normal' | 'Warning';
   reason: string;
   message: string;
+  /** A standing condition, seen again every pass: recorded when it first appears, not at every pass. */
+  standing?: boolean;
 }
 
 export interface FleetPass {
@@ -74,7 +76,14 @@ export interface FleetPass {
   again?: boolean;
   /** When a node's idle window or session ends next: the pass to run then. */
   wakeAt?: number;
+  /** Peer Jobs claimed in our name that our record never named: reported, never run. */
+  forged: number;
 }
+
+/** Claimed Jobs recovery starts in one pass; the rest wait for the next. */
+export const STARTS_PER_PASS = 4;
+/** Claims a session's record keeps (mirrors not yet seen); a node runs far fewer Jobs at once. */
+const RECORDED_CLAIMS = 64;
 
 /** `<namespace>.<name>`: the PeerFleet part of a claim, unique in our cluster. */
 export function fleetID(fleet: PeerFleet): string {
@@ -135,7 +144,23 @@ export function lendingPass(world: FleetWorld): FleetPass {
   });
   const windowMs = durationMs(spec.idleWindow);
   const previous = new Map((fleet.status?.hosts ?? []).map((h) => [h.node, h]));
-  const out: FleetPass = { hosts: [], summary: '', effects: [], notes: [], drains: [], sessionsStarted: 0, unfinished: 0 };
+  const out: FleetPass = { hosts: [], summary: '', effects: [], notes: [], drains: [], sessionsStarted: 0, unfinished: 0, forged: 0 };
+  // The claims each node's session recorded before writing them, as the last pass left them.
+  const recordedOn = new Map<string, Set<string>>();
+  for (const h of fleet.status?.hosts ?? []) for (const uid of h.session?.claims ?? []) recordedOn.set(uid, (recordedOn.get(uid) ?? new Set()).add(h.node));
+  const isRecorded = (job: V1Job, node: string) => recordedOn.get(job.metadata?.uid ?? '')?.has(node) ?? false;
+  const peerByUID = new Map((world.peerJobs ?? []).map((j) => [j.metadata?.uid ?? '', j]));
+  // A recorded claim is kept until its mirror is seen, or the peer shows the
+  // Job gone, finished or held by someone else; while the watch may still lag
+  // behind our own claim, it stays.
+  const stillWaiting = (uid: string) => {
+    if (mirrored.has(uid)) return false;
+    if (world.peerJobs === undefined) return true;
+    const job = peerByUID.get(uid);
+    if (!job || finished(job)) return false;
+    const by = job.metadata?.annotations?.[CLAIMED_BY_ANNOTATION];
+    return !by || by.startsWith(prefix);
+  };
   const plan: PlanStep[] = [];
   const claimsNow: LendEffect[] = [];
   const wake = (at: number | undefined) => {
@@ -149,7 +174,8 @@ export function lendingPass(world: FleetWorld): FleetPass {
     const clock = idleClock(occ.kind === 'idle', prev?.idleSince, now, windowMs);
     const drain = drainDecision({ spec, deleting, node, occupancy: occ, sessionStartedAt: prev?.session?.startedAt, now });
     const running = mine.filter((m) => m.metadata?.labels?.[NODE_LABEL] === name && !finished(m)).length;
-    const pending = waitingClaims.filter((j) => parseClaimant(j.metadata?.annotations?.[CLAIMED_BY_ANNOTATION])?.node === name).length;
+    // Only claims we recorded hold the node: one the peer wrote in our name must not keep it, or a deleted PeerFleet, forever.
+    const pending = waitingClaims.filter((j) => parseClaimant(j.metadata?.annotations?.[CLAIMED_BY_ANNOTATION])?.node === name && isRecorded(j, name)).length;
     const lendingTo = [...new Set(world.mirrors
       .filter((m) => m.metadata?.labels?.[NODE_LABEL] === name && !finished(m))
       .map((m) => `${m.metadata?.namespace}/${m.metadata?.labels?.[PEERFLEET_LABEL]}`))];
@@ -179,6 +205,9 @@ export function lendingPass(world: FleetWorld): FleetPass {
     if (host.session) {
       if (next.context.drainReason) host.session.drainReason = next.context.drainReason;
       else delete host.session.drainReason;
+      const waiting = (host.session.claims ?? []).filter(stillWaiting);
+      if (waiting.length > 0) host.session.claims = waiting;
+      else delete host.session.claims;
     }
     for (const effect of next.effects) {
       if (effect === 'startSession' && choice.kind === 'claim') {
@@ -186,7 +215,11 @@ export function lendingPass(world: FleetWorld): FleetPass {
         out.sessionsStarted++;
       }
       if (effect === 'claim' && choice.kind === 'claim') {
-        if (host.session) host.session.job = choice.job.metadata?.name ?? '';
+        if (host.session) {
+          host.session.job = choice.job.metadata?.name ?? '';
+          // Recorded in the status this pass writes, before the claim goes to the peer.
+          host.session.claims = [...(host.session.claims ?? []), choice.job.metadata?.uid ?? ''].slice(-RECORDED_CLAIMS);
+        }
         out.notes.push({ type: 'Normal', reason: 'Claimed', message: next.context.message });
         claimsNow.push({ kind: 'claim', node: name, job: choice.job });
         // One Job per pass for all nodes: the next node chooses among the rest.
@@ -215,7 +248,8 @@ export function lendingPass(world: FleetWorld): FleetPass {
   if (world.peerJobs !== undefined && world.verdict.ready && !spec.dryRun) {
     const lendingNodes = new Set(out.hosts.filter((h) => h.state === 'Lending').map((h) => h.node));
     const nodes = new Map(world.nodes.map((n) => [n.metadata?.name ?? '', n]));
-    for (const r of recover({ claims, mirrors: mine, mayStart: (node) => lendingNodes.has(node) && nodes.has(node) })) {
+    let starts = 0;
+    for (const r of recover({ claims, mirrors: mine, mayStart: (node) => lendingNodes.has(node) && nodes.has(node), recorded: (node, job) => isRecorded(job, node) })) {
       if (r.kind === 'writeBack' || r.kind === 'deleteMirror') {
         const mirror = r.mirror;
         const job = r.kind === 'writeBack' ? r.peerJob : claims.find((c) => c.metadata?.uid === uidOf(mirror));
@@ -225,7 +259,11 @@ export function lendingPass(world: FleetWorld): FleetPass {
         if (job && write) out.effects.push({ kind: 'writeBack', job, write });
         else if (r.kind === 'deleteMirror') out.effects.push({ kind: 'deleteMirror', mirror });
       } else if (r.kind === 'start') {
-        out.effects.push({ kind: 'start', node: r.node, job: r.peerJob });
+        if (starts++ < STARTS_PER_PASS) out.effects.push({ kind: 'start', node: r.node, job: r.peerJob });
+        else out.again = true;
+      } else if (r.kind === 'forged') {
+        out.forged++;
+        out.notes.push({ type: 'Warning', reason: 'ForgedClaim', message: r.message, standing: true });
       } else if (r.kind === 'release') {
         out.effects.push({ kind: 'release', job: r.peerJob, message: r.message });
       } else if (r.kind === 'reportLost') {

@@ -20,6 +20,7 @@ export class PeerFleetMetrics {
   readonly claims: Counter<Labels | 'outcome'>;
   readonly drains: Counter<Labels | 'reason'>;
   readonly writebacks: Counter<Labels | 'outcome'>;
+  readonly forged: Gauge<Labels>;
 
   constructor(registry: Registry, source: () => readonly PeerFleet[]) {
     const registers = [registry];
@@ -51,12 +52,14 @@ export class PeerFleetMetrics {
     this.sessions = new Counter({ name: 'leasehold_peerfleet_sessions_total', help: 'Lending sessions started.', labelNames: ['namespace', 'peerfleet'] as const, registers });
     this.claims = new Counter({ name: 'leasehold_peerfleet_claims_total', help: 'Claims of peer Jobs, by outcome (claimed, conflict: another lender or the peer wrote first, refused: unsafe template).', labelNames: ['namespace', 'peerfleet', 'outcome'] as const, registers });
     this.drains = new Counter({ name: 'leasehold_peerfleet_drains_total', help: 'Lending sessions that began draining, by reason.', labelNames: ['namespace', 'peerfleet', 'reason'] as const, registers });
+    this.forged = new Gauge({ name: 'leasehold_peerfleet_forged_claims', help: 'Peer Jobs that carry a claim in our name our record never made, at the last pass; they are not run.', labelNames: ['namespace', 'peerfleet'] as const, registers });
     this.writebacks = new Counter({ name: 'leasehold_peerfleet_writebacks_total', help: 'Status write-backs to peer Jobs, by outcome.', labelNames: ['namespace', 'peerfleet', 'outcome'] as const, registers });
   }
 
   observe(fleet: PeerFleet, pass: FleetPass, results: readonly EffectResult[]): void {
     const l = labelsOf(fleet);
     if (pass.sessionsStarted > 0) this.sessions.inc(l, pass.sessionsStarted);
+    this.forged.set(l, pass.forged);
     for (const reason of pass.drains) this.drains.inc({ ...l, reason });
     for (const r of results) {
       if (r.effect.kind === 'claim' && (r.outcome === 'claimed' || r.outcome === 'conflict' || r.outcome === 'refused')) this.claims.inc({ ...l, outcome: r.outcome });

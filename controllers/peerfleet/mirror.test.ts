@@ -1,17 +1,20 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Job, V1Node } from '@kubernetes/client-node';
 import { admits } from './placement.js';
-import { makeMirror, MIRROR_SERVICE_ACCOUNT, mirrorName } from './mirror.js';
+import { makeMirror, MIRROR_SERVICE_ACCOUNT, mirrorName, type LendingPolicy } from './mirror.js';
 
 const UID = '3f2a1b4c-5d6e-4f70-8192-a3b4c5d6e7f8';
 const node: V1Node = { metadata: { name: 'gpu-1', labels: { pool: 'gpu' } }, spec: { taints: [{ key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule' }] } };
 const fleet = { name: 'peer', namespace: 'lending', uid: 'fleet-uid' };
+const policy: LendingPolicy = { tolerate: [{ key: 'nvidia.com/gpu', effect: 'NoSchedule' }], allowedRegistries: [] };
+const maxJobSeconds = 86_400;
 
 function peerJob(over: Partial<NonNullable<V1Job['spec']>> = {}): V1Job {
   return {
     metadata: { name: 'train', namespace: 'queue', uid: UID, labels: { app: 'our-db' }, annotations: { a: 'b' } },
     spec: {
       managedBy: 'leasehold.dev/peer-lending',
+      activeDeadlineSeconds: 3600,
       parallelism: 2,
       completions: 4,
       backoffLimit: 3,
@@ -22,7 +25,6 @@ function peerJob(over: Partial<NonNullable<V1Job['spec']>> = {}): V1Job {
         metadata: { labels: { app: 'our-db' }, annotations: { 'container.apparmor.security.beta.kubernetes.io/main': 'unconfined' } },
         spec: {
           restartPolicy: 'Never',
-          serviceAccountName: 'admin',
           priorityClassName: 'system-cluster-critical',
           schedulerName: 'other',
           runtimeClassName: 'privileged-runtime',
@@ -41,10 +43,47 @@ function peerJob(over: Partial<NonNullable<V1Job['spec']>> = {}): V1Job {
 }
 
 function mirrorOf(job = peerJob()): V1Job {
-  const result = makeMirror({ peerJob: job, fleet, node });
+  const result = makeMirror({ peerJob: job, fleet, node, policy, maxJobSeconds });
   if (result.kind !== 'mirror') throw new Error(result.reasons.join('; '));
   return result.job;
 }
+
+describe('makeMirror refuses what a lent Job may not ask, never changing it', () => {
+  const template = (over: Record<string, unknown>) => {
+    const job = peerJob();
+    return { ...job, spec: { ...job.spec!, template: { ...job.spec!.template, spec: { ...job.spec!.template.spec!, ...over } } } } as V1Job;
+  };
+  const refusal = (job: V1Job, p = policy) => {
+    const r = makeMirror({ peerJob: job, fleet, node, policy: p, maxJobSeconds: 7200 });
+    return r.kind === 'refused' ? r.reasons.join('; ') : '';
+  };
+  it.each<[string, V1Job, RegExp]>([
+    ['an identity of its own', template({ serviceAccountName: 'admin' }), /spec.template.spec.serviceAccountName is admin: a lent Job runs with no identity of ours/],
+    ['the deprecated serviceAccount', template({ serviceAccount: 'admin' }), /serviceAccountName is admin/],
+    ['a token', template({ automountServiceAccountToken: true }), /automountServiceAccountToken is true/],
+    ['no deadline', peerJob({ activeDeadlineSeconds: undefined }), /spec.activeDeadlineSeconds is unset: a lent Job must end on its own; set it to at most 7200/],
+    ['a deadline past maxJobDuration', peerJob({ activeDeadlineSeconds: 7201 }), /spec.activeDeadlineSeconds is 7201, above the lender's maxJobDuration of 7200s/],
+    ...['NVIDIA_VISIBLE_DEVICES', 'CUDA_VISIBLE_DEVICES', 'NVIDIA_DRIVER_CAPABILITIES', 'ROCR_VISIBLE_DEVICES', 'NVIDIA_MIG_CONFIG_DEVICES'].map((name): [string, V1Job, RegExp] => [
+      `device selection by ${name}`,
+      template({ containers: [{ name: 'main', image: 'trainer:1', env: [{ name, value: 'all' }] }] }),
+      new RegExp(`containers\\[0\\].env\\[0\\] sets ${name}: a lent Job gets the devices the scheduler gives it`),
+    ]),
+    ['device selection in an init container', template({ initContainers: [{ name: 'i', image: 'x', env: [{ name: 'NVIDIA_VISIBLE_DEVICES', value: 'all' }] }] }), /initContainers\[0\].env\[0\] sets NVIDIA_VISIBLE_DEVICES/],
+  ])('%s', (_what, job, why) => {
+    expect(refusal(job)).toMatch(why);
+  });
+
+  it('takes images only from the registries the admin listed, when listed', () => {
+    const listed = { ...policy, allowedRegistries: ['registry.example.com', 'ghcr.io/team'] };
+    const withImage = (image: string) => template({ containers: [{ name: 'main', image }] });
+    expect(refusal(withImage('registry.example.com/ml/train:1'), listed)).toBe('');
+    expect(refusal(withImage('ghcr.io/team/train@sha256:abc'), listed)).toBe('');
+    expect(refusal(withImage('ghcr.io/other/train:1'), listed)).toMatch(/image ghcr.io\/other\/train:1 is not from a registry the lender allows \(registry.example.com, ghcr.io\/team\)/);
+    expect(refusal(withImage('registry.example.com.evil.io/x:1'), listed)).toMatch(/is not from a registry/);
+    expect(refusal(withImage('busybox'), listed)).toMatch(/image busybox is not from a registry/);
+    expect(refusal(withImage('busybox'))).toBe('');
+  });
+});
 
 describe('makeMirror', () => {
   it('is named from the peer Job uid and labelled with the PeerFleet, node and peer Job', () => {
@@ -89,7 +128,17 @@ describe('makeMirror', () => {
     expect(pod.containers[0]!.securityContext).toEqual({ allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } });
   });
 
-  it('is pinned to the node, tolerating exactly its taints', () => {
+  it('tolerates only the taints the admin listed', () => {
+    const tainted: V1Node = { metadata: { name: 'gpu-1' }, spec: { taints: [...node.spec!.taints!, { key: 'team-b/dedicated', effect: 'NoSchedule' }] } };
+    const r = makeMirror({ peerJob: peerJob(), fleet, node: tainted, policy, maxJobSeconds });
+    if (r.kind !== 'mirror') throw new Error(r.reasons.join('; '));
+    expect(r.job.spec!.template.spec!.tolerations).toEqual([{ key: 'nvidia.com/gpu', operator: 'Equal', value: 'present', effect: 'NoSchedule' }]);
+    const none = makeMirror({ peerJob: peerJob(), fleet, node, policy: { tolerate: [], allowedRegistries: [] }, maxJobSeconds });
+    if (none.kind !== 'mirror') throw new Error(none.reasons.join('; '));
+    expect(none.job.spec!.template.spec!.tolerations).toEqual([]);
+  });
+
+  it('is pinned to the node, tolerating its listed taints', () => {
     const pod = mirrorOf().spec!.template.spec!;
     expect(pod.affinity).toEqual({
       nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [{ matchFields: [{ key: 'metadata.name', operator: 'In', values: ['gpu-1'] }] }] } },
@@ -106,7 +155,7 @@ describe('makeMirror', () => {
     ['host network', peerJob({ template: { spec: { hostNetwork: true, containers: [{ name: 'm' }] } } }), /hostNetwork is true/],
     ['no uid', { ...peerJob(), metadata: { name: 'x' } }, /metadata.uid "" is not a Kubernetes uid/],
   ])('refuses %s with the reason, never throwing', (_name, job, reason) => {
-    const result = makeMirror({ peerJob: job, fleet, node });
+    const result = makeMirror({ peerJob: job, fleet, node, policy, maxJobSeconds });
     expect(result).toEqual({ kind: 'refused', reasons: [expect.stringMatching(reason)] });
   });
 });

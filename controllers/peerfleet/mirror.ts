@@ -3,16 +3,16 @@
 // peer's: no labels or annotations (they could join our Services or
 // NetworkPolicies), no priority, scheduler, runtime class or pull Secret of
 // ours, no placement of its own. It is pinned to the one node by required
-// node affinity (so the scheduler still checks room), tolerates that node's
-// taints, runs as a ServiceAccount with no rights and no token, and takes the
+// node affinity (so the scheduler still checks room), tolerates only those of
+// that node's taints the admin listed, runs as a ServiceAccount with no rights and no token, and takes the
 // restricted Pod Security defaults. A template safety.ts refuses is never mirrored.
 // A mirror has no owner reference: a PeerFleet deleted with a foreground
 // cascade would have the garbage collector delete running mirrors; the
 // PeerFleet's finalizer waits for them, and finished ones are deleted here.
 import type { V1Container, V1Job, V1Node, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
 import { NODE_LABEL, PEER_JOB_ANNOTATION, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from './labels.js';
-import { tolerationsFor } from './placement.js';
-import { unsafeFields } from './safety.js';
+import { tolerationsFor, type TaintRule } from './nodes.js';
+import { jobProblems, unsafeFields } from './safety.js';
 
 /** The ServiceAccount every mirror runs as: the chart creates it in PeerFleet namespaces and binds it to nothing. */
 export const MIRROR_SERVICE_ACCOUNT = 'leasehold-peer-job';
@@ -24,18 +24,29 @@ export function mirrorName(peerJobUID: string): string {
   return `lh-peer-${peerJobUID}`;
 }
 
+/** What an admin decided for every PeerFleet (chart values), as the controller flags carry it. */
+export interface LendingPolicy {
+  /** The taints a mirror may tolerate (peerFleet.tolerateTaints). */
+  tolerate: readonly TaintRule[];
+  /** Registries a lent Job's images may come from (peerFleet.allowedRegistries); empty: any. */
+  allowedRegistries: readonly string[];
+}
+
 export interface MirrorInput {
   peerJob: V1Job;
   fleet: { name: string; namespace: string; uid?: string };
   node: V1Node;
+  policy: LendingPolicy;
+  /** The PeerFleet's spec.maxJobDuration, in seconds. */
+  maxJobSeconds: number;
 }
 
 export type MirrorResult = { kind: 'mirror'; job: V1Job } | { kind: 'refused'; reasons: string[] };
 
-export function makeMirror({ peerJob, fleet, node }: MirrorInput): MirrorResult {
+export function makeMirror({ peerJob, fleet, node, policy, maxJobSeconds }: MirrorInput): MirrorResult {
   const uid = peerJob.metadata?.uid ?? '';
   if (!UID.test(uid)) return { kind: 'refused', reasons: [`metadata.uid ${JSON.stringify(uid)} is not a Kubernetes uid`] };
-  const reasons = unsafeFields(peerJob.spec?.template?.spec);
+  const reasons = [...jobProblems(peerJob, { allowedRegistries: policy.allowedRegistries, maxJobSeconds }), ...unsafeFields(peerJob.spec?.template?.spec)];
   if (reasons.length > 0) return { kind: 'refused', reasons };
   const nodeName = node.metadata?.name ?? '';
   const labels = { [PEERFLEET_LABEL]: fleet.name, [NODE_LABEL]: nodeName, [PEER_JOB_UID_LABEL]: uid };
@@ -51,7 +62,7 @@ export function makeMirror({ peerJob, fleet, node }: MirrorInput): MirrorResult 
     },
     spec: {
       ...pick(s, ['parallelism', 'completions', 'completionMode', 'backoffLimit', 'backoffLimitPerIndex', 'maxFailedIndexes', 'activeDeadlineSeconds', 'podFailurePolicy', 'successPolicy', 'podReplacementPolicy']),
-      template: { metadata: { labels }, spec: safePodSpec(s.template.spec!, node) },
+      template: { metadata: { labels }, spec: safePodSpec(s.template.spec!, node, policy) },
     },
   };
   return { kind: 'mirror', job };
@@ -61,7 +72,7 @@ function pick<T extends object, K extends keyof T>(o: T, keys: readonly K[]): Pi
   return Object.fromEntries(keys.filter((k) => o[k] !== undefined).map((k) => [k, o[k]])) as Pick<T, K>;
 }
 
-function safePodSpec(peer: V1PodSpec, node: V1Node): V1PodSpec {
+function safePodSpec(peer: V1PodSpec, node: V1Node, policy: LendingPolicy): V1PodSpec {
   const kept = pick(peer, [
     'containers',
     'initContainers',
@@ -94,7 +105,7 @@ function safePodSpec(peer: V1PodSpec, node: V1Node): V1PodSpec {
         },
       },
     },
-    tolerations: tolerationsFor(node),
+    tolerations: tolerationsFor(node, policy.tolerate),
   };
 }
 

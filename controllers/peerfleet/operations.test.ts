@@ -58,12 +58,12 @@ function harness(opts: { lease?: V1Lease; leaseConflict?: boolean; jobExists?: b
     created: (m) => created.push(m),
     now: new Date('2026-12-03T10:00:00Z'),
   };
-  return { ops: new LendingOperations(apis), ctx, calls, created, queue };
+  return { ops: new LendingOperations(apis, { tolerate: [], allowedRegistries: [] }), ctx, calls, created, queue };
 }
 
 const safeJob = (name = 'train') => ({
   metadata: { name },
-  spec: { template: { spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } } },
+  spec: { activeDeadlineSeconds: 600, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } } },
 });
 
 describe('LendingOperations', () => {

@@ -6,13 +6,13 @@
 // found again by recovery.ts (a claim without a mirror is started or given
 // back), so no peer Job is run twice or lost.
 import { V1MicroTime, type BatchV1Api, type CoordinationV1Api, type CoreV1Api, type V1Job, type V1Lease, type V1Node } from '@kubernetes/client-node';
-import type { PeerFleet } from '../../src/api/index.js';
+import { DEFAULT_MAX_JOB_DURATION, durationMs, type PeerFleet } from '../../src/api/index.js';
 import { isConflict, isNotFound, statusCode } from '../../src/kube/client.js';
 import { errorText } from '../../src/kube/errors.js';
 import { CLAIMED_BY_ANNOTATION, claimant, type PeerQueue } from '../../src/providers/peerqueue/types.js';
 import { HOLDER_LABEL, holderLeaseName } from './holder.js';
 import { fleetID, fleetKey, type HostNote, type LendEffect } from './lending.js';
-import { makeMirror, MIRROR_SERVICE_ACCOUNT } from './mirror.js';
+import { makeMirror, MIRROR_SERVICE_ACCOUNT, type LendingPolicy } from './mirror.js';
 
 export type Outcome = 'claimed' | 'conflict' | 'refused' | 'started' | 'released' | 'written' | 'deleted' | 'freed' | 'error';
 
@@ -49,7 +49,10 @@ export const HOLDER_LEASE_SECONDS = 120;
 export class LendingOperations {
   private readonly accounts = new Set<string>();
 
-  constructor(private readonly apis: LendingApis) {}
+  constructor(
+    private readonly apis: LendingApis,
+    private readonly policy: LendingPolicy,
+  ) {}
 
   async run(effect: LendEffect, ctx: EffectContext): Promise<EffectResult> {
     try {
@@ -92,7 +95,7 @@ export class LendingOperations {
     const nodeObj = ctx.nodes.get(node);
     if (!nodeObj) return { outcome: 'conflict' };
     const fleet = { name: ctx.fleet.metadata!.name!, namespace: ctx.fleet.metadata!.namespace!, uid: ctx.fleet.metadata?.uid };
-    const mirror = makeMirror({ peerJob: job, fleet, node: nodeObj });
+    const mirror = makeMirror({ peerJob: job, fleet, node: nodeObj, policy: this.policy, maxJobSeconds: durationMs(ctx.fleet.spec.maxJobDuration ?? DEFAULT_MAX_JOB_DURATION) / 1000 });
     const name = job.metadata!.name!;
     if (mirror.kind === 'refused') {
       // Refused on the peer so that no lender tries it again; the owner reads why there.
@@ -112,7 +115,7 @@ export class LendingOperations {
     const nodeObj = ctx.nodes.get(node);
     if (!nodeObj) return { outcome: 'conflict' };
     const fleet = { name: ctx.fleet.metadata!.name!, namespace: ctx.fleet.metadata!.namespace!, uid: ctx.fleet.metadata?.uid };
-    const mirror = makeMirror({ peerJob: job, fleet, node: nodeObj });
+    const mirror = makeMirror({ peerJob: job, fleet, node: nodeObj, policy: this.policy, maxJobSeconds: durationMs(ctx.fleet.spec.maxJobDuration ?? DEFAULT_MAX_JOB_DURATION) / 1000 });
     if (mirror.kind === 'refused') return { outcome: 'refused' };
     await this.createMirror(mirror.job, ctx);
     return { outcome: 'started' };

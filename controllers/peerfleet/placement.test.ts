@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Node, V1PodSpec } from '@kubernetes/client-node';
-import { admits, placementRefusal, tolerationsFor } from './placement.js';
+import { admits, placementRefusal } from './placement.js';
 
 const node: V1Node = {
   metadata: { name: 'gpu-1', labels: { pool: 'gpu', 'gpu.count': '8', zone: 'a' } },
@@ -36,17 +36,5 @@ describe('placementRefusal', () => {
 
   it('a node without taints admits a pod without tolerations', () => {
     expect(admits({ containers: [] }, { metadata: { name: 'plain' } })).toBe(true);
-  });
-});
-
-describe('tolerationsFor', () => {
-  it('tolerates the hard taints of the node and nothing else', () => {
-    const tainted: V1Node = { metadata: { name: 'n' }, spec: { taints: [...node.spec!.taints!, { key: 'dedicated', effect: 'NoExecute' }] } };
-    const tolerations = tolerationsFor(tainted);
-    expect(tolerations).toEqual([
-      { key: 'nvidia.com/gpu', operator: 'Equal', value: 'present', effect: 'NoSchedule' },
-      { key: 'dedicated', operator: 'Exists', effect: 'NoExecute' },
-    ]);
-    expect(admits({ containers: [], tolerations }, tainted)).toBe(true);
   });
 });

@@ -65,10 +65,3 @@ export function tolerated(taint: V1Taint, tolerations: readonly V1Toleration[]):
     return t.key === taint.key && (t.value ?? '') === (taint.value ?? '');
   });
 }
-
-/** Tolerations that admit exactly the node's current NoSchedule and NoExecute taints. */
-export function tolerationsFor(node: V1Node): V1Toleration[] {
-  return (node.spec?.taints ?? [])
-    .filter((t) => t.effect !== 'PreferNoSchedule')
-    .map((t) => (t.value ? { key: t.key, operator: 'Equal', value: t.value, effect: t.effect } : { key: t.key, operator: 'Exists', effect: t.effect }));
-}

@@ -37,6 +37,7 @@ function harness(obj: PeerFleet | undefined, opts: { secrets?: Record<string, Re
       if (ns === opts.forbidden) throw Object.assign(new Error('forbidden'), { code: 403 });
       return (opts.secrets ?? { 'lend/peer': { token: 'tok' } })[`${ns}/${name}`];
     },
+    origins: { allowed: ['https://peer.example:6443'], allowLoopbackHTTP: false },
     peer: (access) => {
       accesses.push(access);
       return { probe: opts.probe ?? (async () => undefined) };
@@ -148,11 +149,38 @@ describe('PeerFleetReconciler', () => {
     expect(h.events).toHaveLength(0);
   });
 
+  it.each([
+    ['an origin the admin did not list', 'https://evil.example:6443', /spec.origin https:\/\/evil.example:6443 is not an endpoint the admin allowed.*peerFleet.allowedOrigins/],
+    ['plain http to loopback without the test flag', 'http://127.0.0.1:8080', /is not https/],
+    ['a listed host on another port', 'https://peer.example:7443', /not an endpoint the admin allowed/],
+  ])('EndpointNotAllowed for %s: no Secret is read and the peer is never asked', async (_what, origin, why) => {
+    const reads: string[] = [];
+    const h = harness(fleet({ origin }));
+    const deps = (h.reconciler as unknown as { deps: { secrets: (ns: string, name: string) => Promise<unknown> } }).deps;
+    const inner = deps.secrets;
+    deps.secrets = async (ns, name) => {
+      reads.push(`${ns}/${name}`);
+      return inner(ns, name);
+    };
+    await h.reconciler.reconcile('lend/gpu');
+    expect(reads).toEqual([]);
+    expect(h.accesses).toEqual([]);
+    expect(h.current!.status!.verdict).toMatchObject({ ready: false, code: 'EndpointNotAllowed', failureClass: 'config' });
+    expect(h.current!.status!.verdict!.reasons.join('')).toMatch(why);
+    expect(h.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'EndpointNotAllowed' })]);
+  });
+
+  it('never polls more often than every 5s, whatever a stored pollInterval says', async () => {
+    const h = harness(fleet({ pollInterval: '0s' }));
+    expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 5_000 });
+  });
+
   it('forgets a fleet that is gone', async () => {
     const forgotten: string[] = [];
     const r = new PeerFleetReconciler({
       fleets: { get: () => undefined, list: () => [] },
       secrets: async () => undefined,
+      origins: { allowed: [], allowLoopbackHTTP: false },
       peer: () => ({ probe: async () => undefined }),
       forget: (key) => forgotten.push(key),
       status: { write: async () => { throw new Error('no write'); } },
@@ -166,7 +194,7 @@ describe('PeerFleetReconciler', () => {
     const node = { metadata: { name: 'gpu-1', labels: { pool: 'gpu' } }, status: { allocatable: { 'nvidia.com/gpu': '2', pods: '10', cpu: '8', memory: '8Gi' } } };
     const queued = { metadata: { name: 'train', uid: '00000000-0000-4000-8000-000000000001', resourceVersion: '3', creationTimestamp: new Date('2026-12-01T00:00:00Z') }, spec: { template: { spec: { containers: [{ name: 'c', image: 'i' }] } } } };
 
-    function lendingHarness(obj: PeerFleet, opts: { conflict?: boolean; podSecurity?: string | null } = {}) {
+    function lendingHarness(obj: PeerFleet, opts: { conflict?: boolean; podSecurity?: string | null; egress?: string } = {}) {
       const order: string[] = [];
       const h = harness(obj);
       const deps = (h.reconciler as unknown as { deps: Record<string, unknown> }).deps;
@@ -180,6 +208,7 @@ describe('PeerFleetReconciler', () => {
       deps.lending = {
         world: () => ({ clusterID: 'c1', nodes: [node], pods: [], mirrors: [], holders: new Map() }),
         podSecurity: () => ('podSecurity' in opts ? opts.podSecurity : 'restricted'),
+        egress: () => opts.egress,
         queue: () => ({}),
         peerJobs: () => [queued],
         operations: { run: async (effect: { kind: string }) => (order.push(effect.kind), { effect, outcome: 'claimed' }) },
@@ -235,6 +264,32 @@ describe('PeerFleetReconciler', () => {
       const h = lendingHarness(fleet({}, available), { podSecurity: null });
       await h.reconciler.reconcile('lend/gpu');
       expect(h.current!.status!.verdict!.code).toBe('NamespaceNotRestricted');
+      expect(h.order).not.toContain('claim');
+    });
+
+    it('records a claim forged in our name once while it stands, not at every pass, and never runs it', async () => {
+      const forged = { ...queued, metadata: { ...queued.metadata, annotations: { 'leasehold.dev/claimed-by': 'c1/lend.gpu/gpu-1' } } };
+      const h = lendingHarness(fleet({}, available));
+      const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[] } } }).deps;
+      deps.lending.peerJobs = () => [forged];
+      await h.reconciler.reconcile('lend/gpu');
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.events.filter((e) => e.reason === 'ForgedClaim')).toHaveLength(1);
+      expect(h.order.filter((o) => o === 'start' || o === 'claim')).toEqual([]);
+    });
+
+    it('a namespace not read yet lends nothing: the check fails closed', async () => {
+      const h = lendingHarness(fleet({}, available), { podSecurity: undefined });
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.current!.status!.verdict).toMatchObject({ code: 'NamespaceNotRestricted', failureClass: 'infra_down' });
+      expect(h.current!.status!.verdict!.reasons.join('')).toMatch(/have not been read yet/);
+      expect(h.order).not.toContain('claim');
+    });
+
+    it('a namespace whose NetworkPolicies do not deny egress by default lends nothing', async () => {
+      const h = lendingHarness(fleet({}, available), { egress: 'namespace lend has no NetworkPolicy that denies the egress of mirror Jobs by default' });
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.current!.status!.verdict).toMatchObject({ code: 'EgressNotDenied', ready: false, failureClass: 'config' });
       expect(h.order).not.toContain('claim');
     });
 

@@ -6,7 +6,7 @@
 // pass's effects run: the status is the intent (a session names its node
 // and Job before the claim). Secrets are read by name (the chart grants
 // get, never list or watch), so a fixed Secret is seen at the next poll.
-import { DEFAULT_POLL_INTERVAL, durationMs, PEERFLEET_RESOURCE, type PeerFleet, type PeerFleetStatus } from '../../src/api/index.js';
+import { DEFAULT_POLL_INTERVAL, durationMs, MIN_POLL_INTERVAL_MS, PEERFLEET_RESOURCE, type PeerFleet, type PeerFleetStatus } from '../../src/api/index.js';
 import type { V1Job } from '@kubernetes/client-node';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import { canonical } from '../../src/kube/canonical.js';
@@ -15,6 +15,7 @@ import { rfc3339, setCondition } from '../../src/kube/conditions.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
 import type { StatusWriter } from '../../src/kube/status.js';
+import { checkEndpoint, type EndpointPolicy } from '../../src/providers/endpoints.js';
 import type { PeerQueue } from '../../src/providers/peerqueue/types.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
 import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from './lending.js';
@@ -43,8 +44,10 @@ type OurSide = Pick<FleetWorld, 'clusterID' | 'nodes' | 'pods' | 'mirrors' | 'ho
 export interface LendingDeps {
   /** Our side of the pass: nodes, pods, mirrors and holder Leases as the informers hold them. */
   world(fleet: PeerFleet): OurSide;
-  /** The PeerFleet namespace's Pod Security enforce label; null when it has none. */
+  /** The PeerFleet namespace's Pod Security enforce label; null when it has none; undefined until the namespace was read. */
   podSecurity(namespace: string): string | null | undefined;
+  /** Why mirrors of the fleet could reach out freely (egress.ts); undefined when a default deny holds. */
+  egress(fleet: PeerFleet): string | undefined;
   /** The peer queue for this access (the same client the probe uses). */
   queue(access: PeerAccess): PeerQueue;
   /** The peer's lendable Jobs as the watch holds them; undefined until the watch has listed them. */
@@ -57,6 +60,8 @@ export interface LendingDeps {
 export interface PeerFleetReconcilerDeps {
   fleets: ObjectCache<PeerFleet>;
   secrets: SecretDataReader;
+  /** The peer origins an admin allowed (chart value peerFleet.allowedOrigins); an empty list allows none. */
+  origins: EndpointPolicy;
   /** The peer queue for this access; may be cached by the caller while the access is unchanged. */
   peer(access: PeerAccess): PeerProbe;
   /** Forgets what was kept for a fleet that is gone. */
@@ -96,6 +101,9 @@ export class PeerFleetReconciler {
   /** The last reading of each fleet's Secrets and peer, and until when it stands. */
   private readonly observed = new Map<string, { generation: number | undefined; until: number; input: VerdictInput; access: PeerAccess | undefined }>();
 
+  /** Each fleet's standing notes at its last pass, so that one is recorded once while it stands. */
+  private readonly standing = new Map<string, Set<string>>();
+
   constructor(private readonly deps: PeerFleetReconcilerDeps) {}
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
@@ -104,6 +112,7 @@ export class PeerFleetReconciler {
     if (!fleet) {
       this.downStreak.delete(key);
       this.observed.delete(key);
+      this.standing.delete(key);
       this.deps.forget?.(key);
       return;
     }
@@ -142,8 +151,13 @@ export class PeerFleetReconciler {
   private async observeAtPoll(key: string, fleet: PeerFleet, now: Date): Promise<{ input: VerdictInput; access?: PeerAccess; poll: number }> {
     const generation = fleet.metadata?.generation;
     const kept = this.deps.lending ? this.observed.get(key) : undefined;
-    const podSecurity = this.deps.lending?.podSecurity(fleet.metadata!.namespace!);
-    const withLabel = (input: VerdictInput): VerdictInput => (podSecurity === undefined ? input : { ...input, podSecurity });
+    const lending = this.deps.lending;
+    const podSecurity = lending?.podSecurity(fleet.metadata!.namespace!);
+    const egress = lending?.egress(fleet);
+    const withLabel = (input: VerdictInput): VerdictInput => {
+      if (!lending) return input;
+      return { ...input, ...(podSecurity === undefined ? { namespaceUnread: true } : { podSecurity }), ...(egress === undefined ? {} : { egress }) };
+    };
     if (kept && kept.generation === generation && now.getTime() < kept.until) {
       return { input: withLabel(kept.input), ...(kept.access ? { access: kept.access } : {}), poll: kept.until - now.getTime() };
     }
@@ -212,6 +226,15 @@ export class PeerFleetReconciler {
   private async observe(key: string, fleet: PeerFleet): Promise<{ input: VerdictInput; access?: PeerAccess }> {
     const namespace = fleet.metadata!.namespace!;
     const input: VerdictInput = { namespace, spec: fleet.spec };
+    // Before any Secret is read: a team that may write a PeerFleet chooses
+    // its origin, and the token must never travel to a server the admin did
+    // not list.
+    const origin = checkEndpoint(fleet.spec.origin, this.deps.origins, 'spec.origin', 'peerFleet.allowedOrigins');
+    if (!origin.allowed) {
+      input.endpointNotAllowed = origin.reason;
+      this.deps.forget?.(key);
+      return { input };
+    }
     const read = async (field: SecretField) => {
       const ref = field === 'spec.caSecretRef' ? fleet.spec.caSecretRef : fleet.spec.credentialSecretRef;
       if (!ref) return undefined;
@@ -279,12 +302,23 @@ export class PeerFleetReconciler {
       const text = verdict.ready ? `the peer API server at ${fleet.spec.origin} answered with our token` : verdict.reasons.join('; ');
       await this.deps.events.record(fleet, verdict.ready ? 'Normal' : 'Warning', verdict.code, text);
     }
-    for (const note of pass?.notes ?? []) await this.deps.events.record(fleet, note.type, note.reason, note.message);
+    const key = `${fleet.metadata?.namespace}/${fleet.metadata?.name}`;
+    const stood = this.standing.get(key);
+    const stands = new Set<string>();
+    for (const note of pass?.notes ?? []) {
+      if (note.standing) {
+        stands.add(note.message);
+        if (stood?.has(note.message)) continue;
+      }
+      await this.deps.events.record(fleet, note.type, note.reason, note.message);
+    }
+    if (pass) this.standing.set(key, stands);
     return true;
   }
 
   private nextPoll(key: string, fleet: PeerFleet, verdict: Verdict): number {
-    const poll = durationMs(fleet.spec.pollInterval ?? DEFAULT_POLL_INTERVAL);
+    // An object stored before the schema's minimum (or written around it) must not poll the peer in a tight loop.
+    const poll = Math.max(MIN_POLL_INTERVAL_MS, durationMs(fleet.spec.pollInterval ?? DEFAULT_POLL_INTERVAL));
     if (verdict.failureClass !== 'infra_down') {
       this.downStreak.delete(key);
       return poll;

@@ -19,6 +19,7 @@ const kinds = (r: Recovery[]) => r.map((x) => `${x.kind}:${'peerJob' in x ? x.pe
 describe('recover', () => {
   const yes = () => true;
   const no = () => false;
+  const recorded = () => true;
   it.each<[string, V1Job[], V1Job[], () => boolean, string[]]>([
     ['a running pair: write back', [peer('a', { startTime: START, active: 1 })], [mirror('a')], yes, ['writeBack:a']],
     ['a finished mirror the peer has not heard of: write back', [peer('a', { startTime: START })], [mirror('a', COMPLETE)], yes, ['writeBack:a']],
@@ -31,18 +32,26 @@ describe('recover', () => {
     ['a finished mirror of a Job the peer deleted: may go', [], [mirror('a', COMPLETE)], yes, ['deleteMirror:a']],
     ['a Job whose claim the peer removed counts as not ours', [{ ...peer('a'), metadata: { uid: 'a', name: 'job-a', annotations: {} } }], [mirror('a')], yes, ['orphan:a']],
   ])('%s', (_name, claims, mirrors, mayStart, want) => {
-    expect(kinds(recover({ claims, mirrors, mayStart }))).toEqual(want);
+    expect(kinds(recover({ claims, mirrors, mayStart, recorded }))).toEqual(want);
+  });
+
+  it.each<[string, V1Job, V1Job[], () => boolean, string[]]>([
+    ['a claim our record never made, never started: reported, not run', peer('a'), [], yes, ['forged:a']],
+    ['the same, on a node that may not take it: reported, not released', peer('a'), [], no, ['forged:a']],
+    ['an unrecorded claim with a running mirror of ours is still written back', peer('a', { startTime: START, active: 1 }), [mirror('a')], yes, ['writeBack:a']],
+  ])('%s', (_name, claim, mirrors, mayStart, want) => {
+    expect(kinds(recover({ claims: [claim], mirrors, mayStart, recorded: () => false }))).toEqual(want);
   });
 
   it('asks whether the claimed node may start the Job', () => {
     const asked: string[] = [];
-    const result = recover({ claims: [peer('a', {}, 'gpu-3')], mirrors: [], mayStart: (node) => (asked.push(node), true) });
+    const result = recover({ claims: [peer('a', {}, 'gpu-3')], mirrors: [], mayStart: (node) => (asked.push(node), true), recorded: () => true });
     expect(asked).toEqual(['gpu-3']);
     expect(result).toEqual([expect.objectContaining({ kind: 'start', node: 'gpu-3' })]);
   });
 
   it('a second pass over the same world plans the same, so a restart mid-way is safe', () => {
-    const input = { claims: [peer('a'), peer('b', { startTime: START }), peer('c', COMPLETE)], mirrors: [mirror('c', COMPLETE), mirror('d')], mayStart: () => true };
+    const input = { claims: [peer('a'), peer('b', { startTime: START }), peer('c', COMPLETE)], mirrors: [mirror('c', COMPLETE), mirror('d')], mayStart: () => true, recorded: () => true };
     expect(recover(input)).toEqual(recover(input));
   });
 });

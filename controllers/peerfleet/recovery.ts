@@ -15,6 +15,8 @@ export type Recovery =
   | { kind: 'deleteMirror'; mirror: V1Job; message: string }
   /** Claimed, never started (the claim was written, the mirror was not): start it now. */
   | { kind: 'start'; peerJob: V1Job; node: string }
+  /** The peer shows it claimed by us, but our record never named it: reported, never run. */
+  | { kind: 'forged'; peerJob: V1Job; message: string }
   /** Claimed, never started, and the node may no longer take it: give it back to the queue. */
   | { kind: 'release'; peerJob: V1Job; message: string }
   /** Started here, its mirror is gone before it finished: report it failed rather than run it twice. */
@@ -32,9 +34,11 @@ export interface RecoveryInput {
   mirrors: readonly V1Job[];
   /** Whether the node may take this Job now (lending, not draining, and it fits). */
   mayStart: (node: string, job: V1Job) => boolean;
+  /** Whether our own record (the PeerFleet status, written before the claim) names this Job's claim on this node. */
+  recorded: (node: string, job: V1Job) => boolean;
 }
 
-export function recover({ claims, mirrors, mayStart }: RecoveryInput): Recovery[] {
+export function recover({ claims, mirrors, mayStart, recorded }: RecoveryInput): Recovery[] {
   const byUID = new Map(mirrors.map((m) => [m.metadata?.labels?.[PEER_JOB_UID_LABEL] ?? '', m]));
   const claimed = new Set<string>();
   const out: Recovery[] = [];
@@ -54,6 +58,10 @@ export function recover({ claims, mirrors, mayStart }: RecoveryInput): Recovery[
     // would run it twice, so the peer hears it failed and decides.
     if (peerJob.status?.startTime) {
       out.push({ kind: 'reportLost', peerJob, message: `the mirror of peer Job ${name(peerJob)} on node ${node} is gone before it finished` });
+    } else if (!recorded(node, peerJob)) {
+      // Anyone who may write the peer's Jobs can write our claim on one: only
+      // a claim we recorded before writing it is ours to run.
+      out.push({ kind: 'forged', peerJob, message: `peer Job ${name(peerJob)} carries a claim by us on node ${node} that we never recorded; it is not run` });
     } else if (mayStart(node, peerJob)) {
       out.push({ kind: 'start', peerJob, node });
     } else {

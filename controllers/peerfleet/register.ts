@@ -3,20 +3,23 @@
 // and one watch of its peer queue, kept while the origin, token and CA stay
 // the same. Any change on either side enqueues the PeerFleets it may concern.
 import { createHash } from 'node:crypto';
-import type { KubernetesObject, V1Job, V1Lease, V1Namespace, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { KubernetesObject, V1Job, V1Lease, V1Namespace, V1NetworkPolicy, V1Node, V1Pod } from '@kubernetes/client-node';
 import { PEERFLEET_RESOURCE, type PeerFleet } from '../../src/api/index.js';
 import { clusterClients, remoteKubeConfig } from '../../src/kube/clients.js';
 import type { ResilientInformer } from '../../src/kube/informer.js';
 import type { Manager } from '../../src/kube/manager.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { secretDataReader } from '../../src/kube/secrets.js';
-import { selects } from '../../src/kube/selector.js';
+import type { EndpointPolicy } from '../../src/providers/endpoints.js';
 import { KubePeerQueue } from '../../src/providers/peerqueue/kube.js';
 import { checkPeerJob } from '../../src/providers/peerqueue/schema.js';
 import { LENDABLE_LABEL } from '../../src/providers/peerqueue/types.js';
 import { holderLeaseName, HOLDER_LABEL } from './holder.js';
 import { PEERFLEET_LABEL } from './labels.js';
 import { PeerFleetMetrics } from './metrics.js';
+import type { LendingPolicy } from './mirror.js';
+import { lendableNodes } from './nodes.js';
+import { egressRefusal } from './egress.js';
 import { LendingOperations } from './operations.js';
 import { LENDING_FINALIZER, PeerFleetReconciler, type LendingDeps, type PeerAccess } from './reconciler.js';
 import { POD_SECURITY_LABEL } from './verdict.js';
@@ -26,6 +29,10 @@ export interface PeerFleetOptions {
   installationID: string;
   /** The controller's namespace: the nodes' holder Leases live there. */
   controllerNamespace: string;
+  /** The peer origins a PeerFleet may send its token to (--allowed-peer-origins). */
+  origins: EndpointPolicy;
+  /** What an admin allows every PeerFleet's mirrors (chart values peerFleet.*). */
+  policy: LendingPolicy;
   /** False: readiness verdicts only, and no read of nodes or pods (an install whose RBAC leaves lending out). */
   lending?: boolean;
 }
@@ -66,6 +73,7 @@ export function registerPeerFleetController(mgr: Manager, opts: PeerFleetOptions
   const reconciler = new PeerFleetReconciler({
     fleets,
     secrets: secretDataReader(mgr.core),
+    origins: opts.origins,
     peer: (access) => peer(access).queue,
     forget: (key) => {
       const kept = peers.get(key);
@@ -96,16 +104,17 @@ function lendingDeps(
   const mirrors = mgr.informer<V1Job>(ns ? `/apis/batch/v1/namespaces/${ns}/jobs` : '/apis/batch/v1/jobs', { labelSelector: PEERFLEET_LABEL });
   const holders = mgr.informer<V1Lease>(`/apis/coordination.k8s.io/v1/namespaces/${opts.controllerNamespace}/leases`, { labelSelector: HOLDER_LABEL });
   const namespaces = mgr.informer<V1Namespace>('/api/v1/namespaces', ns ? { fieldSelector: `metadata.name=${ns}` } : {});
+  const policies = mgr.informer<V1NetworkPolicy>(ns ? `/apis/networking.k8s.io/v1/namespaces/${ns}/networkpolicies` : '/apis/networking.k8s.io/v1/networkpolicies');
   // Our side changed: every PeerFleet may see a node become busy, idle or free.
   const all = () => {
     for (const f of fleets.list()) enqueueFleet(objectKey(f));
   };
-  for (const informer of [nodes, pods, mirrors, holders, namespaces] as ResilientInformer<KubernetesObject>[]) {
+  for (const informer of [nodes, pods, mirrors, holders, namespaces, policies] as ResilientInformer<KubernetesObject>[]) {
     informer.on('add', all).on('update', all).on('delete', all);
   }
   return {
     world: (fleet) => {
-      const selected = nodes.list().filter((n) => selects(fleet.spec.lendableNodes, n.metadata?.labels ?? {}));
+      const selected = lendableNodes(nodes.list(), fleet.spec.lendableNodes, opts.policy.tolerate);
       const held = new Map<string, V1Lease>();
       for (const n of selected) {
         const lease = holders.get(opts.controllerNamespace, holderLeaseName(n.metadata?.name ?? ''));
@@ -118,12 +127,18 @@ function lendingDeps(
       if (!found) return namespaces.hasSynced() ? null : undefined;
       return found.metadata?.labels?.[POD_SECURITY_LABEL] ?? null;
     },
+    egress: (fleet) => {
+      const namespace = fleet.metadata?.namespace ?? '';
+      // Until the policies were listed, none is known to deny anything.
+      if (!policies.hasSynced()) return `the NetworkPolicies of namespace ${namespace} have not been read yet; lending waits for a default deny of egress`;
+      return egressRefusal(namespace, fleet.metadata?.name ?? '', policies.list());
+    },
     queue: (access) => peer(access).queue,
     peerJobs: (access) => {
       const jobs = peer(access).jobs;
       return jobs?.hasSynced() ? jobs.list() : undefined;
     },
-    operations: new LendingOperations({ batch: mgr.batch, core: mgr.core, coordination: mgr.coordination, leaseNamespace: opts.controllerNamespace }),
+    operations: new LendingOperations({ batch: mgr.batch, core: mgr.core, coordination: mgr.coordination, leaseNamespace: opts.controllerNamespace }, opts.policy),
     finalizers: {
       add: (fleet) => mgr.finalizers.add(PEERFLEET_RESOURCE, fleet, LENDING_FINALIZER),
       remove: (fleet) => mgr.finalizers.remove(PEERFLEET_RESOURCE, fleet, LENDING_FINALIZER),

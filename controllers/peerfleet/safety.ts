@@ -6,10 +6,66 @@
 // own network. What the peer set against that is refused, never silently
 // changed, since the Job would not do what its owner asked; what it left
 // unset mirror.ts fills with the restricted defaults.
-import type { V1Container, V1PodSpec, V1Probe, V1SecurityContext, V1PodSecurityContext, V1LifecycleHandler } from '@kubernetes/client-node';
+import type { V1Container, V1Job, V1PodSpec, V1Probe, V1SecurityContext, V1PodSecurityContext, V1LifecycleHandler } from '@kubernetes/client-node';
 
 const SAFE_VOLUMES = new Set(['name', 'emptyDir', 'downwardAPI']);
 const SAFE_SELINUX_TYPES = new Set(['container_t', 'container_init_t', 'container_kvm_t', 'container_engine_t']);
+
+/**
+ * Variables the container runtime's device hooks read to pick devices
+ * (NVIDIA's toolkit, CUDA, ROCm, Intel, Neuron): set by a lent Job, they
+ * would reach GPUs of the node the scheduler did not give it.
+ */
+const DEVICE_SELECTION = /^(NVIDIA_.*|CUDA_VISIBLE_DEVICES|CUDA_DEVICE_ORDER|ROCR_VISIBLE_DEVICES|HIP_VISIBLE_DEVICES|GPU_DEVICE_ORDINAL|ZE_AFFINITY_MASK|NEURON_RT_VISIBLE_CORES|TPU_VISIBLE_CHIPS)$/;
+
+/** What an admin bounds for every lent Job, and the PeerFleet's own bound on its run time. */
+export interface JobLimits {
+  /** Registries (host, or host/path) images may come from; empty: any. */
+  allowedRegistries: readonly string[];
+  /** The PeerFleet's spec.maxJobDuration, in seconds. */
+  maxJobSeconds: number;
+}
+
+/**
+ * Every reason the peer Job asks more than a lent Job may: an identity, a run
+ * without an end, an image from a registry the admin did not list. A drain
+ * never cuts a lent Job, so one without a deadline could hold a node forever.
+ */
+export function jobProblems(job: V1Job, limits: JobLimits): string[] {
+  const problems: string[] = [];
+  const deadline = job.spec?.activeDeadlineSeconds;
+  if (deadline === undefined || deadline === null) {
+    problems.push(`spec.activeDeadlineSeconds is unset: a lent Job must end on its own; set it to at most ${limits.maxJobSeconds} (the lender's maxJobDuration)`);
+  } else if (deadline > limits.maxJobSeconds) {
+    problems.push(`spec.activeDeadlineSeconds is ${deadline}, above the lender's maxJobDuration of ${limits.maxJobSeconds}s; set it to at most ${limits.maxJobSeconds}`);
+  }
+  const spec = job.spec?.template?.spec;
+  const at = 'spec.template.spec';
+  if (spec?.serviceAccountName || spec?.serviceAccount) {
+    problems.push(`${at}.serviceAccountName is ${spec.serviceAccountName || spec.serviceAccount}: a lent Job runs with no identity of ours; remove it`);
+  }
+  if (spec?.automountServiceAccountToken === true) problems.push(`${at}.automountServiceAccountToken is true: a lent Job gets no ServiceAccount token; remove it`);
+  if (limits.allowedRegistries.length > 0) {
+    for (const [group, containers] of [['containers', spec?.containers], ['initContainers', spec?.initContainers]] as const) {
+      for (const [i, c] of (containers ?? []).entries()) {
+        const from = imageRepository(c.image ?? '');
+        if (!limits.allowedRegistries.some((r) => from === r || from.startsWith(`${r.replace(/\/+$/, '')}/`))) {
+          problems.push(`${at}.${group}[${i}].image ${c.image} is not from a registry the lender allows (${limits.allowedRegistries.join(', ')})`);
+        }
+      }
+    }
+  }
+  return problems;
+}
+
+/** The image's repository with its registry host, as the runtime resolves it (docker.io when none is named). */
+export function imageRepository(image: string): string {
+  const name = image.split('@')[0]!.replace(/:[^/:]+$/, '');
+  const first = name.split('/')[0]!;
+  const hasHost = name.includes('/') && (first.includes('.') || first.includes(':') || first === 'localhost');
+  if (hasHost) return name;
+  return name.includes('/') ? `docker.io/${name}` : `docker.io/library/${name}`;
+}
 
 /** Every reason the template cannot be made safe; empty when it can. */
 export function unsafeFields(spec: V1PodSpec | undefined): string[] {
@@ -69,6 +125,7 @@ function identityProblems(sc: V1PodSecurityContext | V1SecurityContext | undefin
 function containerProblems(c: V1Container, at: string): string[] {
   const problems: string[] = [];
   for (const [i, e] of (c.env ?? []).entries()) {
+    if (DEVICE_SELECTION.test(e.name)) problems.push(`${at}.env[${i}] sets ${e.name}: a lent Job gets the devices the scheduler gives it, never picks its own`);
     if (e.valueFrom?.secretKeyRef) problems.push(`${at}.env[${i}] (${e.name}) reads a Secret: a lent Job gets none of ours`);
     if (e.valueFrom?.configMapKeyRef) problems.push(`${at}.env[${i}] (${e.name}) reads a ConfigMap: a lent Job gets none of ours`);
   }

@@ -17,6 +17,7 @@ const secret = (field: 'spec.credentialSecretRef' | 'spec.caSecretRef', problem:
 describe('judgeReadiness', () => {
   it.each<[string, Partial<VerdictInput>, string, string | null, RegExp]>([
     ['the peer answered', {}, 'Ready', null, /^$/],
+    ['the origin is not allowed, before anything else', { endpointNotAllowed: 'spec.origin https://x is not an endpoint the admin allowed', ...secret('spec.credentialSecretRef', 'SecretAbsent'), podSecurity: null }, 'EndpointNotAllowed', 'config', /spec.origin https:\/\/x is not an endpoint/],
     ['the token Secret is missing', secret('spec.credentialSecretRef', 'SecretAbsent'), 'SecretAbsent', null, /kubectl -n lending create secret generic peer-token --from-literal=token=<the peer ServiceAccount token>/],
     ['the token key is missing', secret('spec.credentialSecretRef', 'KeyAbsent'), 'KeyAbsent', null, /--from-literal=token=/],
     ['the CA Secret is missing, in its own namespace', secret('spec.caSecretRef', 'SecretAbsent'), 'SecretAbsent', null, /kubectl -n ops create secret generic peer-ca --from-file=ca.crt=<the peer CA, PEM>/],
@@ -31,6 +32,9 @@ describe('judgeReadiness', () => {
     ['the namespace has no Pod Security label', { podSecurity: null }, 'NamespaceNotRestricted', 'config', /kubectl label namespace lending pod-security.kubernetes.io\/enforce=restricted --overwrite/],
     ['the namespace enforces baseline only', { podSecurity: 'baseline' }, 'NamespaceNotRestricted', 'config', /has pod-security.kubernetes.io\/enforce=baseline/],
     ['the namespace is restricted', { podSecurity: 'restricted' }, 'Ready', null, /^$/],
+    ['the namespace has not been read yet', { namespaceUnread: true }, 'NamespaceNotRestricted', 'infra_down', /have not been read yet/],
+    ['mirrors could reach out', { podSecurity: 'restricted', egress: 'no default deny' }, 'EgressNotDenied', 'config', /no default deny/],
+    ['the label is judged before egress', { podSecurity: null, egress: 'no default deny' }, 'NamespaceNotRestricted', 'config', /restricted/],
     ['the peer fails first, then the namespace', { podSecurity: null, probeError: new PeerQueueError('Unauthorized', 'Unauthorized') }, 'PeerRefused', null, /401/],
   ])('%s: %s', (_name, over, code, failureClass, message) => {
     const v = judgeReadiness({ ...base, ...over });

@@ -8,7 +8,7 @@ import type { ConditionInput } from '../../src/kube/conditions.js';
 import type { SecretKeyError } from '../../src/kube/secrets.js';
 import { isPeerQueueError, type FailureClass } from '../../src/providers/peerqueue/errors.js';
 
-export const VERDICT_CODES = ['Ready', 'PeerRefused', 'SecretAbsent', 'KeyAbsent', 'NotAuthorized', 'PeerUnreachable', 'NamespaceNotRestricted', 'Unknown'] as const;
+export const VERDICT_CODES = ['Ready', 'EndpointNotAllowed', 'PeerRefused', 'SecretAbsent', 'KeyAbsent', 'NotAuthorized', 'PeerUnreachable', 'NamespaceNotRestricted', 'EgressNotDenied', 'Unknown'] as const;
 export type VerdictCode = (typeof VERDICT_CODES)[number];
 
 export interface Verdict {
@@ -27,12 +27,18 @@ export interface VerdictInput {
   /** The PeerFleet's namespace (where its Secrets default to) and spec. */
   namespace: string;
   spec: Pick<PeerFleetSpec, 'origin' | 'namespace' | 'credentialSecretRef' | 'caSecretRef'>;
+  /** Why the admin's allow-list refuses spec.origin; no Secret was read and the peer was not asked. */
+  endpointNotAllowed?: string;
   /** A Secret that did not resolve; the probe never ran. */
   secret?: { field: SecretField; error: SecretKeyError };
   /** What the peer answered a namespaced list of Jobs with our token: undefined for an answer, else the error. */
   probeError?: unknown;
-  /** The PeerFleet namespace's pod-security.kubernetes.io/enforce label; undefined when it is not known. */
+  /** The PeerFleet namespace's pod-security.kubernetes.io/enforce label; undefined when lending is off. */
   podSecurity?: string | null;
+  /** With lending on: the namespace has not been read yet, so its label is not known. */
+  namespaceUnread?: boolean;
+  /** With lending on: why mirrors' egress is not denied by default (egress.ts); undefined when it is, or lending is off. */
+  egress?: string;
 }
 
 /** The Pod Security label a PeerFleet's namespace must carry: mirrors run there. */
@@ -46,13 +52,19 @@ function verdict(code: Exclude<VerdictCode, 'Ready'>, message: string, failureCl
 }
 
 export function judgeReadiness(input: VerdictInput): Verdict {
+  if (input.endpointNotAllowed !== undefined) return verdict('EndpointNotAllowed', input.endpointNotAllowed, 'config');
   if (input.secret) return secretVerdict(input, input.secret.field, input.secret.error);
   if (input.probeError !== undefined) return peerVerdict(input, input.probeError);
   // Checked after the peer, so that a namespace fixed first shows the next problem at once.
+  // Until the namespace was read its label is not known: lending waits rather than assume it.
+  if (input.namespaceUnread) {
+    return verdict('NamespaceNotRestricted', `the labels of namespace ${input.namespace} have not been read yet; lending waits until they show ${POD_SECURITY_LABEL}=restricted`, 'infra_down');
+  }
   if (input.podSecurity !== undefined && input.podSecurity !== 'restricted') {
     const now = input.podSecurity === null ? 'has no such label' : `has ${POD_SECURITY_LABEL}=${input.podSecurity}`;
     return verdict('NamespaceNotRestricted', `peer Jobs run as mirror Jobs in namespace ${input.namespace}, which ${now}; lending needs the restricted Pod Security Standard there: kubectl label namespace ${input.namespace} ${POD_SECURITY_LABEL}=restricted --overwrite`, 'config');
   }
+  if (input.egress !== undefined) return verdict('EgressNotDenied', input.egress, 'config');
   return { ready: true, code: 'Ready', reasons: [] };
 }
 

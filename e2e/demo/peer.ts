@@ -19,7 +19,7 @@ import { stringify } from 'yaml';
 import { ControlPlane } from '../cluster/controlplane.js';
 import { createFakeNodes } from '../cluster/kwok.js';
 import { createPeerCredential } from '../cluster/peer.js';
-import { fleetManifest, lendingNamespace, ourJob as ourGPUJob, peerJob as lendableJob, QUEUE } from '../support/lending.js';
+import { fleetManifest, lendingNamespace, OPTED_IN, ourJob as ourGPUJob, peerJob as lendableJob, QUEUE } from '../support/lending.js';
 import { PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from '../../controllers/peerfleet/labels.js';
 import { CLAIMED_BY_ANNOTATION } from '../../src/providers/peerqueue/types.js';
 import { ObjectWatch, type Obj } from './objects.js';
@@ -163,12 +163,12 @@ async function main(): Promise<void> {
 
   // 3. Three fake GPU nodes, played by KWOK.
   demo.check();
-  await createFakeNodes((args, input) => demo.kubectl(o, args, input), NODES.map((name) => ({ name, gpus: 2, labels: POOL })));
-  say(`nodes ${NODES.join(', ')} Ready (KWOK), 2 nvidia.com/gpu each, labelled ${Object.entries(POOL).map(([k, v]) => `${k}=${v}`).join(',')}`);
+  await createFakeNodes((args, input) => demo.kubectl(o, args, input), NODES.map((name) => ({ name, gpus: 2, labels: { ...POOL, ...OPTED_IN } })));
+  say(`nodes ${NODES.join(', ')} Ready (KWOK), 2 nvidia.com/gpu each, labelled ${Object.entries({ ...POOL, ...OPTED_IN }).map(([k, v]) => `${k}=${v}`).join(',')}`);
 
   // 4. The controller.
   const leaderNS = 'leasehold-system';
-  await demo.startController(ours.info.kubeconfig, ['--namespace', leaderNS, '--leader-election-namespace', leaderNS, '--watch-namespace', NS, '--log-level', flags['log-level']!]);
+  await demo.startController(ours.info.kubeconfig, ['--namespace', leaderNS, '--leader-election-namespace', leaderNS, '--watch-namespace', NS, '--log-level', flags['log-level']!, '--allowed-peer-origins', peer.info.server]);
 
   // 5. Watch everything the demo tells of, then the PeerFleet.
   const watch = (target: KubectlTarget, args: string[], onChange: (obj: Obj, previous: Obj | undefined) => void) => {
@@ -187,7 +187,7 @@ async function main(): Promise<void> {
     if (pod.metadata.deletionTimestamp && pod.status?.phase === 'Running') cutOff.add(pod.metadata.name);
   });
   const mirrorPod = (peerJobUID: string) => [...mirrorPods.objects.values()].find((pod) => pod.metadata.labels?.[PEER_JOB_UID_LABEL] === peerJobUID);
-  const fleet = fleetManifest(peer, FLEET, NS, { lendableNodes: { matchLabels: POOL }, pricePerGPUHour: PRICE, idleWindow: '5s', pollInterval: '2s' });
+  const fleet = fleetManifest(peer, FLEET, NS, { lendableNodes: { matchLabels: POOL }, pricePerGPUHour: PRICE, idleWindow: '5s', pollInterval: '5s' });
   say('applying the PeerFleet:');
   block(stringify(fleet, { lineWidth: 0 }));
   await apply(oursK, fleet);

@@ -10,6 +10,9 @@ import { createPeerCredential, type PeerCredential } from '../cluster/peer.js';
 
 export const QUEUE = 'queue';
 
+/** The admin's node label that opts a node into lending; every lendable test node carries it. */
+export const OPTED_IN = { 'leasehold.dev/lendable': 'true' };
+
 export async function must(cp: ControlPlane, args: string[], input?: string): Promise<string> {
   const res = await cp.kubectl(args, input);
   if (res.code !== 0) throw new Error(`kubectl ${args.join(' ')} on ${cp.info.clusterName}: ${res.stderr}${res.stdout}`);
@@ -38,9 +41,15 @@ export async function startLendingClusters(name: string, peerAPIServerArgs: stri
   return { ours, peer, lender };
 }
 
-/** A namespace labelled for the restricted Pod Security Standard, with Secrets peer-token and peer-ca. */
+/** The NetworkPolicy the README gives: mirrors in the namespace reach nothing unless another policy allows it. */
+export function defaultDenyEgress(namespace: string) {
+  return { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'default-deny-egress', namespace }, spec: { podSelector: {}, policyTypes: ['Egress'] } };
+}
+
+/** A namespace labelled for the restricted Pod Security Standard, denying egress by default, with Secrets peer-token and peer-ca. */
 export async function lendingNamespace({ ours, peer, lender }: LendingClusters, name: string): Promise<void> {
   await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } } });
+  await apply(ours, defaultDenyEgress(name));
   await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: name }, stringData: { token: lender.token } });
   const ca = await readFile(join(peer.info.dir, 'pki', 'ca.crt'), 'utf8');
   await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: name }, stringData: { 'ca.crt': ca } });
@@ -54,6 +63,8 @@ export interface JobOptions {
   pod?: Record<string, unknown>;
   container?: Record<string, unknown>;
   annotations?: Record<string, string>;
+  /** Extra Job spec fields (activeDeadlineSeconds: null leaves the deadline out). */
+  jobSpec?: Record<string, unknown>;
 }
 
 function job(name: string, namespace: string, opts: JobOptions, extra: { labels?: Record<string, string>; spec?: Record<string, unknown>; pod?: Record<string, unknown> }) {
@@ -85,7 +96,7 @@ function job(name: string, namespace: string, opts: JobOptions, extra: { labels?
 
 /** A lendable Job in the peer queue, left to lenders by spec.managedBy. */
 export function peerJob(name: string, opts: JobOptions = {}) {
-  return job(name, QUEUE, opts, { labels: { 'leasehold.dev/lendable': 'true' }, spec: { managedBy: 'leasehold.dev/peer-lending' } });
+  return job(name, QUEUE, opts, { labels: { 'leasehold.dev/lendable': 'true' }, spec: { managedBy: 'leasehold.dev/peer-lending', activeDeadlineSeconds: 3600, ...opts.jobSpec } });
 }
 
 /** Our own GPU work, which the scheduler may put on a node of the pool. */

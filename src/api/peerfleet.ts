@@ -1,6 +1,7 @@
 // PeerFleet: another fleet's queue that our idle nodes may run jobs from.
 
 import { z } from 'zod';
+import { DURATION_MAX_LENGTH, DURATION_PATTERN, parseDuration } from './duration.js';
 import {
   LabelSelectorSchema,
   kindSchema,
@@ -22,6 +23,20 @@ export const PEERFLEET_NAMES = { kind: 'PeerFleet', plural: 'peerfleets', singul
 export const DEFAULT_IDLE_WINDOW = '10m';
 export const DEFAULT_POLL_INTERVAL = '30s';
 export const DEFAULT_MAX_SESSION_DURATION = '0s';
+export const DEFAULT_MAX_JOB_DURATION = '24h';
+/** The shortest pollInterval: every poll reads the Secrets and asks the peer. */
+export const MIN_POLL_INTERVAL = '5s';
+export const MIN_POLL_INTERVAL_MS = 5_000;
+
+const POLL_INTERVAL_MESSAGE = `pollInterval must be a duration of at least ${MIN_POLL_INTERVAL} and at most 2562047h (e.g. "30s"): each poll reads the Secrets and asks the peer's API server`;
+
+function atLeastMinPoll(s: string): boolean {
+  try {
+    return parseDuration(s) >= MIN_POLL_INTERVAL_MS;
+  } catch {
+    return false;
+  }
+}
 
 /**
  * HTTPS anywhere; plain HTTP only on loopback (127.0.0.0/8, localhost, [::1])
@@ -73,9 +88,17 @@ export const PeerFleetSpecSchema = z
     idleWindow: duration(
       'How long a node must have had none of our own work before it is lent, e.g. 10m. Defaults to 10m.',
     ).default(DEFAULT_IDLE_WINDOW),
-    pollInterval: duration('How often our queue and the peer queue are read, e.g. 30s. Defaults to 30s.').default(
-      DEFAULT_POLL_INTERVAL,
-    ),
+    pollInterval: kube(
+      z
+        .string()
+        .max(DURATION_MAX_LENGTH)
+        .regex(re(DURATION_PATTERN))
+        .refine(atLeastMinPoll, { message: POLL_INTERVAL_MESSAGE }),
+      {
+        description: `How often our queue and the peer queue are read, e.g. 30s; at least ${MIN_POLL_INTERVAL}. Defaults to 30s.`,
+        'x-kubernetes-validations': [{ rule: `duration(self) >= duration('${MIN_POLL_INTERVAL}')`, message: POLL_INTERVAL_MESSAGE }],
+      },
+    ).default(DEFAULT_POLL_INTERVAL),
     pricePerGPUHour: usd(
       'Price the peer pays, in US dollars per GPU-hour; turns the seconds in the peer job records into an amount.',
     ),
@@ -85,6 +108,9 @@ export const PeerFleetSpecSchema = z
     maxSessionDuration: duration(
       'Longest a node lends in one session before it drains, e.g. 8h. 0s (the default) leaves sessions open-ended.',
     ).default(DEFAULT_MAX_SESSION_DURATION),
+    maxJobDuration: duration(
+      'Longest a peer Job may run here, e.g. 6h: a peer Job whose spec.activeDeadlineSeconds is unset or above it is refused (a drain never cuts a lent Job, so each must end on its own). Defaults to 24h.',
+    ).default(DEFAULT_MAX_JOB_DURATION),
     listed: z
       .boolean()
       .default(true)
@@ -125,6 +151,11 @@ export const PeerSessionSchema = z
     job: z.string().max(253).describe('Name of the peer Job the node is running.'),
     startedAt: timestamp('When the session started.'),
     drainReason: message('Why the session is draining, when it is.', 1024).optional(),
+    claims: z
+      .array(z.string().max(36))
+      .max(64)
+      .optional()
+      .describe('UIDs of the peer Jobs this node claimed whose mirror Job was not yet seen, written before each claim: after a restart only these are started; any other Job the peer shows as claimed by us is reported, never run.'),
   })
   .describe('The lending session on the node.');
 

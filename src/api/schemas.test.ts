@@ -196,7 +196,13 @@ describe('PeerFleet', () => {
     ['negative price', { ...peer, pricePerGPUHour: -1 }, /^pricePerGPUHour: /],
     ['bad namespace', { ...peer, namespace: 'Queue' }, /^namespace: /],
     ['bad window', { ...peer, idleWindow: '10' }, /^idleWindow: /],
+    ['a 0s poll', { ...peer, pollInterval: '0s' }, /^pollInterval: pollInterval must be a duration of at least 5s/],
+    ['a poll under 5s', { ...peer, pollInterval: '4999ms' }, /^pollInterval: pollInterval must be a duration of at least 5s/],
+    ['a poll that is no duration', { ...peer, pollInterval: '5' }, /^pollInterval: /],
   ];
+  it.each(['5s', '30s', '1h'])('accepts pollInterval %s', (pollInterval) => {
+    expect(first(PeerFleetSpecSchema, { ...peer, pollInterval })).toBe('ok');
+  });
   it.each(bad)('refuses %s', (_name, spec, message) => {
     expect(first(PeerFleetSpecSchema, spec)).toMatch(message);
   });

@@ -125,4 +125,9 @@ then runs with --no-peer-lending: PeerFleets report readiness only).
 - apiGroups: [""]
   resources: ["serviceaccounts"]
   verbs: ["get", "create"]
+# NetworkPolicies where mirrors run (informer, read only): a PeerFleet lends
+# only while one denies the mirrors' egress by default.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["list", "watch"]
 {{- end -}}
