@@ -15,6 +15,7 @@ import type { GitHubActions } from '../../src/providers/github/types.js';
 import { isPoolRunner, namePrefix } from './naming.js';
 import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from './observation.js';
 import { resolveRunnerGroup } from './runnergroup.js';
+import { endpointRefusal, type TargetEndpointPolicy } from './endpoints.js';
 import { TargetSpecError } from './specerror.js';
 
 export { TargetSpecError };
@@ -44,6 +45,8 @@ export const OWN_IDENTITY_DISABLED =
 
 export interface ProviderFactoryOptions {
   secrets: SecretDataReader;
+  /** The endpoints an admin allowed the targets' credentials to go to. */
+  endpoints: TargetEndpointPolicy;
   /**
    * The controller's own Compute Engine identity (--runner-gce-own-identity), for
    * targets without credentialsSecretRef, and the one endpoint its tokens may be
@@ -63,6 +66,9 @@ export class TargetProviders {
     const ns = target.metadata!.namespace!;
     const key = `${ns}/${target.metadata!.name}`;
     const { spec } = target;
+    // Before any Secret is read: a credential never leaves for an endpoint the admin did not list.
+    const refused = endpointRefusal(spec, this.opts.endpoints);
+    if (refused) throw refused;
     const github = await this.githubCredentials(target);
     const gceRef = spec.gce.credentialsSecretRef;
     const own = this.opts.ownIdentity;

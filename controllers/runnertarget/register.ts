@@ -10,6 +10,7 @@ import type { AccessTokens } from '../../src/providers/gce/auth.js';
 import { loadOrCreateControllerKey, type ControllerKey } from '../lease/identity.js';
 import { CheckLeases } from './checklease.js';
 import { RunnerTargetMetrics } from './metrics.js';
+import type { TargetEndpointPolicy } from './endpoints.js';
 import { TargetProviders } from './operations.js';
 import type { PlanSettings } from './plan.js';
 import { RunnerTargetReconciler } from './reconciler.js';
@@ -20,6 +21,8 @@ export interface RunnerTargetOptions {
   identity: string;
   /** The controller's namespace: the check leases and its SSH key Secret live there. */
   controllerNamespace: string;
+  /** The endpoints an admin allowed the targets' GitHub and Compute Engine credentials to go to. */
+  endpoints: TargetEndpointPolicy;
   settings?: Partial<PlanSettings>;
   concurrency?: number;
   /** The login user and SSH port of hosts (default leasehold, 22); tests reach emulated hosts elsewhere. */
@@ -52,6 +55,7 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
     events: mgr.events,
     providers: new TargetProviders({
       secrets: secretDataReader(mgr.core),
+      endpoints: opts.endpoints,
       ownIdentity: opts.gceOwnIdentity,
       onResult: (provider, operation, code) => mgr.metrics.providerRequests.inc({ provider, operation, code }),
     }),

@@ -1,7 +1,9 @@
 // One JSON request over fetch with a per-request timeout, for the REST
 // clients (Compute Engine, GitHub): an answer that never came or was cut off
 // becomes a ProviderError marked answerLost, since the server may have acted
-// on it; anything that came back is handed to the caller to judge.
+// on it; anything that came back is handed to the caller to judge. Redirects
+// are never followed: the request carries a credential, and a server that
+// answers 3xx must not choose where that credential goes next.
 import { ProviderError } from './errors.js';
 
 export interface RestAnswer {
@@ -35,12 +37,14 @@ export async function sendRest(r: RestRequest): Promise<RestAnswer> {
       headers: { accept: 'application/json', ...(json ? { 'content-type': 'application/json' } : {}), ...r.headers },
       ...(r.body === undefined ? {} : { body: json ? JSON.stringify(r.body) : (r.body as string) }),
       signal,
+      redirect: 'manual',
     });
   } catch (err) {
     if (timeout.aborted) throw new ProviderError('Timeout', `${r.what}: no answer within ${Math.round(r.timeoutMs / 1000)}s`, { answerLost: true, cause: err });
     if (r.signal?.aborted) throw new ProviderError('Timeout', `${r.what}: cancelled`, { answerLost: true, cause: err });
     throw new ProviderError('Unknown', `${r.what}: the connection failed before an answer came back (${causeText(err)})`, { answerLost: true, cause: err });
   }
+  refuseRedirect(res, r.url, r.what);
   let text: string;
   try {
     text = await res.text();
@@ -54,6 +58,37 @@ export async function sendRest(r: RestRequest): Promise<RestAnswer> {
     parsed = undefined;
   }
   return { status: res.status, headers: res.headers, json: parsed };
+}
+
+/** Where a URL points, without its query string (which may carry anything the caller put there). */
+function place(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.origin}${u.pathname}`;
+  } catch {
+    return url.slice(0, 200);
+  }
+}
+
+/**
+ * Throws when `res` (fetched with redirect: 'manual') is a redirect: the
+ * request is not repeated at the new place, so no credential goes there.
+ */
+export function refuseRedirect(res: Response, url: string, what: string): void {
+  const location = res.headers.get('location');
+  if (res.status < 300 || res.status > 399 || location === null) return;
+  void res.body?.cancel().catch(() => undefined);
+  let to: string;
+  try {
+    to = place(new URL(location, url).toString());
+  } catch {
+    to = location.slice(0, 200);
+  }
+  throw new ProviderError(
+    'InvalidTarget',
+    sanitize(`${what}: ${place(url)} answered HTTP ${res.status}, a redirect to ${to}; redirects are not followed, since the request carries a credential: set the endpoint to the URL that answers directly`),
+    { retryable: false },
+  );
 }
 
 function causeText(err: unknown): string {

@@ -4,6 +4,7 @@
 // an error message.
 import { z } from 'zod';
 import { ProviderError, type ProviderErrorKind } from '../errors.js';
+import { refuseRedirect } from '../rest.js';
 import { abortableSleep } from './pacer.js';
 
 export interface LambdaInstanceType {
@@ -206,6 +207,8 @@ export class LambdaClient {
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: combined,
+        // The API key never follows a redirect to wherever the server points.
+        redirect: 'manual',
       });
     } catch (err) {
       if (timeout.aborted) {
@@ -214,6 +217,7 @@ export class LambdaClient {
       if (signal?.aborted) throw new ProviderError('Timeout', `Lambda ${what}: cancelled`, { answerLost: true, cause: err });
       throw new ProviderError('Unknown', `Lambda ${what}: the connection failed before an answer came back (${causeText(err)})`, { answerLost: true, cause: err });
     }
+    refuseRedirect(res, `${this.base}${path}`, `Lambda ${what}`);
     let text: string;
     try {
       text = await res.text();
