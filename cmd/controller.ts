@@ -80,6 +80,7 @@ registerRunnerTargetController(mgr, {
   ...(flags.runnerGceOwnIdentity ? { gceOwnIdentity: { tokens: new MetadataTokenSource(), endpoint: DEFAULT_GCE_ENDPOINT } } : {}),
   followUpMs: flags.runnerFollowUpMs,
   checkLeaseMs: flags.runnerCheckLeaseMs,
+  checkIntervalScale: flags.runnerCheckIntervalScale,
 });
 
 let signalled = false;

@@ -32,6 +32,8 @@ export interface RunnerTargetOptions {
   /** How soon a check follows an open launch (LAUNCH_FOLLOW_UP_MS), and the check lease's duration (30 s). */
   followUpMs?: number;
   checkLeaseMs?: number;
+  /** checkInterval times this (--runner-check-interval-scale); below 1 only for tests. */
+  checkIntervalScale?: number;
 }
 
 /** The Unix user the controller's key logs in as on a host (Compute Engine's guest agent makes it from the ssh-keys metadata). */
@@ -74,6 +76,7 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
     },
     ...(opts.settings ? { settings: opts.settings } : {}),
     ...(opts.followUpMs ? { followUpMs: opts.followUpMs } : {}),
+    ...(opts.checkIntervalScale ? { checkIntervalScale: opts.checkIntervalScale } : {}),
     metrics: new RunnerTargetMetrics(mgr.metrics.registry, () => targets.list()),
     log: mgr.log.child({ controller: 'runnertarget' }),
     finalizers: {
