@@ -41,8 +41,10 @@ export interface RunnerTargetDeps {
   /** This replica, as the Held condition names it. */
   identity: string;
   installationID: string;
-  /** The controller's SSH key (every host admits its public half) and the hosts' login user and port. */
-  hostAccess(): Promise<HostAccess>;
+  /** The target's own SSH key (its hosts admit its public half, and only theirs) and the hosts' login user and port. */
+  hostAccess(target: RunnerTarget): Promise<HostAccess>;
+  /** Deletes a target's SSH key once its pool is gone. */
+  removeHostKey?(target: RunnerTarget): Promise<void>;
   settings?: Partial<PlanSettings>;
   /** checkInterval times this (--runner-check-interval-scale, 1 unless set; below 1 only for tests). */
   checkIntervalScale?: number;
@@ -88,6 +90,8 @@ export class RunnerTargetReconciler {
     if (Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
     const result = await new CheckRun(this.deps, target).run();
     if (deleting && result.poolGone && this.deps.finalizers) {
+      // The key goes before the finalizer: should this stop in between, the next pass deletes it again.
+      await this.deps.removeHostKey?.(result.target);
       await this.deps.finalizers.remove(result.target);
       return;
     }

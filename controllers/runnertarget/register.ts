@@ -7,19 +7,19 @@ import type { Manager } from '../../src/kube/manager.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { secretDataReader } from '../../src/kube/secrets.js';
 import type { AccessTokens } from '../../src/providers/gce/auth.js';
-import { loadOrCreateControllerKey, type ControllerKey } from '../lease/identity.js';
 import { CheckLeases } from './checklease.js';
 import { RunnerTargetMetrics } from './metrics.js';
 import type { TargetEndpointPolicy } from './endpoints.js';
 import { TargetProviders } from './operations.js';
 import type { PlanSettings } from './plan.js';
 import { RunnerTargetReconciler } from './reconciler.js';
+import { TargetKeys } from './targetkey.js';
 import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
 
 export interface RunnerTargetOptions {
   installationID: string;
   identity: string;
-  /** The controller's namespace: the check leases and its SSH key Secret live there. */
+  /** The controller's namespace: the check leases and each target's SSH key Secret live there. */
   controllerNamespace: string;
   /** The endpoints an admin allowed the targets' GitHub and Compute Engine credentials to go to. */
   endpoints: TargetEndpointPolicy;
@@ -42,7 +42,7 @@ export const HOST_SSH_USER = 'leasehold';
 export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetOptions): RunnerTargetReconciler {
   const targets = mgr.informer<RunnerTarget>(resourcePath(RUNNERTARGET_RESOURCE, mgr.watchNamespace));
   const { group, version, plural } = RUNNERTARGET_RESOURCE;
-  let key: Promise<ControllerKey> | undefined;
+  const keys = new TargetKeys(mgr.core, opts.controllerNamespace);
   const reconciler = new RunnerTargetReconciler({
     targets,
     read: async (namespace, name) => {
@@ -64,16 +64,8 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
     leases: new CheckLeases({ api: mgr.coordination, namespace: opts.controllerNamespace, identity: opts.identity, ...(opts.checkLeaseMs ? { durationMs: opts.checkLeaseMs } : {}) }),
     identity: opts.identity,
     installationID: opts.installationID,
-    // Read once and kept; a failed read is tried again at the next change.
-    hostAccess: async () => {
-      key ??= loadOrCreateControllerKey(mgr.core, opts.controllerNamespace);
-      try {
-        return { ...(await key), user: opts.hostSSH?.user ?? HOST_SSH_USER, port: opts.hostSSH?.port ?? 22 };
-      } catch (err) {
-        key = undefined;
-        throw err;
-      }
-    },
+    hostAccess: async (t) => ({ ...(await keys.key(t.metadata!.uid!)), user: opts.hostSSH?.user ?? HOST_SSH_USER, port: opts.hostSSH?.port ?? 22 }),
+    removeHostKey: (t) => keys.remove(t.metadata!.uid!),
     ...(opts.settings ? { settings: opts.settings } : {}),
     ...(opts.followUpMs ? { followUpMs: opts.followUpMs } : {}),
     ...(opts.checkIntervalScale ? { checkIntervalScale: opts.checkIntervalScale } : {}),
