@@ -73,8 +73,8 @@ describe('RunnerTarget checks', () => {
     expect(vm.labels).toMatchObject({ 'leasehold-runnertarget': 'live', 'leasehold-runnertarget-uid': during.metadata.uid });
     expect(vm.labels['leasehold-installation']).toMatch(/^[a-z0-9]{4,16}$/);
     expect(vm.serviceAccounts).toEqual([{ email: HOST_ACCOUNT, scopes: ['https://www.googleapis.com/auth/logging.write', 'https://www.googleapis.com/auth/monitoring.write'] }]);
-    // The controller's key, for the login user the controller was told (leasehold unless --runner-ssh-user).
-    expect(vm.metadata.find((m) => m.key === 'ssh-keys')?.value).toMatch(new RegExp(`^${userInfo().username}:ssh-ed25519 \\S+ leasehold-controller$`));
+    // The target's own key, for the login user the controller was told (leasehold unless --runner-ssh-user).
+    expect(vm.metadata.find((m) => m.key === 'ssh-keys')?.value).toMatch(new RegExp(`^${userInfo().username}:ssh-ed25519 \\S+ leasehold-runnertarget-${during.metadata.uid}$`));
     // The runner's config goes over SSH, never into metadata anyone with compute read access can see.
     expect(JSON.stringify(vm.metadata)).not.toMatch(/jit/i);
 
