@@ -12,7 +12,7 @@ import type { ComputeInstances, GceInstance } from '../../src/providers/gce/type
 import type { GitHubCredentials } from '../../src/providers/github/auth.js';
 import { GitHubClient } from '../../src/providers/github/client.js';
 import type { GitHubActions } from '../../src/providers/github/types.js';
-import { isPoolRunner, namePrefix } from './naming.js';
+import { isPoolRunner, namePrefix, ownerLabels, ownsRunner } from './naming.js';
 import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from './observation.js';
 import { resolveRunnerGroup } from './runnergroup.js';
 import { endpointRefusal, type TargetEndpointPolicy } from './endpoints.js';
@@ -165,6 +165,8 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
   const filter = { labels: { [TARGET_UID_LABEL]: labels[TARGET_UID_LABEL]!, [INSTALLATION_LABEL]: labels[INSTALLATION_LABEL]! } };
   const vms = (await Promise.all(spec.gce.zones.map((z) => clients.gce.list(z, filter, signal)))).flat().map(poolVM);
   const prefix = namePrefix(target.metadata!.name!, spec.gce.namePrefix);
+  // Orphans, ghosts, scale-down and teardown all start from this list: a runner of the same name but another target or installation is never in it.
+  const owner = ownerLabels(target.metadata!.uid!, installationID);
   // A pool being deleted registers no runner: an unknown group must not hold its teardown.
   const deleting = !!target.metadata?.deletionTimestamp;
   let runnerGroupId: number | undefined;
@@ -174,7 +176,7 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
     if (!deleting) throw err;
   }
   const runners: PoolRunner[] = (await clients.github.listRunners(signal))
-    .filter((r) => isPoolRunner(r.name, prefix))
+    .filter((r) => isPoolRunner(r.name, prefix) && ownsRunner(r.labels, owner))
     .map((r) => ({ id: r.id, name: r.name, status: r.status === 'online' ? 'online' : 'offline', busy: r.busy, labels: r.labels }));
   const jobs: WorkflowJob[] = [];
   for (const repo of spec.github.repositories) {
