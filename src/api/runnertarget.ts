@@ -51,6 +51,10 @@ const DEFAULT_COMPUTE_ACCOUNT_MESSAGE =
 const STANDARD_PRICE_MESSAGE =
   'fallbackToStandard needs standardPricePerHour on every machineTypeTiers entry, so that standard hosts count against dailyBudgetUSD';
 
+/** Runner labels the controller sets itself (the target's UID and the installation); a spec may not claim them. */
+const OWNER_LABEL_PREFIX = 'leasehold-';
+const OWNER_LABEL_MESSAGE = `labels must not start with ${OWNER_LABEL_PREFIX}: the controller labels each runner with its RunnerTarget and installation under that prefix; choose another label`;
+
 const GITHUB_NAME = '[A-Za-z0-9]([A-Za-z0-9-]{0,37}[A-Za-z0-9])?';
 const GITHUB_REPO = '[A-Za-z0-9._-]{1,100}';
 
@@ -74,7 +78,16 @@ export const GitHubSchema = kube(
         .max(64)
         .describe('Repositories whose queued and running jobs the pool follows, as owner/name.'),
       labels: z
-        .array(z.string().min(1).max(128).describe('A runner label.'))
+        .array(
+          kube(
+            z
+              .string()
+              .min(1)
+              .max(128)
+              .refine((l) => !l.toLowerCase().startsWith(OWNER_LABEL_PREFIX), { message: OWNER_LABEL_MESSAGE }),
+            { description: 'A runner label.', 'x-kubernetes-validations': [{ rule: `!self.lowerAscii().startsWith('${OWNER_LABEL_PREFIX}')`, message: OWNER_LABEL_MESSAGE }] },
+          ),
+        )
         .max(32)
         .optional()
         .describe(
