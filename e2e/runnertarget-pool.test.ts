@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { vmLabels } from '../controllers/runnertarget/operations.js';
+import { ownerLabels } from '../controllers/runnertarget/naming.js';
 import { parseServiceAccountKey } from '../src/providers/gce/auth.js';
 import { GceClient } from '../src/providers/gce/client.js';
 import { getJSON, waitFor } from './support/kube.js';
@@ -210,7 +211,7 @@ describe('RunnerTarget pools', () => {
       const jit = await fetch(`${pool.gh.url}/orgs/${pool.gh.org}/actions/runners/generate-jitconfig`, {
         method: 'POST',
         headers: { authorization: `Bearer ${pool.gh.token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ name: 'orphan-bbbb0002', runner_group_id: 1, labels: ['linux', 'x64', 'orphan'] }),
+        body: JSON.stringify({ name: 'orphan-bbbb0002', runner_group_id: 1, labels: ['linux', 'x64', 'orphan', ...ownerLabels(target.metadata.uid, installation)] }),
       });
       pool.gh.startRunner(((await jit.json()) as { encoded_jit_config: string }).encoded_jit_config);
       await waitFor('the stray VM deleted', async () => !pool.vmsOf('orphan').some((v) => v.name === 'orphan-aaaa0001'), 60_000, 200);

@@ -153,7 +153,10 @@ describe('RunnerTarget checks', () => {
     }, 120_000, 500);
     const name = done.status.receipts[0].hosts[0];
     expect(runnersOf('ssh')).toEqual([expect.objectContaining({ name, status: 'online' })]);
-    expect(runnersOf('ssh')[0]!.labels.map((l) => l.name).sort()).toEqual(['linux', 'self-hosted', 'x64']);
+    // The job labels, and the owner labels the pool's cleanup goes by: the target's UID and the installation.
+    const installation = JSON.parse(await must(['get', 'secret', 'leasehold-installation', '-n', pool.ns, '-o', 'json']));
+    const installationID = Buffer.from(installation.data.id, 'base64').toString().trim();
+    expect(runnersOf('ssh')[0]!.labels.map((l) => l.name).sort()).toEqual([`leasehold-installation-${installationID}`, `leasehold-target-${done.metadata.uid}`, 'linux', 'self-hosted', 'x64']);
     const file = join(pool.machines.get(name)!.home, JIT_CONFIG_PATH);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     // The config went over SSH only: nothing of it in the instance's metadata.

@@ -80,6 +80,12 @@ afterAll(async () => {
 });
 
 describe("a tenant's RunnerTarget with the victim's gce.namePrefix", () => {
+  it("cannot claim the owner labels: kubectl apply refuses a label starting with leasehold-", async () => {
+    const r = await tenant.kubectl(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name: 'claimer' }, spec: spec('tenant-app', { github: { ...(targetSpec(gce, gh, 'tenant-app') as any).github, labels: ['leasehold-target-0000'] } }) }));
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain('labels must not start with leasehold-');
+  });
+
   it("never removes the victim's runner", async () => {
     await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name: 'victim', namespace: victimNS }, spec: spec('victim-app', { floor: 1, maxHosts: 1 }) }));
     // The victim's host runs its runner from the config the controller delivered, as the image would.
