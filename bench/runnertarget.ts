@@ -15,6 +15,7 @@ import * as k8s from '@kubernetes/client-node';
 import { join } from 'node:path';
 import { userInfo } from 'node:os';
 import { startController, type ControllerProcess } from '../e2e/support/controller.js';
+import { emulatorEndpointArgs } from '../e2e/support/runnertarget.js';
 import { startRunnerHosts, type RunnerHosts } from '../e2e/support/runnerhosts-bench.js';
 import { api, env, log, namespace, quantiles, results, sleep, waitUntil, work } from './support.js';
 
@@ -165,7 +166,8 @@ export async function runnerPhase(): Promise<void> {
   await api.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'gh-token' }, stringData: { token: gh.token } } });
   await api.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'gce-key' }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } } });
   const ctl = await startController(api.cp.info.kubeconfig, ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
-    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(hosts.sshPort), '--runner-sample-window-scale', String(CHECK_MS / 300_000)], { LEASEHOLD_LOG_LEVEL: 'info' });
+    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(hosts.sshPort), '--runner-sample-window-scale', String(CHECK_MS / 300_000),
+    '--runner-check-interval-scale', String(CHECK_MS / 30_000), ...emulatorEndpointArgs(gce, gh)], { LEASEHOLD_LOG_LEVEL: 'info' });
   const checks: Check[] = [];
   const inf = await followChecks(ns, ctl, hosts, checks);
   const out: Record<string, unknown> = { hosts: HOSTS, zones: ZONES.length, checkInterval: CHECK, emulatorBootMs: BOOT_MS };
@@ -184,7 +186,8 @@ export async function runnerPhase(): Promise<void> {
           floor: 0,
           maxHosts: HOSTS,
           dailyBudgetUSD: 10_000,
-          checkInterval: CHECK,
+          // The shortest interval the schema takes, scaled to CHECK by --runner-check-interval-scale.
+          checkInterval: '30s',
         },
       },
     });

@@ -97,11 +97,16 @@ registerRunnerTargetController(mgr, {
   installationID,
   identity,
   controllerNamespace: flags.namespace,
+  endpoints: {
+    github: { allowed: flags.allowedGitHubEndpoints, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
+    gce: { allowed: flags.allowedGceEndpoints, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
+  },
   settings: { window: sampleWindow(flags.runnerSampleWindowScale), busyLagMs: flags.runnerBusyLagMs, bootGraceMs: flags.runnerBootGraceMs },
   hostSSH: { user: flags.runnerSSHUser, port: flags.runnerSSHPort },
   ...(flags.runnerGceOwnIdentity ? { gceOwnIdentity: { tokens: new MetadataTokenSource(), endpoint: DEFAULT_GCE_ENDPOINT } } : {}),
   followUpMs: flags.runnerFollowUpMs,
   checkLeaseMs: flags.runnerCheckLeaseMs,
+  checkIntervalScale: flags.runnerCheckIntervalScale,
 });
 
 let signalled = false;

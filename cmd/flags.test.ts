@@ -51,6 +51,11 @@ describe('parseControllerFlags', () => {
     expect(() => parseControllerFlags(['--namespace-lease-limits', '{"perNamespace":{"maxPricePerHour":-2}}'], {})).toThrow(/--namespace-lease-limits: leaseLimits\.perNamespace\.maxPricePerHour/);
   });
 
+  it('--runner-check-interval-scale scales RunnerTarget check intervals', () => {
+    expect(parseControllerFlags([], {}).runnerCheckIntervalScale).toBe(1);
+    expect(parseControllerFlags(['--runner-check-interval-scale', '0.1'], {}).runnerCheckIntervalScale).toBe(0.1);
+  });
+
   it('--runner-sample-window-scale scales the RunnerTarget sample window', () => {
     expect(parseControllerFlags(['--runner-sample-window-scale', '0.01'], {}).runnerSampleWindowScale).toBe(0.01);
   });
@@ -86,6 +91,7 @@ describe('parseControllerFlags', () => {
     [['--acquire-timeout', 'soon'], /^--acquire-timeout: /],
     [['--orphans', 'delete'], /--orphans delete must be terminate or report/],
     [['--runner-sample-window-scale', '0'], /--runner-sample-window-scale 0 must be a positive number/],
+    [['--runner-check-interval-scale', '0'], /--runner-check-interval-scale 0 must be a positive number/],
     [['--runner-sample-window-scale', 'fast'], /--runner-sample-window-scale fast must be a positive number/],
     [['--runner-ssh-port', '0'], /--runner-ssh-port 0 must be a whole number from 1 to 65535/],
     [['--runner-ssh-port', '70000'], /--runner-ssh-port 70000 must be a whole number from 1 to 65535/],

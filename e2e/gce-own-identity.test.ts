@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { startGceEmulator, type GceEmulator } from './fakes/gce/server.js';
 import { startGitHubEmulator, type GitHubEmulator } from './fakes/github/server.js';
 import { startController, type ControllerProcess } from './support/controller.js';
+import { emulatorEndpointArgs } from './support/runnertarget.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
 
 const kubectl = testKubectl();
@@ -37,7 +38,7 @@ beforeAll(async () => {
     subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'Group', name: 'runner-tenants' }],
     roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'runner-owner' },
   }));
-  controller = await startController(process.env.E2E_KUBECONFIG!, ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns], { GCE_METADATA_HOST: gce.metadataHost });
+  controller = await startController(process.env.E2E_KUBECONFIG!, ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns, ...emulatorEndpointArgs(gce, gh)], { GCE_METADATA_HOST: gce.metadataHost });
 });
 
 afterAll(async () => {

@@ -156,7 +156,7 @@ describe('RunnerTarget under SIGKILL and two replicas', () => {
     try {
       for (const name of names) {
         w.gh.queueRun(name, [...JOB, ...JOB]);
-        await w.target(name, name, { maxHosts: 2, checkInterval: '5s' });
+        await w.target(name, name, { maxHosts: 2, checkInterval: '50s' });
       }
       for (const name of names) {
         await waitFor(`${name}: two hosts with their runners online`, async () => {

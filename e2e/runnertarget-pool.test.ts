@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
 import { vmLabels } from '../controllers/runnertarget/operations.js';
+import { ownerLabels } from '../controllers/runnertarget/naming.js';
 import { parseServiceAccountKey } from '../src/providers/gce/auth.js';
 import { GceClient } from '../src/providers/gce/client.js';
 import { getJSON, waitFor } from './support/kube.js';
@@ -66,7 +67,7 @@ describe('RunnerTarget pools', () => {
         github: github('scale'),
         gce: gceSpec({ machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }, { machineType: 'e2-standard-8', pricePerHour: 0.1 }] }),
         maxHosts: 5,
-        checkInterval: '3s',
+        checkInterval: '30s',
       });
       await waitFor('5 hosts with runners', async () => pool.runnersOf('scale').length === 5, 120_000, 500);
       const t = await checksPass('scale', 2);
@@ -112,7 +113,7 @@ describe('RunnerTarget pools', () => {
       gce: gceSpec({ machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 1 }] }),
       maxHosts: 5,
       dailyBudgetUSD: 2.5,
-      checkInterval: '3s',
+      checkInterval: '30s',
     });
     const t = await waitFor('BudgetExhausted=True', async () => {
       const got = await pool.get('budget');
@@ -143,7 +144,7 @@ describe('RunnerTarget pools', () => {
     const sampling = setInterval(() => flags.push(...pool.runnersOf('floor').map((r) => r.busy)), 200);
     try {
       pool.gh.queueRun('floor', labelled('floor', 3));
-      await pool.target('floor', 'floor', { github: github('floor'), gce: gceSpec({}), floor: 1, maxHosts: 3, checkInterval: '3s' });
+      await pool.target('floor', 'floor', { github: github('floor'), gce: gceSpec({}), floor: 1, maxHosts: 3, checkInterval: '30s' });
       await waitFor('3 jobs running on 3 hosts', async () => pool.jobs.filter((j) => j.host.startsWith('floor-')).length === 3, 120_000, 300);
       const running = pool.jobs.filter((j) => j.host.startsWith('floor-'));
       expect(new Set(running.map((j) => j.host)).size).toBe(3);
@@ -188,7 +189,7 @@ describe('RunnerTarget pools', () => {
     try {
       // The repository exists (one finished job) and nothing waits: no host is wanted.
       pool.gh.completeJob(pool.gh.queueRun('orphan', labelled('orphan', 1)).jobIds[0]!, 'success');
-      await pool.target('orphan', 'orphan', { github: github('orphan'), gce: gceSpec({}), floor: 0, maxHosts: 3, checkInterval: '3s' });
+      await pool.target('orphan', 'orphan', { github: github('orphan'), gce: gceSpec({}), floor: 0, maxHosts: 3, checkInterval: '30s' });
       const target = await waitFor('the first check', async () => {
         const got = await pool.get('orphan');
         return got?.status?.lastCheckAt ? got : undefined;
@@ -210,7 +211,7 @@ describe('RunnerTarget pools', () => {
       const jit = await fetch(`${pool.gh.url}/orgs/${pool.gh.org}/actions/runners/generate-jitconfig`, {
         method: 'POST',
         headers: { authorization: `Bearer ${pool.gh.token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ name: 'orphan-bbbb0002', runner_group_id: 1, labels: ['linux', 'x64', 'orphan'] }),
+        body: JSON.stringify({ name: 'orphan-bbbb0002', runner_group_id: 1, labels: ['linux', 'x64', 'orphan', ...ownerLabels(target.metadata.uid, installation)] }),
       });
       pool.gh.startRunner(((await jit.json()) as { encoded_jit_config: string }).encoded_jit_config);
       await waitFor('the stray VM deleted', async () => !pool.vmsOf('orphan').some((v) => v.name === 'orphan-aaaa0001'), 60_000, 200);
@@ -238,7 +239,7 @@ describe('RunnerTarget pools', () => {
         github: github('standard'),
         gce: gceSpec({ fallbackToStandard: true, machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05, standardPricePerHour: 0.2 }] }),
         maxHosts: 1,
-        checkInterval: '3s',
+        checkInterval: '30s',
       });
       // The refused spot inserts leave nothing: the pool's one VM is the standard one.
       const vm = await waitFor('the standard VM', async () => pool.vmsOf('standard').find((v) => v.scheduling.provisioningModel === 'STANDARD'), 60_000, 300);

@@ -57,7 +57,7 @@ describe('RunnerTarget tiers and credentials', () => {
     const nthInsert = (n: number) => waitFor(`launch ${n} at Compute Engine`, async () => insertsOf('tiers')[n - 1], 90_000, 300);
 
     pool.gh.queueRun('tiers', labelled('tiers', 1));
-    await pool.target('tiers', 'tiers', { github: { ...base('tiers').github, labels: ['tiers'] }, gce: { ...base('tiers').gce, machineTypeTiers: TIERS }, maxHosts: 3, checkInterval: '3s' });
+    await pool.target('tiers', 'tiers', { github: { ...base('tiers').github, labels: ['tiers'] }, gce: { ...base('tiers').gce, machineTypeTiers: TIERS }, maxHosts: 3, checkInterval: '30s' });
     const first = await nthInsert(1);
     expect(first.machineType).toBe(SMALL);
 
@@ -120,7 +120,7 @@ describe('RunnerTarget tiers and credentials', () => {
     };
     const { jobIds } = pool.gh.queueRun('app', labelled('app', 1));
     const { tokenSecretRef: _token, ...github } = base('app').github;
-    await pool.target('app', 'app', { github: { ...github, labels: ['app'], appSecretRef: { name: 'gh-app' } }, maxHosts: 1, checkInterval: '3s' });
+    await pool.target('app', 'app', { github: { ...github, labels: ['app'], appSecretRef: { name: 'gh-app' } }, maxHosts: 1, checkInterval: '30s' });
 
     const job = await waitFor('the job running on a host of the pool', async () => pool.gh.jobs().find((j) => j.id === jobIds[0] && j.status === 'in_progress'), 120_000, 300);
     expect(job.runner_name).toMatch(/^app-/);

@@ -73,8 +73,8 @@ describe('RunnerTarget checks', () => {
     expect(vm.labels).toMatchObject({ 'leasehold-runnertarget': 'live', 'leasehold-runnertarget-uid': during.metadata.uid });
     expect(vm.labels['leasehold-installation']).toMatch(/^[a-z0-9]{4,16}$/);
     expect(vm.serviceAccounts).toEqual([{ email: HOST_ACCOUNT, scopes: ['https://www.googleapis.com/auth/logging.write', 'https://www.googleapis.com/auth/monitoring.write'] }]);
-    // The controller's key, for the login user the controller was told (leasehold unless --runner-ssh-user).
-    expect(vm.metadata.find((m) => m.key === 'ssh-keys')?.value).toMatch(new RegExp(`^${userInfo().username}:ssh-ed25519 \\S+ leasehold-controller$`));
+    // The target's own key, for the login user the controller was told (leasehold unless --runner-ssh-user).
+    expect(vm.metadata.find((m) => m.key === 'ssh-keys')?.value).toMatch(new RegExp(`^${userInfo().username}:ssh-ed25519 \\S+ leasehold-runnertarget-${during.metadata.uid}$`));
     // The runner's config goes over SSH, never into metadata anyone with compute read access can see.
     expect(JSON.stringify(vm.metadata)).not.toMatch(/jit/i);
 
@@ -153,7 +153,10 @@ describe('RunnerTarget checks', () => {
     }, 120_000, 500);
     const name = done.status.receipts[0].hosts[0];
     expect(runnersOf('ssh')).toEqual([expect.objectContaining({ name, status: 'online' })]);
-    expect(runnersOf('ssh')[0]!.labels.map((l) => l.name).sort()).toEqual(['linux', 'self-hosted', 'x64']);
+    // The job labels, and the owner labels the pool's cleanup goes by: the target's UID and the installation.
+    const installation = JSON.parse(await must(['get', 'secret', 'leasehold-installation', '-n', pool.ns, '-o', 'json']));
+    const installationID = Buffer.from(installation.data.id, 'base64').toString().trim();
+    expect(runnersOf('ssh')[0]!.labels.map((l) => l.name).sort()).toEqual([`leasehold-installation-${installationID}`, `leasehold-target-${done.metadata.uid}`, 'linux', 'self-hosted', 'x64']);
     const file = join(pool.machines.get(name)!.home, JIT_CONFIG_PATH);
     expect(statSync(file).mode & 0o777).toBe(0o600);
     // The config went over SSH only: nothing of it in the instance's metadata.
@@ -209,7 +212,7 @@ describe('RunnerTarget checks', () => {
 
   it('with no job left, an idle host leaves in order: its runner removed first, no job process found over SSH, then its VM deleted', async () => {
     const { jobIds } = pool.gh.queueRun('drain', [{ labels: ['self-hosted', 'linux'] }]);
-    await target('drain', 'drain', { checkInterval: '5s', maxHosts: 1 });
+    await target('drain', 'drain', { checkInterval: '50s', maxHosts: 1 });
     const idle = await waitFor('the host Idle', async () => (await get('drain'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
     pool.gh.completeJob(jobIds[0]!, 'cancelled');
     // GitHub's busy flag may lag behind a job's start: an idle host is kept that long (--runner-busy-flag-lag) before it drains.
@@ -252,7 +255,7 @@ describe('RunnerTarget checks', () => {
 
   it('a preempted spot host: its ghost runner is removed and, with the job still queued, a new host replaces it', async () => {
     pool.gh.queueRun('preempt', [{ labels: ['self-hosted', 'linux'] }]);
-    await target('preempt', 'preempt', { checkInterval: '5s', maxHosts: 1 });
+    await target('preempt', 'preempt', { checkInterval: '50s', maxHosts: 1 });
     const first = await waitFor('the host Idle', async () => (await get('preempt'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
     pool.gce.preempt(first.zone, first.name);
     const preempted = await waitFor('the Preempted event', async () => (await events('preempt')).find((e) => e.reason === 'Preempted'), 60_000, 500);
@@ -267,7 +270,7 @@ describe('RunnerTarget checks', () => {
 
   it('a deleted RunnerTarget stays until its pool is gone: hosts drained in order, VMs deleted, runners removed, then the finalizer goes', async () => {
     pool.gh.queueRun('teardown', [{ labels: ['self-hosted', 'linux'] }]);
-    await target('teardown', 'teardown', { checkInterval: '5s', maxHosts: 1 });
+    await target('teardown', 'teardown', { checkInterval: '50s', maxHosts: 1 });
     const idle = await waitFor('the host Idle', async () => (await get('teardown'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
     expect((await get('teardown')).metadata.finalizers).toContain('leasehold.dev/runner-hosts');
     await must(['delete', 'runnertarget', 'teardown', '-n', pool.ns, '--wait=false']);
@@ -281,7 +284,7 @@ describe('RunnerTarget checks', () => {
 
   it('a host whose job process runs is never drained, whatever GitHub\'s busy flag says; once the job ends it drains', async () => {
     const { jobIds } = pool.gh.queueRun('worker', [{ labels: ['self-hosted', 'linux'] }]);
-    await target('worker', 'worker', { checkInterval: '5s', maxHosts: 1 });
+    await target('worker', 'worker', { checkInterval: '50s', maxHosts: 1 });
     const idle = await waitFor('the host Idle', async () => (await get('worker'))?.status?.hosts?.find((h: any) => h.state === 'Idle'), 120_000, 500);
     // A job runs on the host (its runner's worker process), but GitHub's flag says idle and no job waits.
     const worker = pool.spawnWorker(idle.name);

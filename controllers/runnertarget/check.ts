@@ -159,7 +159,7 @@ export class CheckRun {
     this.status = fresh.status ?? {};
     this.clients ??= await this.deps.providers.clients(fresh);
     const seen = await observePool(fresh, this.clients, this.deps.installationID, this.lease?.signal);
-    this.observation = { ...seen, probes: await probeHosts(this.status.hosts ?? [], seen, this.clients, await this.deps.hostAccess(), this.lease?.signal) };
+    this.observation = { ...seen, probes: await probeHosts(this.status.hosts ?? [], seen, this.clients, await this.deps.hostAccess(fresh), this.lease?.signal) };
     const timing = sampleTiming(this.status.lastSample?.at, this.observation.at, this.deps.settings?.window);
     if (timing.kind === 'wait' && !this.waited) {
       this.waited = true;
@@ -219,7 +219,7 @@ export class CheckRun {
         clients: this.clients!,
         observation: this.observation!,
         installationID: this.deps.installationID,
-        host: await this.deps.hostAccess(),
+        host: await this.deps.hostAccess(this.target),
         guard: this.guard,
         signal: this.lease?.signal,
         now: () => this.now(),

@@ -35,11 +35,13 @@ describe('TargetProviders: Compute Engine credentials', () => {
     }
     throw new Error('expected a CredentialsError');
   };
+  // The emulator and the endpoint a target chose in one test, both listed: these tests are about identities, not endpoints.
+  const endpoints = () => ({ github: { allowed: ['https://api.github.com'], allowLoopbackHTTP: true }, gce: { allowed: [g.url, 'https://compute.example.com'], allowLoopbackHTTP: true } });
   const metadata = () => ({ tokens: new MetadataTokenSource({ baseUrl: metadataBaseUrl({ GCE_METADATA_HOST: g.metadataHost }) }), endpoint: g.url });
 
   it('refuses a target without credentialsSecretRef while own identity is off, naming the field and the setting, before any request', async () => {
     const before = g.requests.length;
-    const e = await refusal(new TargetProviders({ secrets }).clients(target()));
+    const e = await refusal(new TargetProviders({ secrets, endpoints: endpoints() }).clients(target()));
     expect(e.reason).toBe('OwnIdentityDisabled');
     expect(e.message).toContain('spec.gce.credentialsSecretRef is not set');
     expect(e.message).toContain('runnerTarget.gceOwnIdentity=true (--runner-gce-own-identity)');
@@ -47,7 +49,7 @@ describe('TargetProviders: Compute Engine credentials', () => {
   });
 
   it('calls Compute Engine as the controller identity when own identity is on', async () => {
-    const { gce } = await new TargetProviders({ secrets, ownIdentity: metadata() }).clients(target());
+    const { gce } = await new TargetProviders({ secrets, endpoints: endpoints(), ownIdentity: metadata() }).clients(target());
     await gce.list('us-central1-a', {});
     expect(g.requests.filter((r) => r.op === 'list').at(-1)).toMatchObject({ status: 200, account: g.serviceAccountKey.client_email });
     expect(g.requests.some((r) => r.op === 'metadata-token')).toBe(true);
@@ -55,7 +57,7 @@ describe('TargetProviders: Compute Engine credentials', () => {
 
   it("never sends the controller's token to an endpoint the target chose", async () => {
     const before = g.requests.filter((r) => r.op === 'metadata-token').length;
-    const e = await refusal(new TargetProviders({ secrets, ownIdentity: metadata() }).clients(target({ endpoint: 'https://compute.example.com/compute/v1' })));
+    const e = await refusal(new TargetProviders({ secrets, endpoints: endpoints(), ownIdentity: metadata() }).clients(target({ endpoint: 'https://compute.example.com/compute/v1' })));
     expect(e.reason).toBe('CredentialsInvalid');
     expect(e.message).toContain('spec.gce.endpoint https://compute.example.com/compute/v1 is not');
     expect(e.message).toContain('set spec.gce.credentialsSecretRef');
@@ -64,7 +66,7 @@ describe('TargetProviders: Compute Engine credentials', () => {
 
   it('uses the key Secret when one is named, even with own identity on', async () => {
     const before = g.requests.filter((r) => r.op === 'metadata-token').length;
-    const { gce } = await new TargetProviders({ secrets, ownIdentity: metadata() }).clients(target({ credentialsSecretRef: { name: 'gce-key', namespace: undefined, key: 'key.json' } }));
+    const { gce } = await new TargetProviders({ secrets, endpoints: endpoints(), ownIdentity: metadata() }).clients(target({ credentialsSecretRef: { name: 'gce-key', namespace: undefined, key: 'key.json' } }));
     await gce.list('us-central1-a', {});
     expect(g.requests.filter((r) => r.op === 'metadata-token').length).toBe(before);
     expect(g.requests.filter((r) => r.op === 'token').at(-1)).toMatchObject({ status: 200 });
@@ -73,7 +75,7 @@ describe('TargetProviders: Compute Engine credentials', () => {
   it('ends the check as a credentials problem when the identity is lost, naming the metadata server and the fix', async () => {
     g.metadataServiceAccount = undefined;
     try {
-      const e = await refusal(new TargetProviders({ secrets, ownIdentity: metadata() }).clients(target()));
+      const e = await refusal(new TargetProviders({ secrets, endpoints: endpoints(), ownIdentity: metadata() }).clients(target()));
       expect(e.reason).toBe('CredentialsInvalid');
       expect(e.message).toMatch(/metadata server at http:\/\/127\.0\.0\.1:\d+\/computeMetadata\/v1 has no service account/);
       expect(e.message).toContain('set spec.gce.credentialsSecretRef or run the controller with a GCE identity');

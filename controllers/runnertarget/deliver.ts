@@ -6,6 +6,7 @@
 // the runner from the file (see README, RunnerTarget hosts).
 import type { ChangeContext, ChangeOutcome } from './changes.js';
 import { runnerLabels } from './demand.js';
+import { ownerLabels } from './naming.js';
 import { openHost, SSH_TIMEOUT_MS, type HostAccess } from './hostssh.js';
 import type { SshSession } from '../../src/machine/ssh.js';
 import { isProviderError } from '../../src/providers/errors.js';
@@ -56,7 +57,7 @@ export async function deliverOver(session: Pick<SshSession, 'exec'>, name: strin
     }
   }
   ctx.guard.permit(`github.generateJitConfig ${name}`);
-  const labels = runnerLabels(ctx.target.spec.github).filter((l) => l !== 'self-hosted');
+  const labels = [...runnerLabels(ctx.target.spec.github).filter((l) => l !== 'self-hosted'), ...ownerLabels(ctx.target.metadata!.uid!, ctx.installationID)];
   const jit = await clients.github.generateJitConfig({ name, runnerGroupId: groupId, labels }, signal);
   const result = await session.exec(DELIVER, { stdin: jit.encodedJitConfig, ...opts });
   if (result.code !== 0) {

@@ -7,7 +7,7 @@ import { isProviderError } from '../../src/providers/errors.js';
 import type { TargetClients } from './operations.js';
 
 export interface HostAccess {
-  /** The controller's SSH key pair. */
+  /** The target's own SSH key pair (targetkey.ts). */
   privateKey: string;
   publicKey: string;
   /** The login user and port on hosts (user `leasehold`, port 22 on Compute Engine). */

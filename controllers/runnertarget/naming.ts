@@ -33,3 +33,19 @@ export function hostNames(prefix: string, seed: string, count: number, taken: Re
 export function isPoolRunner(name: string, prefix: string): boolean {
   return name.length > prefix.length + 1 && name.startsWith(`${prefix}-`) && /^[0-9a-f]{8}$/.test(name.slice(prefix.length + 1));
 }
+
+/**
+ * Labels every runner of a target carries besides its job labels: the
+ * target's UID and the installation. Names repeat (two targets with one
+ * gce.namePrefix in other namespaces, or another installation on the same
+ * org), so cleanup takes a runner as the pool's only when it carries both.
+ */
+export function ownerLabels(targetUID: string, installationID: string): string[] {
+  return [`leasehold-target-${targetUID}`, `leasehold-installation-${installationID}`];
+}
+
+/** Whether a runner carries both owner labels of the pool (GitHub compares labels without case). */
+export function ownsRunner(labels: readonly string[], owner: readonly string[]): boolean {
+  const have = new Set(labels.map((l) => l.toLowerCase()));
+  return owner.every((l) => have.has(l.toLowerCase()));
+}

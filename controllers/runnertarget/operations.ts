@@ -12,9 +12,10 @@ import type { ComputeInstances, GceInstance } from '../../src/providers/gce/type
 import type { GitHubCredentials } from '../../src/providers/github/auth.js';
 import { GitHubClient } from '../../src/providers/github/client.js';
 import type { GitHubActions } from '../../src/providers/github/types.js';
-import { isPoolRunner, namePrefix } from './naming.js';
+import { isPoolRunner, namePrefix, ownerLabels, ownsRunner } from './naming.js';
 import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from './observation.js';
 import { resolveRunnerGroup } from './runnergroup.js';
+import { endpointRefusal, type TargetEndpointPolicy } from './endpoints.js';
 import { TargetSpecError } from './specerror.js';
 
 export { TargetSpecError };
@@ -44,6 +45,8 @@ export const OWN_IDENTITY_DISABLED =
 
 export interface ProviderFactoryOptions {
   secrets: SecretDataReader;
+  /** The endpoints an admin allowed the targets' credentials to go to. */
+  endpoints: TargetEndpointPolicy;
   /**
    * The controller's own Compute Engine identity (--runner-gce-own-identity), for
    * targets without credentialsSecretRef, and the one endpoint its tokens may be
@@ -63,6 +66,9 @@ export class TargetProviders {
     const ns = target.metadata!.namespace!;
     const key = `${ns}/${target.metadata!.name}`;
     const { spec } = target;
+    // Before any Secret is read: a credential never leaves for an endpoint the admin did not list.
+    const refused = endpointRefusal(spec, this.opts.endpoints);
+    if (refused) throw refused;
     const github = await this.githubCredentials(target);
     const gceRef = spec.gce.credentialsSecretRef;
     const own = this.opts.ownIdentity;
@@ -159,6 +165,8 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
   const filter = { labels: { [TARGET_UID_LABEL]: labels[TARGET_UID_LABEL]!, [INSTALLATION_LABEL]: labels[INSTALLATION_LABEL]! } };
   const vms = (await Promise.all(spec.gce.zones.map((z) => clients.gce.list(z, filter, signal)))).flat().map(poolVM);
   const prefix = namePrefix(target.metadata!.name!, spec.gce.namePrefix);
+  // Orphans, ghosts, scale-down and teardown all start from this list: a runner of the same name but another target or installation is never in it.
+  const owner = ownerLabels(target.metadata!.uid!, installationID);
   // A pool being deleted registers no runner: an unknown group must not hold its teardown.
   const deleting = !!target.metadata?.deletionTimestamp;
   let runnerGroupId: number | undefined;
@@ -168,7 +176,7 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
     if (!deleting) throw err;
   }
   const runners: PoolRunner[] = (await clients.github.listRunners(signal))
-    .filter((r) => isPoolRunner(r.name, prefix))
+    .filter((r) => isPoolRunner(r.name, prefix) && ownsRunner(r.labels, owner))
     .map((r) => ({ id: r.id, name: r.name, status: r.status === 'online' ? 'online' : 'offline', busy: r.busy, labels: r.labels }));
   const jobs: WorkflowJob[] = [];
   for (const repo of spec.github.repositories) {

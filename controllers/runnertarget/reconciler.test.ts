@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { RunnerTarget } from '../../src/api/index.js';
 import { CredentialsError, OWN_IDENTITY_DISABLED, TargetSpecError } from './operations.js';
-import { RunnerTargetReconciler, type RunnerTargetDeps } from './reconciler.js';
+import { checkEveryMs, RunnerTargetReconciler, type RunnerTargetDeps } from './reconciler.js';
 import { spec } from './testing/pool.js';
 
 function world(
@@ -129,5 +129,28 @@ describe('RunnerTargetReconciler', () => {
     await w.reconciler.reconcile('ci/pool');
     expect(w.acquired).toEqual([]);
     expect(w.events.map((e) => e.reason)).toEqual(['CredentialsInvalid']);
+  });
+});
+
+describe('a target stored with a checkInterval under the minimum', () => {
+  it('is checked every 30 s, not in a hot loop', async () => {
+    const w = world({ checkInterval: '0s' });
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 30_000 });
+    w.advance(1_000);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 29_000 });
+    expect(w.acquired).toHaveLength(1);
+  });
+});
+
+describe('checkEveryMs', () => {
+  it.each([
+    ['0s', 1, 30_000],
+    ['1s', 1, 30_000],
+    ['30s', 1, 30_000],
+    ['5m', 1, 300_000],
+    ['0s', 0.1, 3_000],
+    ['50s', 0.1, 5_000],
+  ])('checkInterval %s at scale %d is %d ms', (interval, scale, ms) => {
+    expect(checkEveryMs(interval, scale)).toBe(ms);
   });
 });

@@ -4,7 +4,7 @@
 // check lease keeps two replicas apart; status writes of our own wake the
 // target but start no check before its time.
 import type { Logger } from 'pino';
-import { durationMs, type RunnerTarget } from '../../src/api/index.js';
+import { durationMs, MIN_CHECK_INTERVAL_MS, type RunnerTarget } from '../../src/api/index.js';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
@@ -17,6 +17,15 @@ import type { TargetClients } from './operations.js';
 import type { PlanSettings } from './plan.js';
 import { openReceipts } from './receipts.js';
 import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
+
+/**
+ * How often a target is checked: its checkInterval, never below the minimum
+ * (an object stored before the schema had one may hold less), times `scale`
+ * (below 1 only for tests).
+ */
+export function checkEveryMs(checkInterval: string, scale = 1): number {
+  return Math.max(durationMs(checkInterval), MIN_CHECK_INTERVAL_MS) * scale;
+}
 
 /** How soon a check follows one that left a launch open (a VM booting, a runner to register). */
 export const LAUNCH_FOLLOW_UP_MS = 10_000;
@@ -32,9 +41,13 @@ export interface RunnerTargetDeps {
   /** This replica, as the Held condition names it. */
   identity: string;
   installationID: string;
-  /** The controller's SSH key (every host admits its public half) and the hosts' login user and port. */
-  hostAccess(): Promise<HostAccess>;
+  /** The target's own SSH key (its hosts admit its public half, and only theirs) and the hosts' login user and port. */
+  hostAccess(target: RunnerTarget): Promise<HostAccess>;
+  /** Deletes a target's SSH key once its pool is gone. */
+  removeHostKey?(target: RunnerTarget): Promise<void>;
   settings?: Partial<PlanSettings>;
+  /** checkInterval times this (--runner-check-interval-scale, 1 unless set; below 1 only for tests). */
+  checkIntervalScale?: number;
   /** How soon a check follows an open launch or a deleted target's check (LAUNCH_FOLLOW_UP_MS unless set). */
   followUpMs?: number;
   metrics?: RunnerTargetMetrics;
@@ -67,7 +80,8 @@ export class RunnerTargetReconciler {
     if (deleting && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) return;
     if (!deleting && this.deps.finalizers && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) await this.deps.finalizers.add(target);
     // A target being deleted is checked as often as an open launch, until its pool is gone.
-    const interval = deleting ? Math.min(durationMs(target.spec.checkInterval), followUp) : durationMs(target.spec.checkInterval);
+    const checkEvery = checkEveryMs(target.spec.checkInterval, this.deps.checkIntervalScale);
+    const interval = deleting ? Math.min(checkEvery, followUp) : checkEvery;
     const generation = target.metadata?.generation;
     const last = this.checked.get(key) ?? { at: Date.parse(target.status?.lastCheckAt ?? ''), generation: target.status?.observedGeneration };
     const now = this.now();
@@ -76,6 +90,8 @@ export class RunnerTargetReconciler {
     if (Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
     const result = await new CheckRun(this.deps, target).run();
     if (deleting && result.poolGone && this.deps.finalizers) {
+      // The key goes before the finalizer: should this stop in between, the next pass deletes it again.
+      await this.deps.removeHostKey?.(result.target);
       await this.deps.finalizers.remove(result.target);
       return;
     }

@@ -7,19 +7,22 @@ import type { Manager } from '../../src/kube/manager.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { secretDataReader } from '../../src/kube/secrets.js';
 import type { AccessTokens } from '../../src/providers/gce/auth.js';
-import { loadOrCreateControllerKey, type ControllerKey } from '../lease/identity.js';
 import { CheckLeases } from './checklease.js';
 import { RunnerTargetMetrics } from './metrics.js';
+import type { TargetEndpointPolicy } from './endpoints.js';
 import { TargetProviders } from './operations.js';
 import type { PlanSettings } from './plan.js';
 import { RunnerTargetReconciler } from './reconciler.js';
+import { TargetKeys } from './targetkey.js';
 import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
 
 export interface RunnerTargetOptions {
   installationID: string;
   identity: string;
-  /** The controller's namespace: the check leases and its SSH key Secret live there. */
+  /** The controller's namespace: the check leases and each target's SSH key Secret live there. */
   controllerNamespace: string;
+  /** The endpoints an admin allowed the targets' GitHub and Compute Engine credentials to go to. */
+  endpoints: TargetEndpointPolicy;
   settings?: Partial<PlanSettings>;
   concurrency?: number;
   /** The login user and SSH port of hosts (default leasehold, 22); tests reach emulated hosts elsewhere. */
@@ -29,6 +32,8 @@ export interface RunnerTargetOptions {
   /** How soon a check follows an open launch (LAUNCH_FOLLOW_UP_MS), and the check lease's duration (30 s). */
   followUpMs?: number;
   checkLeaseMs?: number;
+  /** checkInterval times this (--runner-check-interval-scale); below 1 only for tests. */
+  checkIntervalScale?: number;
 }
 
 /** The Unix user the controller's key logs in as on a host (Compute Engine's guest agent makes it from the ssh-keys metadata). */
@@ -37,7 +42,7 @@ export const HOST_SSH_USER = 'leasehold';
 export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetOptions): RunnerTargetReconciler {
   const targets = mgr.informer<RunnerTarget>(resourcePath(RUNNERTARGET_RESOURCE, mgr.watchNamespace));
   const { group, version, plural } = RUNNERTARGET_RESOURCE;
-  let key: Promise<ControllerKey> | undefined;
+  const keys = new TargetKeys(mgr.core, opts.controllerNamespace);
   const reconciler = new RunnerTargetReconciler({
     targets,
     read: async (namespace, name) => {
@@ -52,24 +57,18 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
     events: mgr.events,
     providers: new TargetProviders({
       secrets: secretDataReader(mgr.core),
+      endpoints: opts.endpoints,
       ownIdentity: opts.gceOwnIdentity,
       onResult: (provider, operation, code) => mgr.metrics.providerRequests.inc({ provider, operation, code }),
     }),
     leases: new CheckLeases({ api: mgr.coordination, namespace: opts.controllerNamespace, identity: opts.identity, ...(opts.checkLeaseMs ? { durationMs: opts.checkLeaseMs } : {}) }),
     identity: opts.identity,
     installationID: opts.installationID,
-    // Read once and kept; a failed read is tried again at the next change.
-    hostAccess: async () => {
-      key ??= loadOrCreateControllerKey(mgr.core, opts.controllerNamespace);
-      try {
-        return { ...(await key), user: opts.hostSSH?.user ?? HOST_SSH_USER, port: opts.hostSSH?.port ?? 22 };
-      } catch (err) {
-        key = undefined;
-        throw err;
-      }
-    },
+    hostAccess: async (t) => ({ ...(await keys.key(t.metadata!.uid!)), user: opts.hostSSH?.user ?? HOST_SSH_USER, port: opts.hostSSH?.port ?? 22 }),
+    removeHostKey: (t) => keys.remove(t.metadata!.uid!),
     ...(opts.settings ? { settings: opts.settings } : {}),
     ...(opts.followUpMs ? { followUpMs: opts.followUpMs } : {}),
+    ...(opts.checkIntervalScale ? { checkIntervalScale: opts.checkIntervalScale } : {}),
     metrics: new RunnerTargetMetrics(mgr.metrics.registry, () => targets.list()),
     log: mgr.log.child({ controller: 'runnertarget' }),
     finalizers: {

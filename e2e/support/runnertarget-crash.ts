@@ -15,7 +15,7 @@ import { startGitHubEmulator, type GitHubEmulator } from '../fakes/github/server
 import { freePort, SshdMachine } from '../fakes/lambda/machine.js';
 import { startController, type ControllerProcess } from './controller.js';
 import { apply, freshNamespace, getJSON, testKubectl, type Kubectl } from './kube.js';
-import { targetSpec } from './runnertarget.js';
+import { emulatorEndpointArgs, targetSpec, TEST_CHECK_INTERVAL_ARGS } from './runnertarget.js';
 
 const TARGET_LABEL = 'leasehold-runnertarget';
 
@@ -107,7 +107,8 @@ export async function startRunnerTargetWorld(prefix: string): Promise<RunnerTarg
   await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gh-token', namespace: ns }, stringData: { token: gh.token } }));
   await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
   const controllerArgs = ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
-    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01'];
+    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01',
+    ...emulatorEndpointArgs(gce, gh), ...TEST_CHECK_INTERVAL_ARGS];
 
   const world: RunnerTargetWorld = {
     gce,

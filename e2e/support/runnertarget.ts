@@ -115,6 +115,21 @@ export function targetSpec(gce: GceEmulator, gh: GitHubEmulator, repo: string, o
   };
 }
 
+/**
+ * The controller flags that let targets send credentials to the emulators:
+ * loopback http allowed for tests, and the emulators' URLs in the allow-lists
+ * (the controller's defaults list only the public endpoints).
+ */
+export function emulatorEndpointArgs(gce: { url: string }, gh: { url: string }): string[] {
+  return ['--allow-loopback-endpoints', '--allowed-github-endpoints', gh.url, '--allowed-gce-endpoints', gce.url];
+}
+
+/**
+ * Check intervals a tenth of what a spec says: the schema's shortest
+ * checkInterval (30s) then checks every 3 s, so tests wait seconds.
+ */
+export const TEST_CHECK_INTERVAL_ARGS = ['--runner-check-interval-scale', '0.1'];
+
 export const condition = (t: any, type: string) => (t?.status?.conditions ?? []).find((c: any) => c.type === type);
 
 export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = {}): Promise<RunnerTargetPool> {
@@ -155,7 +170,8 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
   const ns = await freshNamespace(kubectl, prefix);
   const controllerArgs = ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
     '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', String(opts.sampleWindowScale ?? 0.01),
-    '--runner-busy-flag-lag', `${TEST_TIMES.busyLagMs}ms`, '--runner-follow-up', `${TEST_TIMES.followUpMs}ms`, '--runner-check-lease', `${TEST_TIMES.checkLeaseMs}ms`];
+    '--runner-busy-flag-lag', `${TEST_TIMES.busyLagMs}ms`, '--runner-follow-up', `${TEST_TIMES.followUpMs}ms`, '--runner-check-lease', `${TEST_TIMES.checkLeaseMs}ms`,
+    ...emulatorEndpointArgs(gce, gh), ...TEST_CHECK_INTERVAL_ARGS];
 
   const pool: RunnerTargetPool = {
     gce,

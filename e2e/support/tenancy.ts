@@ -1,10 +1,12 @@
 // What the tenancy e2e files share: a namespace user with exactly
 // leasehold.dev "*" in their own namespace (the rights an admin hands a team
-// that runs its own PeerFleet or RunnerTarget), and the chart's admission
-// policy as helm renders it, so that the attacks run against what an install
-// really enforces.
-import { chartDir, docs, kubeVersionArgs, testHelm } from './helm.js';
-import type { Kubectl } from './kube.js';
+// that runs its own Leases, PeerFleets or RunnerTargets), and the chart's RBAC
+// identity and admission policy as helm renders them, so that the attacks run
+// against what an install really enforces.
+import { randomBytes } from 'node:crypto';
+import { join } from 'node:path';
+import { chartDir, chartIdentity, docs, kubeVersionArgs, testHelm } from './helm.js';
+import { freshNamespace, type Kubectl } from './kube.js';
 
 const ADMISSION_KINDS = new Set(['ValidatingAdmissionPolicy', 'ValidatingAdmissionPolicyBinding']);
 
@@ -38,6 +40,20 @@ export async function namespaceUser(kubectl: Kubectl, namespace: string, user: s
   return (args, input) => kubectl([`--as=${user}`, ...args], input);
 }
 
+export interface Tenant {
+  user: string;
+  ns: string;
+  /** kubectl as the tenant, in their namespace. */
+  kubectl: Kubectl;
+}
+
+/** A fresh namespace and a user who may do anything to leasehold.dev objects there, and nothing else. */
+export async function makeTenant(kubectl: Kubectl, prefix: string, user: string): Promise<Tenant> {
+  const ns = await freshNamespace(kubectl, prefix);
+  const asUser = await namespaceUser(kubectl, ns, user);
+  return { user, ns, kubectl: (args, input) => asUser(['-n', ns, ...args], input) };
+}
+
 /** The chart's ValidatingAdmissionPolicies and their bindings for a release, rendered by helm and applied. */
 export async function chartAdmission(kubectl: Kubectl, release: string, namespace: string, set: string[] = []): Promise<void> {
   const { helmOK } = testHelm();
@@ -50,4 +66,35 @@ export async function chartAdmission(kubectl: Kubectl, release: string, namespac
 /** Removes what chartIdentity and chartAdmission left outside the release namespace. */
 export async function removeChartClusterObjects(kubectl: Kubectl, release: string): Promise<void> {
   await kubectl(['delete', 'clusterrole,clusterrolebinding,validatingadmissionpolicy,validatingadmissionpolicybinding', '-l', `app.kubernetes.io/instance=${release}`, '--ignore-not-found']);
+}
+
+export interface ChartInstall {
+  release: string;
+  /** The controller's namespace (the release namespace). */
+  ns: string;
+  kubeconfig: string;
+  /** Removes what the install made outside its namespace (cluster roles, the admission policy), and its namespace. */
+  remove(): Promise<void>;
+}
+
+/**
+ * The chart's RBAC identity and admission policy for an install in a fresh
+ * namespace that serves `watchNamespace` and reads Secrets there; returns the
+ * kubeconfig a controller run with those rights uses.
+ */
+export async function chartInstall(kubectl: Kubectl, prefix: string, watchNamespace: string, set: string[] = []): Promise<ChartInstall> {
+  const ns = await freshNamespace(kubectl, `${prefix}-ctl`);
+  const release = `${prefix}-${randomBytes(3).toString('hex')}`;
+  const values = [`watchNamespace=${watchNamespace}`, `secretNamespaces={${watchNamespace}}`, ...set];
+  const kubeconfig = await chartIdentity({ kubectl, release, namespace: ns, set: values, file: join(process.env.E2E_CP_DIR!, `${release}.kubeconfig`) });
+  await chartAdmission(kubectl, release, ns, values);
+  return {
+    release,
+    ns,
+    kubeconfig,
+    remove: async () => {
+      await removeChartClusterObjects(kubectl, release);
+      await kubectl(['delete', 'namespace', ns, '--wait=false']);
+    },
+  };
 }

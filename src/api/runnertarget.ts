@@ -15,10 +15,15 @@ import {
   timestamp,
   usd,
 } from './common.js';
+import { parseDuration } from './duration.js';
 
 export const RUNNERTARGET_NAMES = { kind: 'RunnerTarget', plural: 'runnertargets', singular: 'runnertarget', shortNames: ['lhrt'] } as const;
 
 export const DEFAULT_CHECK_INTERVAL = '5m';
+/** The shortest checkInterval: a check lists every zone's VMs, the org's runners and the jobs of every followed repository. */
+export const MIN_CHECK_INTERVAL = '30s';
+export const MIN_CHECK_INTERVAL_MS = 30_000;
+const CHECK_INTERVAL_MESSAGE = `checkInterval must be at least ${MIN_CHECK_INTERVAL}: every check reads all of the pool's VMs, runners and jobs, and shorter intervals spend the org's and the project's API rate limits; set spec.checkInterval to ${MIN_CHECK_INTERVAL} or more`;
 export const DEFAULT_GITHUB_API_URL = 'https://api.github.com';
 export const DEFAULT_GCE_ENDPOINT = 'https://compute.googleapis.com/compute/v1';
 
@@ -46,6 +51,10 @@ const DEFAULT_COMPUTE_ACCOUNT_MESSAGE =
 const STANDARD_PRICE_MESSAGE =
   'fallbackToStandard needs standardPricePerHour on every machineTypeTiers entry, so that standard hosts count against dailyBudgetUSD';
 
+/** Runner labels the controller sets itself (the target's UID and the installation); a spec may not claim them. */
+const OWNER_LABEL_PREFIX = 'leasehold-';
+const OWNER_LABEL_MESSAGE = `labels must not start with ${OWNER_LABEL_PREFIX}: the controller labels each runner with its RunnerTarget and installation under that prefix; choose another label`;
+
 const GITHUB_NAME = '[A-Za-z0-9]([A-Za-z0-9-]{0,37}[A-Za-z0-9])?';
 const GITHUB_REPO = '[A-Za-z0-9._-]{1,100}';
 
@@ -69,7 +78,16 @@ export const GitHubSchema = kube(
         .max(64)
         .describe('Repositories whose queued and running jobs the pool follows, as owner/name.'),
       labels: z
-        .array(z.string().min(1).max(128).describe('A runner label.'))
+        .array(
+          kube(
+            z
+              .string()
+              .min(1)
+              .max(128)
+              .refine((l) => !l.toLowerCase().startsWith(OWNER_LABEL_PREFIX), { message: OWNER_LABEL_MESSAGE }),
+            { description: 'A runner label.', 'x-kubernetes-validations': [{ rule: `!self.lowerAscii().startsWith('${OWNER_LABEL_PREFIX}')`, message: OWNER_LABEL_MESSAGE }] },
+          ),
+        )
         .max(32)
         .optional()
         .describe(
@@ -246,15 +264,26 @@ export const RunnerTargetSpecSchema = kube(
         ),
     })
     .strict()
-    .refine((s) => s.floor <= s.maxHosts, { message: 'floor must not exceed maxHosts', path: ['floor'] }),
+    .refine((s) => s.floor <= s.maxHosts, { message: 'floor must not exceed maxHosts', path: ['floor'] })
+    .refine((s) => atLeastMinimum(s.checkInterval), { message: CHECK_INTERVAL_MESSAGE, path: ['checkInterval'] }),
   {
     description: 'The pool: its GitHub side, its Compute Engine side, and its limits.',
     'x-kubernetes-validations': [
       { rule: '!has(self.floor) || self.floor <= self.maxHosts', message: 'floor must not exceed maxHosts', fieldPath: '.floor' },
+      { rule: `!has(self.checkInterval) || duration(self.checkInterval) >= duration('${MIN_CHECK_INTERVAL}')`, message: CHECK_INTERVAL_MESSAGE, fieldPath: '.checkInterval' },
     ],
   },
 );
 export type RunnerTargetSpec = z.infer<typeof RunnerTargetSpecSchema>;
+
+function atLeastMinimum(interval: string): boolean {
+  try {
+    return parseDuration(interval) >= MIN_CHECK_INTERVAL_MS;
+  } catch {
+    // An unreadable duration is the field's own refusal, said once.
+    return true;
+  }
+}
 
 const hostName = (description: string) => z.string().max(63).describe(description);
 const percent = (description: string) => z.number().min(0).max(100).describe(description);

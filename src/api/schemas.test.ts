@@ -257,7 +257,13 @@ describe('RunnerTarget', () => {
     ['a negative price', { ...runners, gce: { ...runners.gce, machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: -1 }] } }, /^gce\.machineTypeTiers\.0\.pricePerHour: /],
     ['fallbackToStandard without standard prices', { ...runners, gce: { ...runners.gce, fallbackToStandard: true } }, /^gce\.fallbackToStandard: fallbackToStandard needs standardPricePerHour/],
     ['dryRun not a boolean', { ...runners, dryRun: 'yes' }, /^dryRun: /],
+    ['a label the controller sets itself', { ...runners, github: { ...runners.github, labels: ['Leasehold-target-x'] } }, /^github\.labels\.0: labels must not start with leasehold-/],
+    ['a checkInterval of 0s', { ...runners, checkInterval: '0s' }, /^checkInterval: checkInterval must be at least 30s: .*set spec\.checkInterval to 30s or more/],
+    ['a checkInterval under 30s', { ...runners, checkInterval: '29s' }, /^checkInterval: checkInterval must be at least 30s/],
   ];
+  it('takes a checkInterval of 30s, the shortest', () => {
+    expect(first(RunnerTargetSpecSchema, { ...runners, checkInterval: '30s' })).toBe('ok');
+  });
   it.each(bad)('refuses %s', (_name, spec, message) => {
     expect(first(RunnerTargetSpecSchema, spec)).toMatch(message);
   });

@@ -1,7 +1,9 @@
 // One JSON request over fetch with a per-request timeout, for the REST
 // clients (Compute Engine, GitHub): an answer that never came or was cut off
 // becomes a ProviderError marked answerLost, since the server may have acted
-// on it; anything that came back is handed to the caller to judge.
+// on it; anything that came back is handed to the caller to judge. Redirects
+// are never followed: the request carries a credential, and a server that
+// answers 3xx must not choose where that credential goes next.
 import { ProviderError } from './errors.js';
 
 /**
@@ -46,12 +48,14 @@ export async function sendRest(r: RestRequest): Promise<RestAnswer> {
       headers: { accept: 'application/json', ...(json ? { 'content-type': 'application/json' } : {}), ...r.headers },
       ...(r.body === undefined ? {} : { body: json ? JSON.stringify(r.body) : (r.body as string) }),
       signal,
+      redirect: 'manual',
     });
   } catch (err) {
     if (timeout.aborted) throw new ProviderError('Timeout', `${r.what}: no answer within ${Math.round(r.timeoutMs / 1000)}s`, { answerLost: true, cause: err });
     if (r.signal?.aborted) throw new ProviderError('Timeout', `${r.what}: cancelled`, { answerLost: true, cause: err });
     throw new ProviderError('Unknown', `${r.what}: the connection failed before an answer came back (${causeText(err)})`, { answerLost: true, cause: err });
   }
+  refuseRedirect(res, r.url, r.what);
   const text = await readAnswer(res, r.what, r.url, r.maxAnswerBytes);
   let parsed: unknown;
   try {
@@ -72,7 +76,7 @@ export async function readAnswer(res: Response, what: string, url: string, limit
     return await readLimited(res, limit);
   } catch (err) {
     if (err instanceof AnswerTooLarge) {
-      throw new ProviderError('Unknown', `${what}: the answer passed ${limit % MiB === 0 ? `${limit / MiB} MiB` : `${limit} bytes`}, the limit on one answer (HTTP ${res.status} from ${originOf(url)}); it was dropped unread`, { answerLost: true });
+      throw new ProviderError('Unknown', `${what}: the answer passed ${limit % MiB === 0 ? `${limit / MiB} MiB` : `${limit} bytes`}, the limit on one answer (HTTP ${res.status} from ${place(url)}); it was dropped unread`, { answerLost: true });
     }
     throw new ProviderError('Unknown', `${what}: the answer was cut off (${causeText(err)})`, { answerLost: true, cause: err });
   }
@@ -103,13 +107,35 @@ async function readLimited(res: Response, limit: number): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-/** Scheme, host and port only: a query string may carry a key. */
-function originOf(url: string): string {
+/** Where a URL points, without its query string (which may carry anything the caller put there). */
+function place(url: string): string {
   try {
-    return new URL(url).origin;
+    const u = new URL(url);
+    return `${u.origin}${u.pathname}`;
   } catch {
-    return 'an invalid URL';
+    return url.slice(0, 200);
   }
+}
+
+/**
+ * Throws when `res` (fetched with redirect: 'manual') is a redirect: the
+ * request is not repeated at the new place, so no credential goes there.
+ */
+export function refuseRedirect(res: Response, url: string, what: string): void {
+  const location = res.headers.get('location');
+  if (res.status < 300 || res.status > 399 || location === null) return;
+  void res.body?.cancel().catch(() => undefined);
+  let to: string;
+  try {
+    to = place(new URL(location, url).toString());
+  } catch {
+    to = location.slice(0, 200);
+  }
+  throw new ProviderError(
+    'InvalidTarget',
+    sanitize(`${what}: ${place(url)} answered HTTP ${res.status}, a redirect to ${to}; redirects are not followed, since the request carries a credential: set the endpoint to the URL that answers directly`),
+    { retryable: false },
+  );
 }
 
 function causeText(err: unknown): string {

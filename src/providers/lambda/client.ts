@@ -5,7 +5,7 @@
 import { z } from 'zod';
 import { ProviderError, type ProviderErrorKind } from '../errors.js';
 import { abortableSleep } from './pacer.js';
-import { readAnswer } from '../rest.js';
+import { readAnswer, refuseRedirect } from '../rest.js';
 
 export interface LambdaInstanceType {
   name: string;
@@ -207,6 +207,8 @@ export class LambdaClient {
         },
         ...(body === undefined ? {} : { body: JSON.stringify(body) }),
         signal: combined,
+        // The API key never follows a redirect to wherever the server points.
+        redirect: 'manual',
       });
     } catch (err) {
       if (timeout.aborted) {
@@ -215,6 +217,7 @@ export class LambdaClient {
       if (signal?.aborted) throw new ProviderError('Timeout', `Lambda ${what}: cancelled`, { answerLost: true, cause: err });
       throw new ProviderError('Unknown', `Lambda ${what}: the connection failed before an answer came back (${causeText(err)})`, { answerLost: true, cause: err });
     }
+    refuseRedirect(res, `${this.base}${path}`, `Lambda ${what}`);
     const text = await readAnswer(res, `Lambda ${what}`, `${this.base}${path}`);
     let json: unknown;
     try {
