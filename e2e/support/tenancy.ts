@@ -79,13 +79,15 @@ export interface ChartInstall {
 
 /**
  * The chart's RBAC identity and admission policy for an install in a fresh
- * namespace that serves `watchNamespace` and reads Secrets there; returns the
- * kubeconfig a controller run with those rights uses.
+ * namespace that reads Secrets in `serves`: watching only that namespace when
+ * it is one, every namespace otherwise. Returns the kubeconfig a controller
+ * run with those rights uses.
  */
-export async function chartInstall(kubectl: Kubectl, prefix: string, watchNamespace: string, set: string[] = []): Promise<ChartInstall> {
+export async function chartInstall(kubectl: Kubectl, prefix: string, serves: string | string[], set: string[] = []): Promise<ChartInstall> {
   const ns = await freshNamespace(kubectl, `${prefix}-ctl`);
   const release = `${prefix}-${randomBytes(3).toString('hex')}`;
-  const values = [`watchNamespace=${watchNamespace}`, `secretNamespaces={${watchNamespace}}`, ...set];
+  const namespaces = typeof serves === 'string' ? [serves] : serves;
+  const values = [...(namespaces.length === 1 ? [`watchNamespace=${namespaces[0]}`] : []), `secretNamespaces={${namespaces.join(',')}}`, ...set];
   const kubeconfig = await chartIdentity({ kubectl, release, namespace: ns, set: values, file: join(process.env.E2E_CP_DIR!, `${release}.kubeconfig`) });
   await chartAdmission(kubectl, release, ns, values);
   return {

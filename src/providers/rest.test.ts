@@ -45,7 +45,7 @@ describe('sendRest answer size', () => {
     const err = await request(url, 1024 * 1024).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ProviderError);
     expect(err).toMatchObject({ kind: 'Unknown', answerLost: true });
-    expect((err as Error).message).toMatch(/^Compute Engine GET \/things: the answer passed 1 MiB, the limit on one answer \(HTTP 200 from http:\/\/127\.0\.0\.1:\d+\); it was dropped unread$/);
+    expect((err as Error).message).toMatch(/^Compute Engine GET \/things: the answer passed 1 MiB, the limit on one answer \(HTTP 200 from http:\/\/127\.0\.0\.1:\d+\/v1\/things\); it was dropped unread$/);
     expect((err as Error).message).not.toContain('s3cret');
     expect(sent).toBeLessThan(32 * 1024 * 1024);
   });

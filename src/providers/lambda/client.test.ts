@@ -19,7 +19,7 @@ describe('LambdaClient answer size', () => {
     const peer = endlessAnswer();
     const client = new LambdaClient({ endpoint: 'https://lambda.example/api/v1', apiKey: 'secret_key_123', fetch: peer.fetch, timeoutMs: 10_000 });
     const err = await client.listInstances().catch((e: unknown) => e);
-    expect((err as Error).message).toBe('Lambda GET /instances: the answer passed 8 MiB, the limit on one answer (HTTP 200 from https://lambda.example); it was dropped unread');
+    expect((err as Error).message).toBe('Lambda GET /instances: the answer passed 8 MiB, the limit on one answer (HTTP 200 from https://lambda.example/api/v1/instances); it was dropped unread');
     expect(err).toMatchObject({ kind: 'Unknown', answerLost: true });
     expect(peer.pulled()).toBeLessThan(9 * 1024 * 1024);
   });
