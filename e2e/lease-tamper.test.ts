@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { apply, getJSON, waitFor } from './support/kube.js';
 import { sshdCommands } from './support/leases.js';
 import { leaseSuite } from './support/suite.js';
+import { namespaceUser } from './support/tenancy.js';
 
 const fx = leaseSuite('tamper', { maxLeases: 3 });
 const tenant = (args: string[]) => fx.kubectl(['--as=mallory', '--as-group=tenants', '-n', fx.ns, ...args]);
@@ -30,19 +31,7 @@ let server: Server;
 let serverURL: string;
 
 beforeAll(async () => {
-  await apply(fx.kubectl, JSON.stringify({
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'Role',
-    metadata: { name: 'lease-owner', namespace: fx.ns },
-    rules: [{ apiGroups: ['leasehold.dev'], resources: ['*'], verbs: ['*'] }],
-  }));
-  await apply(fx.kubectl, JSON.stringify({
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'RoleBinding',
-    metadata: { name: 'lease-owner', namespace: fx.ns },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'lease-owner' },
-    subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'mallory' }],
-  }));
+  await namespaceUser(fx.kubectl, fx.ns, 'mallory');
   server = createServer((req, res) => {
     received.push(`${req.method} ${req.url} authorization=${req.headers.authorization ?? ''}`);
     res.writeHead(200, { 'content-type': 'application/json' }).end('{"data":[]}');

@@ -4,9 +4,10 @@
 // no more machines than the cap, and none above its price, and cannot
 // change an Offer to get around it.
 import { describe, it, expect, beforeAll } from '@jest/globals';
-import { apply, getJSON } from './support/kube.js';
+import { getJSON } from './support/kube.js';
 import { sshdCommands } from './support/leases.js';
 import { leaseSuite } from './support/suite.js';
+import { namespaceUser } from './support/tenancy.js';
 
 const fx = leaseSuite('caps', {
   maxLeases: 5,
@@ -19,19 +20,7 @@ async function lease(name: string, spec: Record<string, unknown>): Promise<void>
 }
 
 beforeAll(async () => {
-  await apply(fx.kubectl, JSON.stringify({
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'Role',
-    metadata: { name: 'lease-owner', namespace: fx.ns },
-    rules: [{ apiGroups: ['leasehold.dev'], resources: ['*'], verbs: ['*'] }],
-  }));
-  await apply(fx.kubectl, JSON.stringify({
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'RoleBinding',
-    metadata: { name: 'lease-owner', namespace: fx.ns },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'lease-owner' },
-    subjects: [{ apiGroup: 'rbac.authorization.k8s.io', kind: 'User', name: 'dana' }],
-  }));
+  await namespaceUser(fx.kubectl, fx.ns, 'dana');
 });
 
 describe('a namespace user against the admin caps for their namespace', () => {

@@ -5,14 +5,10 @@
 // pacing. Now only a claim our PeerFleet status recorded before writing it
 // is ours to run; the forged ones are reported and counted, and none runs.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { join } from 'node:path';
 import type { ControlPlane } from './cluster/controlplane.js';
-import { createFakeNodes } from './cluster/kwok.js';
-import { startController, type ControllerProcess } from './support/controller.js';
-import { chartIdentity } from './support/helm.js';
+import type { ControllerProcess } from './support/controller.js';
 import { waitFor, type Kubectl } from './support/kube.js';
-import { apply, fleetManifest, json, lendingNamespace, must, OPTED_IN, peerJob, QUEUE, startLendingClusters } from './support/lending.js';
-import { chartAdmission, namespaceUser } from './support/tenancy.js';
+import { apply, fleetManifest, json, must, OPTED_IN, peerJob, QUEUE, tenantLending, type TenantLending } from './support/lending.js';
 
 const NS = 'team-a';
 const POOL = { 'leasehold.dev/pool': 'gpu' };
@@ -21,18 +17,11 @@ let ours: ControlPlane;
 let peer: ControlPlane;
 let tenant: Kubectl;
 let controller: ControllerProcess;
+let setup: TenantLending;
 
 beforeAll(async () => {
-  const clusters = await startLendingClusters('pfclaims');
-  ({ ours, peer } = clusters);
-  await lendingNamespace(clusters, NS);
-  const kubectl: Kubectl = ours.kubectl.bind(ours);
-  await createFakeNodes(kubectl, [{ name: 'gpu-1', gpus: 8, labels: { ...POOL, ...OPTED_IN } }]);
-  tenant = await namespaceUser(kubectl, NS, 'team-a-user');
-  const set = [`watchNamespace=${NS}`, `secretNamespaces={${NS}}`];
-  await chartAdmission(kubectl, 'pfclaims', NS, set);
-  const kubeconfig = await chartIdentity({ kubectl, release: 'pfclaims', namespace: NS, set, file: join(ours.info.dir, 'pfclaims.kubeconfig') });
-  controller = await startController(kubeconfig, ['--namespace', NS, '--watch-namespace', NS, '--leader-election-namespace', NS, '--allowed-peer-origins', peer.info.server]);
+  setup = await tenantLending('pfclaims', NS, [{ name: 'gpu-1', gpus: 8, labels: { ...POOL, ...OPTED_IN } }]);
+  ({ ours, peer, tenant, controller } = setup);
 }, 240_000);
 
 afterAll(async () => {
@@ -74,8 +63,7 @@ describe('claims in our name that we never made', () => {
 
   it('after a restart of the controller the forged claims still run nothing', async () => {
     await controller.stop();
-    const kubeconfig = join(ours.info.dir, 'pfclaims.kubeconfig');
-    controller = await startController(kubeconfig, ['--namespace', NS, '--watch-namespace', NS, '--leader-election-namespace', NS, '--allowed-peer-origins', peer.info.server]);
+    controller = await setup.restartController();
     await waitFor('the forged claims counted again', async () => (await controller.metric('leasehold_peerfleet_forged_claims', { peerfleet: 'fleet' }).catch(() => 0)) === FORGED, 90_000, 500);
     const mirrors = (await json(ours, ['-n', NS, 'get', 'jobs'])).items;
     expect(mirrors.filter((m: any) => m.metadata.labels['leasehold.dev/peer-job-uid'] && m.metadata.annotations?.['leasehold.dev/peer-job']?.startsWith(`${QUEUE}/forged-`))).toEqual([]);

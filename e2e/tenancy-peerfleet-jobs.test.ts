@@ -6,16 +6,12 @@
 // cannot poll in a loop, and lends nothing while its namespace lets
 // mirrors reach out freely. Chart RBAC and admission policy in force.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { join } from 'node:path';
 import type { ControlPlane } from './cluster/controlplane.js';
-import { createFakeNodes } from './cluster/kwok.js';
-import { startController, type ControllerProcess } from './support/controller.js';
-import { chartIdentity } from './support/helm.js';
+import type { ControllerProcess } from './support/controller.js';
 import { waitFor, type Kubectl } from './support/kube.js';
 import {
-  apply, defaultDenyEgress, fleetManifest, json, lendingNamespace, must, OPTED_IN, peerJob, QUEUE, startLendingClusters, type JobOptions,
+  apply, defaultDenyEgress, fleetManifest, json, must, OPTED_IN, peerJob, QUEUE, type JobOptions, tenantLending
 } from './support/lending.js';
-import { chartAdmission, namespaceUser } from './support/tenancy.js';
 
 const NS = 'team-a';
 const POOL = { 'leasehold.dev/pool': 'gpu' };
@@ -33,17 +29,7 @@ const verdict = (code: string) => waitFor(`PeerFleet verdict ${code}`, async () 
 }, 90_000, 500);
 
 beforeAll(async () => {
-  const clusters = await startLendingClusters('pfjobs');
-  ({ ours, peer } = clusters);
-  await lendingNamespace(clusters, NS);
-  const kubectl: Kubectl = ours.kubectl.bind(ours);
-  await createFakeNodes(kubectl, [{ name: 'gpu-1', gpus: 8, labels: { ...POOL, ...OPTED_IN } }]);
-  tenant = await namespaceUser(kubectl, NS, 'team-a-user');
-  const set = [`watchNamespace=${NS}`, `secretNamespaces={${NS}}`];
-  await chartAdmission(kubectl, 'pfjobs', NS, set);
-  const kubeconfig = await chartIdentity({ kubectl, release: 'pfjobs', namespace: NS, set, file: join(ours.info.dir, 'pfjobs.kubeconfig') });
-  controller = await startController(kubeconfig, ['--namespace', NS, '--watch-namespace', NS, '--leader-election-namespace', NS,
-    '--allowed-peer-origins', peer.info.server, '--peer-allowed-registries', ALLOWED_REGISTRY]);
+  ({ ours, peer, tenant, controller } = await tenantLending('pfjobs', NS, [{ name: 'gpu-1', gpus: 8, labels: { ...POOL, ...OPTED_IN } }], ['--peer-allowed-registries', ALLOWED_REGISTRY]));
 }, 240_000);
 
 afterAll(async () => {

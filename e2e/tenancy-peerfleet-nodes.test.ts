@@ -6,14 +6,10 @@
 // the mirrors tolerate the listed taint and nothing else. The controller
 // runs with the chart's RBAC and admission policy.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { join } from 'node:path';
 import type { ControlPlane } from './cluster/controlplane.js';
-import { createFakeNodes } from './cluster/kwok.js';
-import { startController, type ControllerProcess } from './support/controller.js';
-import { chartIdentity } from './support/helm.js';
+import type { ControllerProcess } from './support/controller.js';
 import { waitFor, type Kubectl } from './support/kube.js';
-import { fleetManifest, json, lendingNamespace, must, OPTED_IN, peerJob, QUEUE, startLendingClusters, apply } from './support/lending.js';
-import { chartAdmission, namespaceUser } from './support/tenancy.js';
+import { fleetManifest, json, must, OPTED_IN, peerJob, QUEUE, apply, tenantLending } from './support/lending.js';
 
 const NS = 'team-a';
 const POOL = { 'leasehold.dev/pool': 'gpu' };
@@ -24,25 +20,16 @@ let tenant: Kubectl;
 let controller: ControllerProcess;
 
 beforeAll(async () => {
-  const clusters = await startLendingClusters('pfnodes');
-  ({ ours, peer } = clusters);
-  await lendingNamespace(clusters, NS);
-  const kubectl: Kubectl = ours.kubectl.bind(ours);
-  await createFakeNodes(kubectl, [
+  ({ ours, peer, tenant, controller } = await tenantLending('pfnodes', NS, [
     { name: 'opted-in', gpus: 2, labels: { ...POOL, ...OPTED_IN } },
     { name: 'listed-taint', gpus: 2, labels: { ...POOL, ...OPTED_IN }, taints: [{ key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule' }] },
     { name: 'control-plane', gpus: 2, labels: { ...POOL, ...OPTED_IN, 'node-role.kubernetes.io/control-plane': '' } },
     { name: 'cordoned', gpus: 2, labels: { ...POOL, ...OPTED_IN } },
     { name: 'not-opted-in', gpus: 2, labels: POOL },
     { name: 'team-b', gpus: 2, labels: { ...POOL, ...OPTED_IN }, taints: [{ key: 'team-b/dedicated', value: 'true', effect: 'NoSchedule' }] },
-  ]);
-  await must(ours, ['cordon', 'cordoned']);
-  tenant = await namespaceUser(kubectl, NS, 'team-a-user');
-  const set = [`watchNamespace=${NS}`, `secretNamespaces={${NS}}`];
-  await chartAdmission(kubectl, 'pfnodes', NS, set);
-  const kubeconfig = await chartIdentity({ kubectl, release: 'pfnodes', namespace: NS, set, file: join(ours.info.dir, 'pfnodes.kubeconfig') });
-  controller = await startController(kubeconfig, ['--namespace', NS, '--watch-namespace', NS, '--leader-election-namespace', NS,
-    '--allowed-peer-origins', peer.info.server, '--peer-tolerate-taints', 'nvidia.com/gpu:NoSchedule']);
+  ], ['--peer-tolerate-taints', 'nvidia.com/gpu:NoSchedule'], async (cluster: ControlPlane) => {
+    await must(cluster, ['cordon', 'cordoned']);
+  }));
 }, 240_000);
 
 afterAll(async () => {

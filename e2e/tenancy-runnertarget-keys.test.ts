@@ -18,9 +18,9 @@ import { sshKeysOf, startGceEmulator, type EmulatedInstance, type GceEmulator } 
 import { startGitHubEmulator, type GitHubEmulator } from './fakes/github/server.js';
 import { freePort, SshdMachine } from './fakes/lambda/machine.js';
 import { startController, type ControllerProcess } from './support/controller.js';
-import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
-import { emulatorEndpointArgs, targetSpec, TEST_CHECK_INTERVAL_ARGS } from './support/runnertarget.js';
-import { chartInstall, makeTenant, type ChartInstall, type Tenant } from './support/tenancy.js';
+import { apply, getJSON, testKubectl, waitFor } from './support/kube.js';
+import { emulatorEndpointArgs, targetSecrets, targetSpec, TEST_CHECK_INTERVAL_ARGS } from './support/runnertarget.js';
+import { removeTwoTeams, twoTeams, type ChartInstall, type Tenant } from './support/tenancy.js';
 
 const kubectl = testKubectl();
 let gce: GceEmulator;
@@ -37,10 +37,6 @@ let victimVM: EmulatedInstance | undefined;
 
 const TARGET_LABEL = 'leasehold-runnertarget';
 const spec = () => targetSpec(gce, gh, 'app', { maxHosts: 1, floor: 1 });
-const secrets = async (ns: string) => {
-  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gh-token', namespace: ns }, stringData: { token: gh.token } }));
-  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
-};
 const vmOf = (target: string) => gce.instances().find((i) => i.labels[TARGET_LABEL] === target && i.status === 'RUNNING');
 const uidOf = async (ns: string, name: string) => (await getJSON(kubectl, ['runnertarget', name, '-n', ns]))?.metadata?.uid as string;
 const keySecret = (uid: string) => getJSON(kubectl, ['secret', targetKeySecretName(uid), '-n', install.ns]);
@@ -64,11 +60,7 @@ beforeAll(async () => {
   gh = await startGitHubEmulator();
   // The repository both pools follow, with a job waiting.
   gh.queueRun('app', [{ labels: ['self-hosted', 'linux'] }]);
-  victimNS = await freshNamespace(kubectl, 'rt-keys-victim');
-  tenant = await makeTenant(kubectl, 'rt-keys-tenant', 'team-keys');
-  await secrets(victimNS);
-  await secrets(tenant.ns);
-  install = await chartInstall(kubectl, 'rtkeys', [victimNS, tenant.ns]);
+  ({ victimNS, tenant, install } = await twoTeams(kubectl, 'rt-keys', 'team-keys', (ns) => targetSecrets(kubectl, ns, gce, gh)));
   controller = await startController(install.kubeconfig, ['--no-leader-elect', '--namespace', install.ns,
     '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01', '--runner-follow-up', '2s',
     ...emulatorEndpointArgs(gce, gh), ...TEST_CHECK_INTERVAL_ARGS]);
@@ -76,13 +68,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await controller?.stop();
-  await install?.remove();
-  for (const ns of [victimNS, tenant?.ns]) {
-    if (!ns) continue;
-    const names = ((await getJSON(kubectl, ['runnertargets', '-n', ns]))?.items ?? []).map((t: any) => t.metadata.name);
-    for (const n of names) await kubectl(['patch', 'runnertarget', n, '-n', ns, '--type=merge', '-p', '{"metadata":{"finalizers":null}}']);
-    await kubectl(['delete', 'namespace', ns, '--wait=false']);
-  }
+  await removeTwoTeams(kubectl, install && { victimNS, tenant, install }, 'runnertargets');
   await victimHost?.stop();
   await gce?.stop();
   await gh?.stop();

@@ -16,9 +16,9 @@ import { sshKeysOf, startGceEmulator, type GceEmulator } from './fakes/gce/serve
 import { startGitHubEmulator, type GitHubEmulator } from './fakes/github/server.js';
 import { freePort, SshdMachine } from './fakes/lambda/machine.js';
 import { startController, type ControllerProcess } from './support/controller.js';
-import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
-import { condition, emulatorEndpointArgs, targetSpec, TEST_CHECK_INTERVAL_ARGS } from './support/runnertarget.js';
-import { chartInstall, makeTenant, type ChartInstall, type Tenant } from './support/tenancy.js';
+import { apply, getJSON, testKubectl, waitFor } from './support/kube.js';
+import { condition, emulatorEndpointArgs, targetSecrets, targetSpec, TEST_CHECK_INTERVAL_ARGS } from './support/runnertarget.js';
+import { removeTwoTeams, twoTeams, type ChartInstall, type Tenant } from './support/tenancy.js';
 
 const kubectl = testKubectl();
 let gce: GceEmulator;
@@ -34,10 +34,6 @@ const PREFIX = 'shared';
 const spec = (repo: string, over: Record<string, unknown>) => {
   const base = targetSpec(gce, gh, repo, over) as any;
   return { ...base, gce: { ...base.gce, namePrefix: PREFIX } };
-};
-const secrets = async (ns: string) => {
-  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gh-token', namespace: ns }, stringData: { token: gh.token } }));
-  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
 };
 
 beforeAll(async () => {
@@ -55,11 +51,7 @@ beforeAll(async () => {
   // The victim's repository has a job waiting; the tenant's has one its runners could never take.
   gh.queueRun('victim-app', [{ labels: ['self-hosted', 'linux'] }]);
   gh.queueRun('tenant-app', [{ labels: ['self-hosted', 'no-such-label'] }]);
-  victimNS = await freshNamespace(kubectl, 'rt-runners-victim');
-  tenant = await makeTenant(kubectl, 'rt-runners-tenant', 'team-runners');
-  await secrets(victimNS);
-  await secrets(tenant.ns);
-  install = await chartInstall(kubectl, 'rtrun', [victimNS, tenant.ns]);
+  ({ victimNS, tenant, install } = await twoTeams(kubectl, 'rt-runners', 'team-runners', (ns) => targetSecrets(kubectl, ns, gce, gh)));
   controller = await startController(install.kubeconfig, ['--no-leader-elect', '--namespace', install.ns,
     '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01', '--runner-follow-up', '2s',
     ...emulatorEndpointArgs(gce, gh), ...TEST_CHECK_INTERVAL_ARGS]);
@@ -67,13 +59,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await controller?.stop();
-  await install?.remove();
-  for (const ns of [victimNS, tenant?.ns]) {
-    if (!ns) continue;
-    const names = ((await getJSON(kubectl, ['runnertargets', '-n', ns]))?.items ?? []).map((t: any) => t.metadata.name);
-    for (const n of names) await kubectl(['patch', 'runnertarget', n, '-n', ns, '--type=merge', '-p', '{"metadata":{"finalizers":null}}']);
-    await kubectl(['delete', 'namespace', ns, '--wait=false']);
-  }
+  await removeTwoTeams(kubectl, install && { victimNS, tenant, install }, 'runnertargets');
   await Promise.all(machines.map((m) => m.stop()));
   await gce?.stop();
   await gh?.stop();

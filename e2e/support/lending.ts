@@ -5,8 +5,12 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ControlPlane } from '../cluster/controlplane.js';
-import { KWOK_RUN_FOR_ENV } from '../cluster/kwok.js';
+import { createFakeNodes, KWOK_RUN_FOR_ENV, type FakeNode } from '../cluster/kwok.js';
 import { createPeerCredential, type PeerCredential } from '../cluster/peer.js';
+import { startController, type ControllerProcess } from './controller.js';
+import { chartIdentity } from './helm.js';
+import type { Kubectl } from './kube.js';
+import { chartAdmission, namespaceUser } from './tenancy.js';
 
 export const QUEUE = 'queue';
 
@@ -53,6 +57,36 @@ export async function lendingNamespace({ ours, peer, lender }: LendingClusters, 
   await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: name }, stringData: { token: lender.token } });
   const ca = await readFile(join(peer.info.dir, 'pki', 'ca.crt'), 'utf8');
   await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: name }, stringData: { 'ca.crt': ca } });
+}
+
+export interface TenantLending extends LendingClusters {
+  /** kubectl on our cluster as a namespace user with leasehold.dev "*" in the lending namespace only. */
+  tenant: Kubectl;
+  controller: ControllerProcess;
+  /** Starts the controller again as it was started (after the test stopped it). */
+  restartController(): Promise<ControllerProcess>;
+}
+
+/**
+ * Both clusters, a lending namespace `ns` with `nodes`, a namespace user
+ * there, and a controller serving `ns` with the chart's RBAC identity and
+ * admission policy for release `name`; `prepare` runs before the controller
+ * starts. The controller may send its token to the peer's API server only.
+ */
+export async function tenantLending(name: string, ns: string, nodes: FakeNode[], controllerArgs: string[] = [], prepare?: (ours: ControlPlane) => Promise<void>): Promise<TenantLending> {
+  const clusters = await startLendingClusters(name);
+  const { ours, peer } = clusters;
+  await lendingNamespace(clusters, ns);
+  const kubectl: Kubectl = ours.kubectl.bind(ours);
+  await createFakeNodes(kubectl, nodes);
+  await prepare?.(ours);
+  const tenant = await namespaceUser(kubectl, ns, `${ns}-user`);
+  const set = [`watchNamespace=${ns}`, `secretNamespaces={${ns}}`];
+  await chartAdmission(kubectl, name, ns, set);
+  const kubeconfig = await chartIdentity({ kubectl, release: name, namespace: ns, set, file: join(ours.info.dir, `${name}.kubeconfig`) });
+  const start = () => startController(kubeconfig, ['--namespace', ns, '--watch-namespace', ns, '--leader-election-namespace', ns,
+    '--allowed-peer-origins', peer.info.server, ...controllerArgs]);
+  return { ...clusters, tenant, controller: await start(), restartController: start };
 }
 
 export interface JobOptions {

@@ -124,6 +124,12 @@ export function emulatorEndpointArgs(gce: { url: string }, gh: { url: string }):
   return ['--allow-loopback-endpoints', '--allowed-github-endpoints', gh.url, '--allowed-gce-endpoints', gce.url];
 }
 
+/** The GitHub token and Compute Engine key Secrets `targetSpec` names, in `ns`. */
+export async function targetSecrets(kubectl: Kubectl, ns: string, gce: GceEmulator, gh: GitHubEmulator): Promise<void> {
+  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gh-token', namespace: ns }, stringData: { token: gh.token } }));
+  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
+}
+
 /**
  * Check intervals a tenth of what a spec says: the schema's shortest
  * checkInterval (30s) then checks every 3 s, so tests wait seconds.
@@ -274,8 +280,7 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
     }
   }, 50);
 
-  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gh-token', namespace: ns }, stringData: { token: gh.token } }));
-  await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
+  await targetSecrets(kubectl, ns, gce, gh);
   await pool.startController();
   return pool;
 }

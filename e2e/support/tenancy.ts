@@ -100,3 +100,36 @@ export async function chartInstall(kubectl: Kubectl, prefix: string, serves: str
     },
   };
 }
+
+export interface TwoTeams {
+  /** The namespace of a team the tenant attacks. */
+  victimNS: string;
+  tenant: Tenant;
+  /** One install serving both namespaces. */
+  install: ChartInstall;
+}
+
+/** A victim team's namespace and a tenant's, each prepared by `prepare` (their Secrets), served by one chart install. */
+export async function twoTeams(kubectl: Kubectl, prefix: string, user: string, prepare: (ns: string) => Promise<void>): Promise<TwoTeams> {
+  const victimNS = await freshNamespace(kubectl, `${prefix}-victim`);
+  const tenant = await makeTenant(kubectl, `${prefix}-tenant`, user);
+  await prepare(victimNS);
+  await prepare(tenant.ns);
+  const install = await chartInstall(kubectl, prefix.replace(/[^a-z0-9]/g, ''), [victimNS, tenant.ns]);
+  return { victimNS, tenant, install };
+}
+
+/**
+ * Removes both teams' namespaces and the install once the controller is
+ * stopped: the finalizers it would have removed from `resource` objects are
+ * stripped first, so the namespaces can go.
+ */
+export async function removeTwoTeams(kubectl: Kubectl, teams: TwoTeams | undefined, resource: string): Promise<void> {
+  if (!teams) return;
+  await teams.install.remove();
+  for (const ns of [teams.victimNS, teams.tenant.ns]) {
+    const r = await kubectl(['get', resource, '-n', ns, '-o', 'name']);
+    for (const name of r.stdout.split('\n').filter(Boolean)) await kubectl(['patch', name, '-n', ns, '--type=merge', '-p', '{"metadata":{"finalizers":null}}']);
+    await kubectl(['delete', 'namespace', ns, '--wait=false']);
+  }
+}
