@@ -9,15 +9,15 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { existsSync, readFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
-import { tmpdir, userInfo } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { JIT_CONFIG_PATH } from '../controllers/runnertarget/deliver.js';
 import { sshKeysOf, startGceEmulator, type GceEmulator } from './fakes/gce/server.js';
 import { startGitHubEmulator, type GitHubEmulator } from './fakes/github/server.js';
 import { freePort, SshdMachine } from './fakes/lambda/machine.js';
-import { startController, type ControllerProcess } from './support/controller.js';
+import type { ControllerProcess } from './support/controller.js';
 import { apply, getJSON, testKubectl, waitFor } from './support/kube.js';
-import { condition, emulatorEndpointArgs, targetSecrets, targetSpec, TEST_CHECK_INTERVAL_ARGS } from './support/runnertarget.js';
+import { condition, startEmulatedRunnerController, targetSecrets, targetSpec } from './support/runnertarget.js';
 import { removeTwoTeams, twoTeams, type ChartInstall, type Tenant } from './support/tenancy.js';
 
 const kubectl = testKubectl();
@@ -52,9 +52,7 @@ beforeAll(async () => {
   gh.queueRun('victim-app', [{ labels: ['self-hosted', 'linux'] }]);
   gh.queueRun('tenant-app', [{ labels: ['self-hosted', 'no-such-label'] }]);
   ({ victimNS, tenant, install } = await twoTeams(kubectl, 'rt-runners', 'team-runners', (ns) => targetSecrets(kubectl, ns, gce, gh)));
-  controller = await startController(install.kubeconfig, ['--no-leader-elect', '--namespace', install.ns,
-    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01', '--runner-follow-up', '2s',
-    ...emulatorEndpointArgs(gce, gh), ...TEST_CHECK_INTERVAL_ARGS]);
+  controller = await startEmulatedRunnerController(install.kubeconfig, install.ns, sshPort, gce, gh);
 }, 120_000);
 
 afterAll(async () => {

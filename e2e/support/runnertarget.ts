@@ -124,6 +124,17 @@ export function emulatorEndpointArgs(gce: { url: string }, gh: { url: string }):
   return ['--allow-loopback-endpoints', '--allowed-github-endpoints', gh.url, '--allowed-gce-endpoints', gce.url];
 }
 
+/**
+ * A controller with the rights `kubeconfig` gives, reaching hosts as this
+ * machine's user on `sshPort`, sending credentials to the emulators only,
+ * checking every few seconds.
+ */
+export function startEmulatedRunnerController(kubeconfig: string, namespace: string, sshPort: number, gce: GceEmulator, gh: GitHubEmulator): Promise<ControllerProcess> {
+  return startController(kubeconfig, ['--no-leader-elect', '--namespace', namespace,
+    '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01', '--runner-follow-up', '2s',
+    ...emulatorEndpointArgs(gce, gh), ...TEST_CHECK_INTERVAL_ARGS]);
+}
+
 /** The GitHub token and Compute Engine key Secrets `targetSpec` names, in `ns`. */
 export async function targetSecrets(kubectl: Kubectl, ns: string, gce: GceEmulator, gh: GitHubEmulator): Promise<void> {
   await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gh-token', namespace: ns }, stringData: { token: gh.token } }));
