@@ -107,13 +107,14 @@ export function ledgerMismatches(entries: readonly LedgerEntry[], peerJobs: read
 }
 
 /** The peer-record accounting with our ledger's totals and the differences beside it. */
-export function withLedger(acc: Accounting, entries: readonly LedgerEntry[], earlier: { gpuSeconds: number; jobs: number } | undefined, mismatches: readonly Mismatch[], pricePerGPUHour: number): Accounting {
+export function withLedger(acc: Accounting, entries: readonly LedgerEntry[], earlier: { gpuSeconds: number; jobs: number } | undefined, mismatches: readonly Mismatch[], pricePerGPUHour: number, listed = MISMATCHED_LISTED): Accounting {
   const gpuSeconds = entries.reduce((sum, e) => sum + entryGPUSeconds(e), earlier?.gpuSeconds ?? 0);
   const { mismatched: _m, mismatchedJobs: _l, ...rest } = acc;
   return {
     ...rest,
     ledger: { gpuSeconds, amountUSD: amountUSD(gpuSeconds, pricePerGPUHour), jobs: entries.length + (earlier?.jobs ?? 0) },
-    ...(mismatches.length > 0 ? { mismatched: mismatches.length, mismatchedJobs: mismatches.slice(0, MISMATCHED_LISTED).map((m) => ({ ...m, reason: m.reason.slice(0, 256) })) } : {}),
+    ...(mismatches.length > 0 ? { mismatched: mismatches.length } : {}),
+    ...(mismatches.length > 0 && listed > 0 ? { mismatchedJobs: mismatches.slice(0, listed).map((m) => ({ ...m, reason: m.reason.slice(0, 256) })) } : {}),
   };
 }
 

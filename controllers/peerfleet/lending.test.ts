@@ -252,6 +252,7 @@ describe('lendingPass', () => {
     expect(pass.ledger?.entries).toEqual([{ uid: UID(1), job: UID(1), node: 'gpu-1', gpus: 1, startedAt: '2026-12-03T09:30:00Z', completedAt: '2026-12-03T09:31:40Z' }]);
     expect(pass.accounting).toMatchObject({ gpuSeconds: 40, ledger: { gpuSeconds: 100, jobs: 1 }, mismatched: 1, mismatchedJobs: [{ uid: UID(1), ledgerGPUSeconds: 100, peerGPUSeconds: 40 }] });
     expect(pass.hosts[0]!.lent).toMatchObject({ gpuSeconds: 40, ledger: { gpuSeconds: 100 }, mismatched: 1 });
+    expect(pass.hosts[0]!.lent!.mismatchedJobs).toBeUndefined();
     expect(pass.notes).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'LedgerMismatch', standing: true, message: expect.stringContaining('status.accounting.ledger') }));
     // The mirror is gone and the peer deleted its Job: the ledger keeps the session, and the difference stands.
     const later = lendingPass(world({ fleet: { ...fleet(), status: { hosts: pass.hosts, ledger: pass.ledger! } }, peerJobs: [] }));

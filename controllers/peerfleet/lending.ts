@@ -293,7 +293,8 @@ export function lendingPass(world: FleetWorld): FleetPass {
       const own = entries.filter((e) => e.node === h.node);
       const peerSide = fromPeer.hosts.get(h.node);
       if (!peerSide && own.length === 0 && !earlier.some((t) => t.node === h.node)) continue;
-      h.lent = withLedger(peerSide ?? empty(), own, sum(earlier.filter((t) => t.node === h.node)), mismatches.filter((m) => m.node === h.node), spec.pricePerGPUHour);
+      // Per node the count only: status.accounting lists the Jobs, and a status with many nodes stays small.
+      h.lent = withLedger(peerSide ?? empty(), own, sum(earlier.filter((t) => t.node === h.node)), mismatches.filter((m) => m.node === h.node), spec.pricePerGPUHour, 0);
     }
     const byUID = new Map(entries.map((e) => [e.uid, e]));
     for (const m of mismatches) out.notes.push({ type: 'Warning', reason: 'LedgerMismatch', message: mismatchMessage(m, byUID.get(m.uid)!), standing: true });
