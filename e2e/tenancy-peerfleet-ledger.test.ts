@@ -3,8 +3,9 @@
 // Our PeerFleet keeps its own ledger from the mirror Jobs (what our cluster
 // saw run), shows it beside the peer's numbers, and flags a peer Job whose
 // record is gone or differs. A mirror that completes while the controller is
-// down is recorded once it is back, and only once. Chart RBAC and admission
-// policy in force.
+// down is recorded once it is back, and only once; the ledger lives in the
+// PeerFleet's status, which the chart's admission policy keeps the namespace
+// user from writing. Chart RBAC and admission policy in force.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ControlPlane } from './cluster/controlplane.js';
 import type { ControllerProcess } from './support/controller.js';
@@ -104,5 +105,12 @@ describe('our ledger of lent peer Jobs', () => {
     expect(warned[0].message).toMatch(new RegExp(`peer Job paid \\(uid ${paid}\\) ran on node gpu-1 .* but the peer Job is gone from the peer namespace`));
     await waitFor('the difference counted', async () => (await controller.metric('leasehold_peerfleet_ledger_mismatched_jobs', { peerfleet: 'fleet' })) === 1, 30_000, 500);
     expect(await controller.metric('leasehold_peerfleet_ledger_gpu_seconds', { peerfleet: 'fleet' })).toBe(status.accounting.ledger.gpuSeconds);
+  });
+
+  it('the namespace user cannot rewrite the ledger: PeerFleet status is the controller\'s alone', async () => {
+    const r = await tenant(['-n', NS, 'patch', 'peerfleet.leasehold.dev', 'fleet', '--subresource=status', '--type=merge', '-p', JSON.stringify({ status: { ledger: { entries: [] } } })]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/peerfleets\/status of leasehold.dev may be written only by the Leasehold controller/);
+    expect((await fleetStatus()).ledger.entries.map((e: { uid: string }) => e.uid)).toContain(paid);
   });
 });
