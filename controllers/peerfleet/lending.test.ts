@@ -244,6 +244,23 @@ describe('lendingPass', () => {
     expect(pass.hosts[0]!.lent).toMatchObject({ jobs: 2, gpuSeconds: 400 });
   });
 
+  it('records a completed mirror in our ledger in the pass that first sees it, and flags a peer record that differs from it', () => {
+    const done = mirror(1, 'gpu-1', COMPLETE);
+    // The peer shortened its record by a minute.
+    const edited = peerJob(1, { claimedBy: CLAIM(1, 'gpu-1'), status: { ...COMPLETE, completionTime: new Date('2026-12-03T09:30:40Z') } });
+    const pass = lendingPass(world({ mirrors: [done], peerJobs: [edited] }));
+    expect(pass.ledger?.entries).toEqual([{ uid: UID(1), job: UID(1), node: 'gpu-1', gpus: 1, startedAt: '2026-12-03T09:30:00Z', completedAt: '2026-12-03T09:31:40Z' }]);
+    expect(pass.accounting).toMatchObject({ gpuSeconds: 40, ledger: { gpuSeconds: 100, jobs: 1 }, mismatched: 1, mismatchedJobs: [{ uid: UID(1), ledgerGPUSeconds: 100, peerGPUSeconds: 40 }] });
+    expect(pass.hosts[0]!.lent).toMatchObject({ gpuSeconds: 40, ledger: { gpuSeconds: 100 }, mismatched: 1 });
+    expect(pass.hosts[0]!.lent!.mismatchedJobs).toBeUndefined();
+    expect(pass.notes).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'LedgerMismatch', standing: true, message: expect.stringContaining('status.accounting.ledger') }));
+    // The mirror is gone and the peer deleted its Job: the ledger keeps the session, and the difference stands.
+    const later = lendingPass(world({ fleet: { ...fleet(), status: { hosts: pass.hosts, ledger: pass.ledger! } }, peerJobs: [] }));
+    expect(later.ledger).toBe(pass.ledger);
+    expect(later.accounting).toMatchObject({ gpuSeconds: 0, ledger: { gpuSeconds: 100 }, mismatchedJobs: [{ reason: 'the peer Job is gone from the peer namespace' }] });
+    expect(later.hosts[0]!.lent).toMatchObject({ gpuSeconds: 0, ledger: { gpuSeconds: 100 }, mismatched: 1 });
+  });
+
   it('ends the session where the node is once its last mirror is gone, and gives the holder Lease up', () => {
     const lease: V1Lease = { metadata: { name: 'leasehold-peer-gpu-1' }, spec: { holderIdentity: 'lend/gpu', renewTime: new Date(NOW) as never, leaseDurationSeconds: 120 } };
     const pass = lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Draining', { session: { job: 'job-2', startedAt: LONG_AGO, drainReason: 'OurWorkRunning' } })]), pods: [ourPod('x', 'gpu-1')], holders: new Map([['gpu-1', lease]]), peerJobs: [] }));

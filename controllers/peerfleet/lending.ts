@@ -6,7 +6,7 @@
 // to date with a mirror first, then releases, then new claims (each claim
 // names the node and its session, written in the status before the claim).
 import type { V1Job, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
-import { durationMs, type Accounting, type PeerFleet, type PeerHostState } from '../../src/api/index.js';
+import { durationMs, MIN_POLL_INTERVAL_MS, type Accounting, type PeerFleet, type PeerHostState, type PeerLedger } from '../../src/api/index.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
 import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION, parseClaimant, type StatusWrite } from '../../src/providers/peerqueue/types.js';
 import { account } from './accounting.js';
@@ -19,6 +19,7 @@ import { restore, step, type HostEffect } from './machine.js';
 import { hostEvent } from './observe.js';
 import { recover } from './recovery.js';
 import type { Verdict } from './verdict.js';
+import { ledgerMismatches, mismatchMessage, recordLedger, withLedger } from './ledger.js';
 import { lostStatusWrite, peerStatusWrite } from './writeback.js';
 
 export type PeerHost = NonNullable<NonNullable<PeerFleet['status']>['hosts']>[number];
@@ -66,6 +67,8 @@ export interface FleetPass {
   summary: string;
   plan?: PlanStep[];
   accounting?: Accounting;
+  /** Our ledger with the mirrors that completed since the last pass. */
+  ledger?: PeerLedger;
   effects: LendEffect[];
   notes: HostNote[];
   drains: DrainReason[];
@@ -243,6 +246,11 @@ export function lendingPass(world: FleetWorld): FleetPass {
     if (host.session && max > 0) wake(Date.parse(host.session.startedAt) + max);
   }
 
+  // Recorded in the status this pass writes, before any effect: a mirror is
+  // deleted only after a pass that saw it complete wrote its entry.
+  const ledger = spec.dryRun ? fleet.status?.ledger : recordLedger(fleet.status?.ledger, mine);
+  if (ledger) out.ledger = ledger;
+
   // The peer's records are judged only from a complete list and while the
   // peer answers: a stale or partial view proves nothing.
   if (world.peerJobs !== undefined && world.verdict.ready && !spec.dryRun) {
@@ -272,12 +280,24 @@ export function lendingPass(world: FleetWorld): FleetPass {
         out.notes.push({ type: 'Warning', reason: 'MirrorLost', message: r.message });
       }
     }
-    const ledger = account(claims, spec.pricePerGPUHour, now);
-    out.accounting = ledger.total;
+    const fromPeer = account(claims, spec.pricePerGPUHour, now);
+    const entries = ledger?.entries ?? [];
+    // The write-back follows within a pass or two; a peer record still unfinished after that differs.
+    const grace = 2 * Math.max(MIN_POLL_INTERVAL_MS, durationMs(spec.pollInterval)) + 60_000;
+    const mismatches = ledgerMismatches(entries, world.peerJobs, now, grace);
+    const earlier = ledger?.earlier ?? [];
+    const sum = (list: readonly { gpuSeconds: number; jobs: number }[]) => list.length === 0 ? undefined : list.reduce((a, t) => ({ gpuSeconds: a.gpuSeconds + t.gpuSeconds, jobs: a.jobs + t.jobs }), { gpuSeconds: 0, jobs: 0 });
+    out.accounting = withLedger(fromPeer.total, entries, sum(earlier), mismatches, spec.pricePerGPUHour);
+    const empty = (): Accounting => ({ gpuSeconds: 0, amountUSD: 0, jobs: 0, unmeasured: 0, lastComputedAt: rfc3339(new Date(now)) });
     for (const h of out.hosts) {
-      const lent = ledger.hosts.get(h.node);
-      if (lent) h.lent = lent;
+      const own = entries.filter((e) => e.node === h.node);
+      const peerSide = fromPeer.hosts.get(h.node);
+      if (!peerSide && own.length === 0 && !earlier.some((t) => t.node === h.node)) continue;
+      // Per node the count only: status.accounting lists the Jobs, and a status with many nodes stays small.
+      h.lent = withLedger(peerSide ?? empty(), own, sum(earlier.filter((t) => t.node === h.node)), mismatches.filter((m) => m.node === h.node), spec.pricePerGPUHour, 0);
     }
+    const byUID = new Map(entries.map((e) => [e.uid, e]));
+    for (const m of mismatches) out.notes.push({ type: 'Warning', reason: 'LedgerMismatch', message: mismatchMessage(m, byUID.get(m.uid)!), standing: true });
   } else if (fleet.status?.accounting) {
     out.accounting = fleet.status.accounting;
   }

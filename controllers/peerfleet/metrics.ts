@@ -16,6 +16,9 @@ export class PeerFleetMetrics {
   readonly lentGPUSeconds: Gauge<Labels>;
   readonly lentAmount: Gauge<Labels>;
   readonly unmeasured: Gauge<Labels>;
+  readonly ledgerGPUSeconds: Gauge<Labels>;
+  readonly ledgerAmount: Gauge<Labels>;
+  readonly mismatched: Gauge<Labels>;
   readonly sessions: Counter<Labels>;
   readonly claims: Counter<Labels | 'outcome'>;
   readonly drains: Counter<Labels | 'reason'>;
@@ -48,6 +51,15 @@ export class PeerFleetMetrics {
     });
     this.unmeasured = gauge('leasehold_peerfleet_unmeasured_jobs', 'Peer Jobs our nodes ran whose records cannot be measured.', ['namespace', 'peerfleet'] as const, (g, f) => {
       if (f.status?.accounting) g.set(labelsOf(f), f.status.accounting.unmeasured ?? 0);
+    });
+    this.ledgerGPUSeconds = gauge('leasehold_peerfleet_ledger_gpu_seconds', 'GPU-seconds of peer Jobs our nodes ran, from our own ledger of the mirror Jobs.', ['namespace', 'peerfleet'] as const, (g, f) => {
+      if (f.status?.accounting?.ledger) g.set(labelsOf(f), f.status.accounting.ledger.gpuSeconds);
+    });
+    this.ledgerAmount = gauge('leasehold_peerfleet_ledger_amount_usd', 'US dollars by our own ledger: its GPU-seconds at pricePerGPUHour.', ['namespace', 'peerfleet'] as const, (g, f) => {
+      if (f.status?.accounting?.ledger) g.set(labelsOf(f), f.status.accounting.ledger.amountUSD);
+    });
+    this.mismatched = gauge('leasehold_peerfleet_ledger_mismatched_jobs', 'Peer Jobs whose record differs from our ledger, or is gone.', ['namespace', 'peerfleet'] as const, (g, f) => {
+      if (f.status?.accounting) g.set(labelsOf(f), f.status.accounting.mismatched ?? 0);
     });
     this.sessions = new Counter({ name: 'leasehold_peerfleet_sessions_total', help: 'Lending sessions started.', labelNames: ['namespace', 'peerfleet'] as const, registers });
     this.claims = new Counter({ name: 'leasehold_peerfleet_claims_total', help: 'Claims of peer Jobs, by outcome (claimed, conflict: another lender or the peer wrote first, refused: unsafe template).', labelNames: ['namespace', 'peerfleet', 'outcome'] as const, registers });

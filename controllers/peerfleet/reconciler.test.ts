@@ -278,6 +278,27 @@ describe('PeerFleetReconciler', () => {
       expect(h.order.filter((o) => o === 'start' || o === 'claim')).toEqual([]);
     });
 
+    it('writes a completed mirror into status.ledger, and raises LedgerMismatch once while the peer record stays gone', async () => {
+      const uid = '00000000-0000-4000-8000-000000000007';
+      const mirror = {
+        metadata: { name: `lh-peer-${uid}`, namespace: 'lend', labels: { 'leasehold.dev/peerfleet': 'gpu', 'leasehold.dev/node': 'gpu-1', 'leasehold.dev/peer-job-uid': uid }, annotations: { 'leasehold.dev/peer-job': 'queue/paid' } },
+        spec: { template: { spec: { containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } } },
+        status: { startTime: new Date('2026-11-30T10:00:00Z'), completionTime: new Date('2026-11-30T10:01:00Z'), conditions: [{ type: 'Complete', status: 'True' }] },
+      };
+      const h = lendingHarness(fleet({}, { hosts: [] }));
+      const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[]; world: () => Record<string, unknown> } } }).deps;
+      const world = deps.lending.world();
+      deps.lending.world = () => ({ ...world, mirrors: [mirror] });
+      deps.lending.peerJobs = () => [];
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.current!.status!.ledger!.entries).toEqual([{ uid, job: 'paid', node: 'gpu-1', gpus: 1, startedAt: '2026-11-30T10:00:00Z', completedAt: '2026-11-30T10:01:00Z' }]);
+      deps.lending.world = () => world;
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.current!.status!.ledger!.entries).toHaveLength(1);
+      expect(h.current!.status!.accounting).toMatchObject({ gpuSeconds: 0, ledger: { gpuSeconds: 60, jobs: 1 }, mismatched: 1 });
+      expect(h.events.filter((e) => e.reason === 'LedgerMismatch')).toHaveLength(1);
+    });
+
     it('a namespace not read yet lends nothing: the check fails closed', async () => {
       const h = lendingHarness(fleet({}, available), { podSecurity: undefined });
       await h.reconciler.reconcile('lend/gpu');

@@ -280,6 +280,7 @@ export class PeerFleetReconciler {
     if (pass) {
       status.hosts = pass.hosts;
       status.summary = pass.summary;
+      if (pass.ledger) status.ledger = pass.ledger;
       if (pass.plan) status.plan = pass.plan;
       else delete status.plan;
       const acc = pass.accounting;

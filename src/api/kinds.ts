@@ -152,6 +152,8 @@ export const KINDS: readonly KindDefinition[] = [
       { name: 'Earned', type: 'number', jsonPath: '.status.accounting.amountUSD', description: 'US dollars earned.' },
       age,
       { name: 'Verdict', type: 'string', jsonPath: '.status.verdict.code', description: 'Readiness verdict.', priority: 1 },
+      { name: 'Ledger-Earned', type: 'number', jsonPath: '.status.accounting.ledger.amountUSD', description: 'US dollars earned by our own ledger.', priority: 1 },
+      { name: 'Mismatched', type: 'integer', jsonPath: '.status.accounting.mismatched', description: 'Peer Jobs whose record differs from our ledger.', priority: 1 },
     ],
   },
   {

@@ -177,10 +177,67 @@ export const AccountingSchema = z
       .max(32)
       .optional()
       .describe('The first 32 unmeasured peer jobs, with why.'),
+    ledger: z
+      .object({
+        gpuSeconds: z.number().min(0).describe('GPU-seconds of the peer jobs our nodes ran, from our ledger (status.ledger).'),
+        amountUSD: usd('Those GPU-seconds at pricePerGPUHour, in US dollars.'),
+        jobs: count('Number of peer jobs our ledger holds.'),
+      })
+      .optional()
+      .describe('The same, from our own ledger of what our cluster saw run: the peer cannot edit or delete it.'),
+    mismatched: count('Number of peer jobs whose record differs from our ledger, or is gone.').optional(),
+    mismatchedJobs: z
+      .array(
+        z
+          .object({
+            job: z.string().max(253).describe('Name of the peer Job.'),
+            uid: z.string().max(36).describe('UID of the peer Job.'),
+            node: z.string().max(253).describe('Our node that ran it.'),
+            ledgerGPUSeconds: z.number().min(0).describe('GPU-seconds by our ledger.'),
+            peerGPUSeconds: z.number().min(0).optional().describe('GPU-seconds by the peer record; absent when the record is gone or cannot be measured.'),
+            reason: message('How the peer record differs, e.g. the Job is gone, or its completionTime is earlier than our mirror ended.', 256),
+          })
+          .describe('A peer job whose record differs from our ledger.'),
+      )
+      .max(32)
+      .optional()
+      .describe('The first 32 peer jobs whose record differs from our ledger, with how.'),
     lastComputedAt: timestamp('When the accounting was last computed.').optional(),
   })
-  .describe('What our nodes earned from the peer, computed from the peer records both sides read.');
+  .describe('What our nodes earned from the peer, computed from the peer records both sides read, checked against our own ledger.');
 export type Accounting = z.infer<typeof AccountingSchema>;
+
+export const LedgerEntrySchema = z
+  .object({
+    uid: z.string().max(36).describe('UID of the peer Job.'),
+    job: z.string().max(253).describe('Name of the peer Job.'),
+    node: z.string().max(253).describe('Our node that ran it.'),
+    gpus: z.number().min(0).describe('GPUs its mirror Job requested.'),
+    startedAt: timestamp('When its mirror Job started, by our cluster.'),
+    completedAt: timestamp('When its mirror Job completed, by our cluster.'),
+  })
+  .describe('One peer job our node ran to completion, as our cluster saw its mirror Job.');
+export type LedgerEntry = z.infer<typeof LedgerEntrySchema>;
+
+export const LedgerSchema = z
+  .object({
+    entries: z.array(LedgerEntrySchema).max(256).default([]).describe('The latest 256 peer jobs our nodes ran to completion, oldest first.'),
+    earlier: z
+      .array(
+        z
+          .object({
+            node: z.string().max(253).describe('Name of our node.'),
+            gpuSeconds: z.number().min(0).describe('GPU-seconds of its older peer jobs.'),
+            jobs: count('Number of its older peer jobs.'),
+          })
+          .describe('The totals of one node\'s peer jobs that left entries.'),
+      )
+      .max(1024)
+      .optional()
+      .describe('Per node, the totals of the peer jobs that no longer fit in entries.'),
+  })
+  .describe('Our own record of the peer jobs our nodes ran, written by the controller from the mirror Jobs alone, so that the peer editing or deleting its Job records shows as a difference in accounting.');
+export type PeerLedger = z.infer<typeof LedgerSchema>;
 
 export const PeerHostSchema = z
   .object({
@@ -218,6 +275,7 @@ export const PeerFleetStatusSchema = z
     summary: message('Host counts by state, e.g. "2 Lending, 1 Draining, 3 Available".', 256).optional(),
     hosts: z.array(PeerHostSchema).max(1024).optional().describe('Each node lendableNodes selects, and what it is doing.'),
     accounting: AccountingSchema.optional(),
+    ledger: LedgerSchema.optional(),
     plan: z.array(PlanStepSchema).max(1024).optional().describe('With spec.dryRun: what each node would do, and why. Absent otherwise.'),
   })
   .describe('The observed state of lending to the peer fleet.');

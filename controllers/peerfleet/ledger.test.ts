@@ -1,0 +1,95 @@
+import { describe, expect, it } from '@jest/globals';
+import type { V1Job, V1JobStatus } from '@kubernetes/client-node';
+import type { LedgerEntry, PeerLedger } from '../../src/api/index.js';
+import { ledgerEntry, ledgerMismatches, recordLedger, withLedger } from './ledger.js';
+
+const UID = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
+const T = (type: string) => ({ type, status: 'True' });
+const START = '2026-12-03T09:00:00Z';
+const END = '2026-12-03T09:10:00Z';
+const NOW = Date.parse('2026-12-03T10:00:00Z');
+const GRACE = 120_000;
+const complete = (start = START, end = END): V1JobStatus => ({ startTime: new Date(start), completionTime: new Date(end), conditions: [T('SuccessCriteriaMet'), T('Complete')] });
+
+const mirror = (n: number, status: V1JobStatus, gpus = '2', node = 'gpu-1'): V1Job => ({
+  metadata: {
+    name: `lh-peer-${UID(n)}`,
+    labels: { 'leasehold.dev/peerfleet': 'gpu', 'leasehold.dev/node': node, 'leasehold.dev/peer-job-uid': UID(n) },
+    annotations: { 'leasehold.dev/peer-job': `queue/job-${n}` },
+  },
+  spec: { template: { spec: { containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': gpus } } }] } } },
+  status,
+});
+const peer = (n: number, status: V1JobStatus, gpus = '2'): V1Job => ({
+  metadata: { name: `job-${n}`, uid: UID(n), annotations: { 'leasehold.dev/claimed-by': 'cluster1/lend.gpu/gpu-1' } },
+  spec: { template: { spec: { containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': gpus } } }] } } },
+  status,
+});
+const entry = (n: number, more: Partial<LedgerEntry> = {}): LedgerEntry => ({ uid: UID(n), job: `job-${n}`, node: 'gpu-1', gpus: 2, startedAt: START, completedAt: END, ...more });
+
+describe('ledgerEntry', () => {
+  it.each<[string, V1Job, LedgerEntry | undefined]>([
+    ['a complete mirror: our start and completion, node and GPUs', mirror(1, complete()), entry(1)],
+    ['still running: nothing yet', mirror(1, { startTime: new Date(START), active: 1 }), undefined],
+    ['failed: nothing (neither side bills a failed Job)', mirror(1, { startTime: new Date(START), conditions: [T('FailureTarget'), T('Failed')] }), undefined],
+    ['complete without completionTime: nothing', mirror(1, { startTime: new Date(START), conditions: [T('Complete')] }), undefined],
+    ['unreadable requests: nothing', mirror(1, complete(), 'two'), undefined],
+  ])('%s', (_name, m, want) => {
+    expect(ledgerEntry(m)).toEqual(want);
+  });
+});
+
+describe('recordLedger', () => {
+  it('records each completed mirror once, by peer Job UID, however often it is seen', () => {
+    const once = recordLedger(undefined, [mirror(1, complete()), mirror(2, { active: 1, startTime: new Date(START) })]);
+    expect(once).toEqual({ entries: [entry(1)] });
+    // A pass after a restart sees the same mirror again (and a duplicate of it): the ledger is unchanged, the same object.
+    expect(recordLedger(once, [mirror(1, complete()), mirror(1, complete())])).toBe(once);
+    // The mirror deleted after the write-back: the entry stays.
+    expect(recordLedger(once, [])).toBe(once);
+  });
+
+  it('folds the oldest entries into per-node totals past its bound, never one whose mirror still exists', () => {
+    const start: PeerLedger = { entries: [entry(1, { completedAt: '2026-12-03T09:01:00Z' }), entry(2, { node: 'gpu-2', completedAt: '2026-12-03T09:02:00Z' })] };
+    const next = recordLedger(start, [mirror(1, complete(START, '2026-12-03T09:01:00Z')), mirror(3, complete())], 2)!;
+    expect(next.entries.map((e) => e.uid)).toEqual([UID(1), UID(3)]);
+    expect(next.earlier).toEqual([{ node: 'gpu-2', gpuSeconds: 240, jobs: 1 }]);
+    const after = recordLedger(next, [mirror(4, complete())], 2)!;
+    expect(after.entries.map((e) => e.uid)).toEqual([UID(3), UID(4)]);
+    expect(after.earlier).toEqual([{ node: 'gpu-1', gpuSeconds: 120, jobs: 1 }, { node: 'gpu-2', gpuSeconds: 240, jobs: 1 }]);
+  });
+});
+
+describe('ledgerMismatches', () => {
+  it.each<[string, V1Job[], number, object[]]>([
+    ['the peer record agrees', [peer(1, complete())], NOW, []],
+    ['a second off agrees (both sides write whole seconds)', [peer(1, complete(START, '2026-12-03T09:10:01Z'))], NOW, []],
+    ['the peer deleted the Job', [], NOW, [{ uid: UID(1), ledgerGPUSeconds: 1200, reason: 'the peer Job is gone from the peer namespace' }]],
+    ['the peer moved completionTime earlier', [peer(1, complete(START, '2026-12-03T09:05:00Z'))], NOW,
+      [{ ledgerGPUSeconds: 1200, peerGPUSeconds: 600, reason: 'the peer record says 2 GPU from 2026-12-03T09:00:00Z to 2026-12-03T09:05:00Z; our mirror ran 2 GPU from 2026-12-03T09:00:00Z to 2026-12-03T09:10:00Z' }]],
+    ['the peer moved startTime later', [peer(1, complete('2026-12-03T09:09:00Z', END))], NOW, [{ peerGPUSeconds: 120 }]],
+    ['the peer lowered the GPUs', [peer(1, complete(), '1')], NOW, [{ peerGPUSeconds: 600 }]],
+    ['the peer marked it failed', [peer(1, { startTime: new Date(START), conditions: [T('Failed')] })], NOW, [{ reason: expect.stringContaining('cannot be measured: the Job failed') }]],
+    ['the write-back has not reached the peer yet: no difference within the grace', [peer(1, { startTime: new Date(START), active: 1 })], Date.parse(END) + GRACE, []],
+    ['still not Complete past the grace', [peer(1, { startTime: new Date(START), active: 1 })], Date.parse(END) + GRACE + 1, [{ reason: 'the peer Job is not Complete, though our mirror completed' }]],
+  ])('%s', (_name, peerJobs, now, want) => {
+    expect(ledgerMismatches([entry(1)], peerJobs, now, GRACE)).toEqual(want.map((w) => expect.objectContaining({ job: 'job-1', node: 'gpu-1', ...w })));
+  });
+});
+
+describe('withLedger', () => {
+  const acc = { gpuSeconds: 600, amountUSD: 0.333333, jobs: 1, unmeasured: 0 };
+  it('shows our ledger beside the peer records, with the difference', () => {
+    const mism = ledgerMismatches([entry(1)], [peer(1, complete(START, '2026-12-03T09:05:00Z'))], NOW, GRACE);
+    expect(withLedger(acc, [entry(1)], { gpuSeconds: 100, jobs: 2 }, mism, 2)).toMatchObject({
+      gpuSeconds: 600,
+      ledger: { gpuSeconds: 1300, amountUSD: 0.722222, jobs: 3 },
+      mismatched: 1,
+      mismatchedJobs: [{ job: 'job-1', uid: UID(1), ledgerGPUSeconds: 1200, peerGPUSeconds: 600 }],
+    });
+  });
+  it('no difference: no mismatch fields, and an old one is cleared', () => {
+    const out = withLedger({ ...acc, mismatched: 1, mismatchedJobs: [] }, [], undefined, [], 2);
+    expect(out).toEqual({ ...acc, ledger: { gpuSeconds: 0, amountUSD: 0, jobs: 0 } });
+  });
+});
