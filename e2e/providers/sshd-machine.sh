@@ -56,7 +56,20 @@ process_tree() {
   for child in $(pgrep -P "$1" 2>/dev/null || true); do process_tree "$child"; done
 }
 
-# Stops the sshd of machine directory $1, if one runs.
+# Every process a session on machine directory $1 started: sshd's SetEnv
+# gives each one the machine's LEASEHOLD_HOME. A session whose client hung up
+# (an agent install cancelled by a release) is no longer below the listener,
+# yet a real release ends it with the machine.
+session_processes() {
+  local want="LEASEHOLD_HOME=$1/home" pid
+  for pid in $(pgrep -u "$(id -u)" 2>/dev/null || true); do
+    [ "$pid" = "$$" ] && continue
+    if tr '\0' '\n' 2>/dev/null < "/proc/$pid/environ" | grep -qxF -- "$want"; then echo "$pid"; fi
+  done
+  return 0
+}
+
+# Stops the sshd of machine directory $1, if one runs, and what its sessions left running.
 stop_sshd() {
   local dir=$1 config=$1/sshd_config pid pids=() tree=() _
   pid=$(cat "$dir/sshd.pid" 2>/dev/null || true)
@@ -65,9 +78,9 @@ stop_sshd() {
   for pid in $(pgrep -f -- "$config" 2>/dev/null || true); do
     if is_our_sshd "$pid" "$config"; then pids+=("$pid"); fi
   done
-  [ ${#pids[@]} -gt 0 ] || return 0
-  mapfile -t pids < <(printf '%s\n' "${pids[@]}" | sort -un)
-  mapfile -t tree < <(for pid in "${pids[@]}"; do process_tree "$pid"; done | sort -un)
+  if [ ${#pids[@]} -gt 0 ]; then mapfile -t pids < <(printf '%s\n' "${pids[@]}" | sort -un); fi
+  mapfile -t tree < <({ for pid in "${pids[@]}"; do process_tree "$pid"; done; session_processes "$dir"; } | sort -un)
+  [ ${#tree[@]} -gt 0 ] || return 0
   log "stopping sshd ${pids[*]} of $dir"
   kill -TERM "${tree[@]}" 2>/dev/null || true
   for _ in $(seq 1 50); do
