@@ -4,6 +4,7 @@ import {
   KubeConfig,
   ServerConfiguration,
   createConfiguration,
+  type HttpLibrary,
   type RequestContext,
   type ResponseContext,
   type SecurityAuthentication,
@@ -13,7 +14,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Metrics } from './metrics.js';
 
-type ApiConstructor<T> = new (config: ReturnType<typeof createConfiguration>) => T;
+export type ApiConstructor<T> = new (config: ReturnType<typeof createConfiguration>) => T;
 
 export function loadKubeConfig(path?: string): KubeConfig {
   const kc = new KubeConfig();
@@ -29,11 +30,12 @@ export function loadKubeConfig(path?: string): KubeConfig {
  */
 export const IDLE_CONNECTION_MS = 60_000;
 
-export function makeCountingClient<T>(kc: KubeConfig, api: ApiConstructor<T>, metrics: Metrics, client = 'controller', idleConnectionMs = IDLE_CONNECTION_MS): T {
+export function makeCountingClient<T>(kc: KubeConfig, api: ApiConstructor<T>, metrics: Metrics, client = 'controller', idleConnectionMs = IDLE_CONNECTION_MS, httpApi?: HttpLibrary): T {
   const cluster = kc.getCurrentCluster();
   if (!cluster) throw new Error('kubeconfig has no current cluster: set current-context or pass --kubeconfig');
   const config = createConfiguration({
     baseServer: new ServerConfiguration(cluster.server, {}),
+    ...(httpApi ? { httpApi } : {}),
     authMethods: { default: reusingConnections(kc, idleConnectionMs) },
     promiseMiddleware: [
       {

@@ -1,7 +1,7 @@
 // API clients for one cluster: ours, from a kubeconfig, or another cluster
 // reached with a URL and a bearer token (a peer fleet's API server).
-import { BatchV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
-import { makeCountingClient } from './client.js';
+import { BatchV1Api, CoordinationV1Api, CoreV1Api, CustomObjectsApi, KubeConfig, type HttpLibrary } from '@kubernetes/client-node';
+import { IDLE_CONNECTION_MS, makeCountingClient, type ApiConstructor } from './client.js';
 import type { Metrics } from './metrics.js';
 
 export interface ClusterClients {
@@ -14,15 +14,20 @@ export interface ClusterClients {
   readonly custom: CustomObjectsApi;
 }
 
-/** Clients that count their requests under `client` in leasehold_kube_requests_total. */
-export function clusterClients(name: string, kubeConfig: KubeConfig, metrics: Metrics, client = 'controller'): ClusterClients {
+/**
+ * Clients that count their requests under `client` in
+ * leasehold_kube_requests_total. `httpApi` replaces client-node's own HTTP
+ * library (for another party's cluster: see boundedhttp.ts).
+ */
+export function clusterClients(name: string, kubeConfig: KubeConfig, metrics: Metrics, client = 'controller', httpApi?: HttpLibrary): ClusterClients {
+  const make = <T>(api: ApiConstructor<T>) => makeCountingClient(kubeConfig, api, metrics, client, IDLE_CONNECTION_MS, httpApi);
   return {
     name,
     kubeConfig,
-    core: makeCountingClient(kubeConfig, CoreV1Api, metrics, client),
-    coordination: makeCountingClient(kubeConfig, CoordinationV1Api, metrics, client),
-    batch: makeCountingClient(kubeConfig, BatchV1Api, metrics, client),
-    custom: makeCountingClient(kubeConfig, CustomObjectsApi, metrics, client),
+    core: make(CoreV1Api),
+    coordination: make(CoordinationV1Api),
+    batch: make(BatchV1Api),
+    custom: make(CustomObjectsApi),
   };
 }
 

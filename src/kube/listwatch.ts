@@ -226,7 +226,7 @@ export class KubeListWatch<T> implements ListWatchTransport<T> {
 }
 
 /** The whole body, or `tooLarge()` as soon as it passes `limit` bytes (the connection is then closed). */
-async function readBody(res: http.IncomingMessage, limit: number, tooLarge: () => Error): Promise<string> {
+export async function readBody(res: http.IncomingMessage, limit: number, tooLarge: () => Error): Promise<string> {
   const declared = Number(res.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) {
     res.destroy();

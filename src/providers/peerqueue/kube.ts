@@ -5,11 +5,14 @@
 // failure becomes a typed PeerQueueError, so that the verdict can tell a
 // refused token (fix the credential) from a peer that is down (wait) from an
 // origin or CA that is wrong (fix the spec).
-import { Observable, PatchStrategy, setHeaderOptions, type BatchV1Api, type ConfigurationOptions, type RequestContext, type ResponseContext, type V1Job } from '@kubernetes/client-node';
+import { Observable, PatchStrategy, ResponseContext, setHeaderOptions, type BatchV1Api, type ConfigurationOptions, type RequestContext, type V1Job } from '@kubernetes/client-node';
+import { BoundedAnswerError, boundedHttpLibrary } from '../../kube/boundedhttp.js';
 import { statusCode } from '../../kube/client.js';
 import { clusterClients, remoteKubeConfig, type RemoteCluster } from '../../kube/clients.js';
+import { DEFAULT_LIST_WATCH_LIMITS } from '../../kube/listwatch.js';
 import type { Metrics } from '../../kube/metrics.js';
 import { errorForStatus, errorForTransport, isPeerQueueError, PeerQueueError } from './errors.js';
+import { checkPeerJob } from './schema.js';
 import { CLAIMED_BY_ANNOTATION, LENDABLE_LABEL, REFUSED_ANNOTATION, type ClaimResult, type PeerQueue, type StatusWrite } from './types.js';
 
 /** How long one request to the peer may take before the peer counts as down. */
@@ -20,23 +23,31 @@ export interface KubePeerQueueOptions extends RemoteCluster {
   namespace: string;
   metrics: Metrics;
   timeoutMs?: number;
+  /** The most one answer from the peer may hold; default the informer's list page limit. */
+  answerBytes?: number;
 }
 
 export class KubePeerQueue implements PeerQueue {
   private readonly batch: BatchV1Api;
   private readonly timeoutMs: number;
+  private readonly metrics: Metrics;
+  private readonly cluster: string;
   readonly namespace: string;
 
   constructor(opts: KubePeerQueueOptions) {
     this.namespace = opts.namespace;
     this.timeoutMs = opts.timeoutMs ?? PEER_REQUEST_TIMEOUT_MS;
+    this.metrics = opts.metrics;
+    this.cluster = opts.name;
     let kubeConfig;
     try {
       kubeConfig = remoteKubeConfig(opts);
     } catch (err) {
       throw new PeerQueueError('Unreachable', `the origin ${opts.server} is not a usable URL: ${String(err)}`, 'config', { cause: err });
     }
-    this.batch = clusterClients(opts.name, kubeConfig, opts.metrics, 'peer').batch;
+    // The peer's API server is another party's: no redirect is followed with
+    // our token on it, and no answer is read past the limit.
+    this.batch = clusterClients(opts.name, kubeConfig, opts.metrics, 'peer', boundedHttpLibrary(opts.answerBytes ?? DEFAULT_LIST_WATCH_LIMITS.listBodyBytes)).batch;
   }
 
   /**
@@ -119,7 +130,7 @@ export class KubePeerQueue implements PeerQueue {
             ctx.setSignal(signal);
             return new Observable(Promise.resolve(ctx));
           },
-          post: (res: ResponseContext) => new Observable(Promise.resolve(res)),
+          post: (res: ResponseContext) => new Observable(this.checked(res)),
         },
       ],
       middlewareMergeStrategy: 'append',
@@ -131,6 +142,40 @@ export class KubePeerQueue implements PeerQueue {
       throw peerError(err);
     }
   }
+
+  /**
+   * The peer's answer checked before client-node reads it (its deserializer
+   * reshapes a wrongly typed field rather than refusing it): a listed Job that
+   * fails the peer Job check is left out, as the queue's informer leaves it
+   * out; a single Job that fails it is an error naming the field.
+   */
+  private async checked(res: ResponseContext): Promise<ResponseContext> {
+    if (res.httpStatusCode < 200 || res.httpStatusCode >= 300) return res;
+    let body: unknown;
+    try {
+      body = JSON.parse(await res.body.text());
+    } catch {
+      throw new PeerQueueError('Unknown', `the peer answered HTTP ${res.httpStatusCode} with a body that is not JSON`);
+    }
+    const o = (typeof body === 'object' && body !== null ? body : {}) as { kind?: unknown; items?: unknown };
+    const dropped = () => this.metrics.objectsDropped.inc({ cluster: this.cluster, reason: 'invalid_object' });
+    if (o.kind === 'Job') {
+      const bad = checkPeerJob(body);
+      if (!bad) return res;
+      dropped();
+      throw new PeerQueueError('Unknown', `the peer answered a Job that fails the check at ${bad.field}: ${bad.message}`);
+    }
+    if (o.kind !== 'JobList') return res;
+    if (!Array.isArray(o.items)) throw new PeerQueueError('Unknown', 'the peer answered a JobList whose items are not a list');
+    const items = o.items.filter((job) => {
+      const bad = checkPeerJob(job);
+      if (bad) dropped();
+      return !bad;
+    });
+    if (items.length === o.items.length) return res;
+    const text = JSON.stringify({ ...o, items });
+    return new ResponseContext(res.httpStatusCode, res.headers, { text: async () => text, binary: async () => Buffer.from(text) });
+  }
 }
 
 const finished = (job: V1Job) => (job.status?.conditions ?? []).some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True');
@@ -141,10 +186,23 @@ const mergePatch = (o: ConfigurationOptions) => setHeaderOptions('Content-Type',
 /** A client-node failure as a typed peer queue error. */
 export function peerError(err: unknown): PeerQueueError {
   if (isPeerQueueError(err)) return err;
+  const bounded = boundedCause(err);
+  // A redirect is the origin's fault (set it to the URL that answers); an
+  // answer past the limit is the peer's.
+  if (bounded) return new PeerQueueError(bounded.reason === 'redirect' ? 'Unreachable' : 'Unknown', bounded.message, bounded.reason === 'redirect' ? 'config' : undefined, { cause: err });
   const code = statusCode(err);
   if (code !== undefined) return errorForStatus(code, `HTTP ${code}${reasonOf(err)}`);
   const cause = transportCause(err);
   return errorForTransport(cause.code, cause.message, err);
+}
+
+function boundedCause(err: unknown): BoundedAnswerError | undefined {
+  let e: unknown = err;
+  for (let depth = 0; depth < 4 && e; depth++) {
+    if (e instanceof BoundedAnswerError) return e;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
 }
 
 function reasonOf(err: unknown): string {
