@@ -100,6 +100,7 @@ registerRunnerTargetController(mgr, {
   endpoints: {
     github: { allowed: flags.allowedGitHubEndpoints, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
     gce: { allowed: flags.allowedGceEndpoints, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
+    gceToken: { allowed: flags.allowedGceTokenEndpoints, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
   },
   settings: { window: sampleWindow(flags.runnerSampleWindowScale), busyLagMs: flags.runnerBusyLagMs, bootGraceMs: flags.runnerBootGraceMs },
   hostSSH: { user: flags.runnerSSHUser, port: flags.runnerSSHPort },

@@ -58,6 +58,7 @@ export interface ControllerFlags {
   /** Base URLs a RunnerTarget may send its GitHub credential to, and its Compute Engine credential to. */
   allowedGitHubEndpoints: string[];
   allowedGceEndpoints: string[];
+  allowedGceTokenEndpoints: string[];
   /** Peer API servers a PeerFleet may send its bearer token to; empty: none. */
   allowedPeerOrigins: string[];
   /** Plain http to loopback endpoints that are listed; for tests running emulators on this machine only. */
@@ -113,6 +114,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'runner-check-lease': { type: 'string', default: '30s' },
       'allowed-github-endpoints': { type: 'string', default: env.LEASEHOLD_ALLOWED_GITHUB_ENDPOINTS ?? 'https://api.github.com' },
       'allowed-gce-endpoints': { type: 'string', default: env.LEASEHOLD_ALLOWED_GCE_ENDPOINTS ?? 'https://compute.googleapis.com' },
+      'allowed-gce-token-endpoints': { type: 'string', default: env.LEASEHOLD_ALLOWED_GCE_TOKEN_ENDPOINTS ?? 'https://oauth2.googleapis.com/token' },
       'allowed-peer-origins': { type: 'string', default: env.LEASEHOLD_ALLOWED_PEER_ORIGINS ?? '' },
       'allow-loopback-endpoints': { type: 'boolean', default: false },
       'peer-tolerate-taints': { type: 'string', default: env.LEASEHOLD_PEER_TOLERATE_TAINTS ?? '' },
@@ -215,6 +217,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     runnerCheckLeaseMs: positive('runner-check-lease'),
     allowedGitHubEndpoints: endpoints('allowed-github-endpoints'),
     allowedGceEndpoints: endpoints('allowed-gce-endpoints'),
+    allowedGceTokenEndpoints: endpoints('allowed-gce-token-endpoints'),
     allowedPeerOrigins: endpoints('allowed-peer-origins'),
     allowLoopbackEndpoints: values['allow-loopback-endpoints'] === true,
     peerTolerateTaints: taintRules('peer-tolerate-taints'),

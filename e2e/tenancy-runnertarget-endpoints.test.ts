@@ -66,7 +66,7 @@ beforeAll(async () => {
   install = await chartInstall(kubectl, 'rtep', tenant.ns);
   // The admin listed the emulators and the redirecting server, never the tenant's server.
   controller = await startController(install.kubeconfig, ['--no-leader-elect', '--namespace', install.ns, '--watch-namespace', tenant.ns,
-    '--allow-loopback-endpoints', '--allowed-github-endpoints', `${gh.url},${redirectURL}`, '--allowed-gce-endpoints', `${gce.url},${redirectURL}`]);
+    '--allow-loopback-endpoints', '--allowed-github-endpoints', `${gh.url},${redirectURL}`, '--allowed-gce-endpoints', `${gce.url},${redirectURL}`, '--allowed-gce-token-endpoints', gce.tokenUrl]);
 }, 120_000);
 
 afterAll(async () => {
@@ -105,6 +105,16 @@ describe('a RunnerTarget written by a namespace user', () => {
     expect(heard).toHaveLength(0);
     // Refused before any call: not even the listed Compute Engine was asked for a token.
     expect(gce.requests.length).toBe(gceBefore);
+  });
+
+  it("stops with EndpointNotAllowed when the team's service account key names its own token endpoint, and the tenant server hears nothing", async () => {
+    // The key is the team's own, in their namespace; its token_uri is theirs to write too.
+    await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key-own-token', namespace: tenant.ns }, stringData: { 'key.json': JSON.stringify({ ...gce.serviceAccountKey, token_uri: `${tenantURL}/token` }) } }));
+    await target('own-token', { gce: { credentialsSecretRef: { name: 'gce-key-own-token', key: 'key.json' } } });
+    const c = await notReady('own-token', 'EndpointNotAllowed');
+    expect(c.message).toContain(`the token_uri of the key in spec.gce.credentialsSecretRef ${tenantURL}/token is not an endpoint the admin allowed`);
+    expect(c.message).toContain('runnerTarget.allowedEndpoints.gceToken');
+    expect(heard).toHaveLength(0);
   });
 
   it('never delivers a credential through a redirect from an allowed endpoint', async () => {

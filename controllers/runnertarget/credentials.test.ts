@@ -36,7 +36,7 @@ describe('TargetProviders: Compute Engine credentials', () => {
     throw new Error('expected a CredentialsError');
   };
   // The emulator and the endpoint a target chose in one test, both listed: these tests are about identities, not endpoints.
-  const endpoints = () => ({ github: { allowed: ['https://api.github.com'], allowLoopbackHTTP: true }, gce: { allowed: [g.url, 'https://compute.example.com'], allowLoopbackHTTP: true } });
+  const endpoints = () => ({ github: { allowed: ['https://api.github.com'], allowLoopbackHTTP: true }, gce: { allowed: [g.url, 'https://compute.example.com'], allowLoopbackHTTP: true }, gceToken: { allowed: [`${new URL(g.url).origin}/token`], allowLoopbackHTTP: true } });
   const metadata = () => ({ tokens: new MetadataTokenSource({ baseUrl: metadataBaseUrl({ GCE_METADATA_HOST: g.metadataHost }) }), endpoint: g.url });
 
   it('refuses a target without credentialsSecretRef while own identity is off, naming the field and the setting, before any request', async () => {

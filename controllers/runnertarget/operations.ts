@@ -6,7 +6,7 @@
 import { createHash } from 'node:crypto';
 import type { RunnerTarget } from '../../src/api/index.js';
 import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
-import { parseServiceAccountKey, type AccessTokens } from '../../src/providers/gce/auth.js';
+import { GOOGLE_TOKEN_URL, parseServiceAccountKey, type AccessTokens } from '../../src/providers/gce/auth.js';
 import { GceClient } from '../../src/providers/gce/client.js';
 import type { ComputeInstances, GceInstance } from '../../src/providers/gce/types.js';
 import type { GitHubCredentials } from '../../src/providers/github/auth.js';
@@ -15,7 +15,7 @@ import type { GitHubActions } from '../../src/providers/github/types.js';
 import { isPoolRunner, namePrefix, ownerLabels, ownsRunner } from './naming.js';
 import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from './observation.js';
 import { resolveRunnerGroup } from './runnergroup.js';
-import { endpointRefusal, type TargetEndpointPolicy } from './endpoints.js';
+import { endpointRefusal, tokenEndpointRefusal, type TargetEndpointPolicy } from './endpoints.js';
 import { TargetSpecError } from './specerror.js';
 
 export { TargetSpecError };
@@ -83,7 +83,7 @@ export class TargetProviders {
     if (kept?.fingerprint === fingerprint) return kept.clients;
     const onResult = (op: string, code: string) => this.opts.onResult?.('gce', op, code);
     const clients: TargetClients = {
-      gce: keyJson === undefined ? new GceClient({ tokens: own!.tokens, project: spec.gce.project, endpoint: own!.endpoint, onResult }) : keyClient(keyJson, spec.gce.project, spec.gce.endpoint, onResult),
+      gce: keyJson === undefined ? new GceClient({ tokens: own!.tokens, project: spec.gce.project, endpoint: own!.endpoint, onResult }) : keyClient(keyJson, spec.gce.project, spec.gce.endpoint, this.opts.endpoints, onResult),
       github: new GitHubClient({ org: spec.github.org, credentials: github, api: spec.github.apiURL, onResult: (op, code) => this.opts.onResult?.('github', op, code) }),
     };
     this.kept.set(key, { fingerprint, clients });
@@ -127,22 +127,25 @@ async function ownToken(tokens: AccessTokens): Promise<void> {
   }
 }
 
-function keyClient(keyJson: string, project: string, endpoint: string, onResult: (op: string, code: string) => void): GceClient {
+function keyClient(keyJson: string, project: string, endpoint: string, endpoints: TargetEndpointPolicy, onResult: (op: string, code: string) => void): GceClient {
   let parsed;
   try {
     parsed = parseServiceAccountKey(keyJson);
   } catch (err) {
     throw new CredentialsError(`spec.gce.credentialsSecretRef: ${(err as Error).message}`);
   }
-  // The key file names its token endpoint (token_uri), as google-auth-library reads it.
-  const tokenUrl = tokenUriOf(keyJson);
-  return new GceClient({ key: parsed, project, endpoint, ...(tokenUrl ? { tokenUrl } : {}), onResult });
+  // The key file names its token endpoint (token_uri), as google-auth-library
+  // reads it; whoever wrote the Secret chose it, so it is held to the admin's list.
+  const tokenUrl = tokenUriOf(keyJson) ?? GOOGLE_TOKEN_URL;
+  const refused = tokenEndpointRefusal(tokenUrl, endpoints);
+  if (refused) throw refused;
+  return new GceClient({ key: parsed, project, endpoint, tokenUrl, onResult });
 }
 
 function tokenUriOf(json: string): string | undefined {
   try {
     const uri = (JSON.parse(json) as { token_uri?: unknown }).token_uri;
-    return typeof uri === 'string' && /^https?:\/\//.test(uri) ? uri : undefined;
+    return typeof uri === 'string' && uri !== '' ? uri : undefined;
   } catch {
     return undefined;
   }

@@ -120,8 +120,8 @@ export function targetSpec(gce: GceEmulator, gh: GitHubEmulator, repo: string, o
  * loopback http allowed for tests, and the emulators' URLs in the allow-lists
  * (the controller's defaults list only the public endpoints).
  */
-export function emulatorEndpointArgs(gce: { url: string }, gh: { url: string }): string[] {
-  return ['--allow-loopback-endpoints', '--allowed-github-endpoints', gh.url, '--allowed-gce-endpoints', gce.url];
+export function emulatorEndpointArgs(gce: { url: string; tokenUrl: string }, gh: { url: string }): string[] {
+  return ['--allow-loopback-endpoints', '--allowed-github-endpoints', gh.url, '--allowed-gce-endpoints', gce.url, '--allowed-gce-token-endpoints', gce.tokenUrl];
 }
 
 /**
