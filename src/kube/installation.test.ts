@@ -58,6 +58,28 @@ describe('installation ID', () => {
     await expect(loadOrCreateInstallationID(s.api, 'ns')).resolves.toBe('replica1');
   });
 
+  it('on the legacy Secret, is the one another replica created between this replica\'s two reads', async () => {
+    const s = store();
+    const api = s.api as unknown as { readNamespacedSecret: (a: { namespace: string; name: string }) => Promise<unknown> };
+    const read = api.readNamespacedSecret;
+    let reads = 0;
+    // The other replica's create lands after this one found no Secret and before it looks again.
+    api.readNamespacedSecret = async (a) => {
+      if (++reads === 2) {
+        s.secrets.set('ns/leasehold-installation', { id: b64('replica1') });
+        s.annotations.set('ns/leasehold-installation', { 'leasehold.dev/installation': 'leasehold-installation' });
+      }
+      return read(a);
+    };
+    await expect(loadOrCreateInstallationID(s.api, 'ns')).resolves.toBe('replica1');
+  });
+
+  it('on the legacy Secret, agrees between two replicas starting at once', async () => {
+    const s = store();
+    const [a, b] = await Promise.all([loadOrCreateInstallationID(s.api, 'ns'), loadOrCreateInstallationID(s.api, 'ns')]);
+    expect(a).toBe(b);
+  });
+
   it('differs between installations in different namespaces', async () => {
     const s = store();
     expect(await loadOrCreateInstallationID(s.api, 'staging')).not.toBe(await loadOrCreateInstallationID(s.api, 'prod'));

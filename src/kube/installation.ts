@@ -52,7 +52,10 @@ export async function loadOrCreateInstallation(core: SecretApi, namespace: strin
     // A controller still on the legacy Secret claims it too, so that no release upgraded beside it inherits the same ID.
     const legacy = await claimLegacy(core, namespace, name);
     if (legacy) return legacy;
-    if (await read(core, namespace, name)) {
+    const existing = await read(core, namespace, name);
+    // A replica of this release may have created it since claimLegacy looked.
+    if (existing?.metadata?.annotations?.[INSTALLATION_ANNOTATION] === name) return decode(existing, `${namespace}/${name}`);
+    if (existing) {
       throw new InstallationIDError(`Secret ${namespace}/${name} holds the ID another release inherited (annotation ${INSTALLATION_ANNOTATION}); give this controller its own with --installation-secret`);
     }
   } else {
