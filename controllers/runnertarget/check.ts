@@ -21,7 +21,7 @@ import { planCheck, plannedStatus, type CheckPlan, type PlanEvent } from './plan
 import { receiptFor, settled, withReceipt } from './receipts.js';
 import type { RunnerTargetDeps } from './reconciler.js';
 import { sampleTiming } from './sample.js';
-import { poolGone, teardownPlan, teardownSpec } from './teardown.js';
+import { abandonLaunches, poolGone, teardownPlan, teardownSpec } from './teardown.js';
 import { afterDeregister } from './scaledown.js';
 import type { HeldLease } from './checklease.js';
 
@@ -92,7 +92,7 @@ export class CheckRun {
       await this.releaseLease();
     }
     this.deps.metrics?.check(this.target, this.last.state);
-    const gone = (this.last.state === 'Done' || this.last.state === 'DryRun') && this.observation !== undefined && poolGone(this.observation);
+    const gone = (this.last.state === 'Done' || this.last.state === 'DryRun') && this.observation !== undefined && poolGone(this.observation, this.status.receipts);
     return { state: this.last.state, poolGone: gone, target: this.target, ...(this.retryAfterMs !== undefined ? { retryAfterMs: this.retryAfterMs } : {}) };
   }
 
@@ -171,10 +171,17 @@ export class CheckRun {
   private async makePlan(): Promise<CheckEvent> {
     const { metadata, spec } = this.target;
     const deleting = !!metadata?.deletionTimestamp;
+    let abandoned: PlanEvent[] = [];
+    if (deleting) {
+      // Settled before planning, so that the plan drains or deletes these hosts; written with the plan's status.
+      const a = abandonLaunches(this.status.receipts, this.observation!, new Date(metadata!.deletionTimestamp as unknown as string | Date).getTime());
+      this.status = { ...this.status, receipts: a.receipts };
+      abandoned = a.events;
+    }
     const planned = planCheck({ name: metadata!.name!, spec: deleting ? teardownSpec(spec) : spec, status: this.status, observation: this.observation!, settings: this.deps.settings });
     this.plan = deleting ? teardownPlan(planned, this.observation!) : planned;
     // What the check found (a preempted host, an orphan VM, a tier change), said before anything is done about it.
-    for (const e of this.plan.events) await this.event(e);
+    for (const e of [...abandoned, ...this.plan.events]) await this.event(e);
     // A dry run leaves the preempted host in status, so the next one would count it again.
     if (!spec.dryRun) this.deps.metrics?.found(this.target, this.plan.events);
     return { type: 'PLANNED', changes: this.plan.changes.length, message: this.plan.plan.reason };
