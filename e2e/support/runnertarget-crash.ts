@@ -100,7 +100,11 @@ export async function startRunnerTargetWorld(prefix: string): Promise<RunnerTarg
       const file = join(m.home, JIT_CONFIG_PATH);
       if (started.has(name) || runnerHolds.has(targetOf.get(name) ?? '') || !existsSync(file)) continue;
       started.add(name);
-      gh.startRunner(readFileSync(file, 'utf8'));
+      try {
+        gh.startRunner(readFileSync(file, 'utf8'));
+      } catch {
+        // The registration was removed before the runner started: a real runner fails to connect and stays down.
+      }
     }
   }, 100);
   const ns = await freshNamespace(kubectl, prefix);
