@@ -92,6 +92,19 @@ describe('observeMachine', () => {
     });
   });
 
+  describe('activity annotated while the latest check had failed', () => {
+    const readyCondition = (status: 'True' | 'False', reason: string, since: string) => [{ type: 'Ready', status, reason, message: '', lastTransitionTime: since }];
+    const idle = { ...ready, phase: 'Idle' as const, idleSince: at(-60_000) };
+    it.each<[string, object, string, string]>([
+      ['the check succeeds again: the annotation written meanwhile renews nothing', { ...idle, conditions: readyCondition('False', 'MachineUnreachable', at(-50_000)) }, at(-10_000), 'IDLE'],
+      ['a later check: still nothing', { ...idle, conditions: readyCondition('True', 'MachineIdle', at(-5_000)) }, at(-10_000), 'IDLE'],
+      ['activity annotated after the Lease was usable again counts', { ...idle, conditions: readyCondition('True', 'MachineIdle', at(-5_000)) }, at(-2_000), 'BUSY'],
+      ['activity on a Lease usable since it became Ready counts', { ...idle, conditions: readyCondition('True', 'MachineIdle', at(-120_000)) }, at(-10_000), 'BUSY'],
+    ])('%s', (_name, status, time, type) => {
+      expect(observeMachine(input(annotated(time, status), ok(0)), 'Idle').event).toMatchObject({ type });
+    });
+  });
+
   it('an Idle Lease keeps the time it went idle', () => {
     const idle = leaseWith({ ...ready, phase: 'Idle', idleSince: at(-60_000) });
     expect(observeMachine(input(idle, ok(0)), 'Idle')).toMatchObject({ status: { idleSince: at(-60_000) } });

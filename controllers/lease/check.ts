@@ -4,7 +4,7 @@
 import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../src/api/index.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
 import type { MachineCheck } from './driver.js';
-import type { CheckFailure, Phase } from './machine.js';
+import { isCheckFailure, type CheckFailure, type Phase } from './machine.js';
 import { doneOf, waiting, type Observation, type PhaseInput } from './observation.js';
 import { checkInputsOf } from './status.js';
 import { ACTIVITY_ANNOTATION, annotatedActivity, lastActivity, nextCheckIn, verdict } from './timing.js';
@@ -44,7 +44,7 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
   const raw = (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION];
   // The annotation as it stood at the last check (plans are kept in memory:
   // after a restart a future time counts once more, never more often).
-  const annotated = annotatedActivity(raw, at, input.plan?.inputs === inputs);
+  const annotated = countable(annotatedActivity(raw, at, input.plan?.inputs === inputs), st);
   const recorded = lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt });
   const last = Math.max(recorded, annotated?.at ?? 0, busy ? at : 0);
   const v = verdict({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
@@ -77,6 +77,18 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
     // A future time annotated in the second the Lease turned Ready adds no activity, but is still reported.
     ...(notice ? { notice } : {}),
   };
+}
+
+/**
+ * Activity annotated while the latest check had failed renews nothing, not
+ * even once a check succeeds again: only a time from when the Lease last
+ * became usable (its Ready condition turned True) on counts.
+ */
+function countable(annotated: { at: number; future: boolean } | undefined, st: LeaseStatus): { at: number; future: boolean } | undefined {
+  const ready = st.conditions?.find((c) => c.type === 'Ready');
+  if (!annotated || !ready) return annotated;
+  if (ready.status !== 'True') return isCheckFailure(ready.reason) ? undefined : annotated;
+  return annotated.at >= (Date.parse(ready.lastTransitionTime) || 0) ? annotated : undefined;
 }
 
 /**
