@@ -6,6 +6,8 @@ import { EXIT, pendingExitCode } from './exit-codes.js';
 import { keyInstalled, unusable } from './lease-use.js';
 import type { DeviceKey } from './device-key.js';
 
+const failedCheck = (reason: string) => [{ type: 'Ready', status: 'False', reason, message: 'the machine could not be reached: timeout', lastTransitionTime: '2026-01-03T00:00:00Z' }];
+
 const lease = (name: string, where: string, status: Record<string, unknown>, extra: Partial<Lease['metadata'] & { offer: string }> = {}): Lease =>
   ({ metadata: { name, namespace: 'ml', ...extra }, spec: { where, sshKeys: [], ...(extra.offer ? { offer: extra.offer } : {}) }, status }) as unknown as Lease;
 
@@ -28,6 +30,8 @@ describe('which Lease a run reuses', () => {
     lease('pending', 'cpus>=1', { phase: 'Pending' }),
     lease('other', 'gpu', { phase: 'Ready' }),
     lease('offered', 'arch=arm64', { phase: 'Launching', offer: 'arm' }),
+    lease('unreachable', 'cpus>=1', { phase: 'Idle', lastActivityAt: '2026-01-03T00:00:00Z', conditions: failedCheck('MachineUnreachable') }),
+    lease('mismatched', 'gpus>=2', { phase: 'Idle', conditions: failedCheck('FactsMismatch') }),
   ];
   it.each([
     ['cpus>=1', undefined, 'recent'],
@@ -35,6 +39,7 @@ describe('which Lease a run reuses', () => {
     ['arch=arm64', 'arm', 'offered'],
     ['gpus>=1', undefined, 'other'],
     ['cpus>=2', undefined, undefined],
+    ['gpus>=2', undefined, undefined],
   ])('--where %s --offer %s reuses %s', (where, offer, want) => {
     expect(reusable(leases, where, offer)?.metadata?.name).toBe(want);
   });
@@ -67,6 +72,7 @@ describe('when a Lease is usable by this device', () => {
     ['not yet installed (the hash is of the keys before)', withKeys([other, key.publicKey], { phase: 'Ready', installedKeysHash: sshKeysHash([other]) }), false],
     ['not in spec.sshKeys', withKeys([other], { phase: 'Ready', installedKeysHash: sshKeysHash([other]) }), false],
     ['still launching', withKeys([key.publicKey], { phase: 'Launching', installedKeysHash: sshKeysHash([key.publicKey]) }), false],
+    ['installed, but the latest check failed', withKeys([key.publicKey], { phase: 'Idle', installedKeysHash: sshKeysHash([key.publicKey]), conditions: failedCheck('MachineUnreachable') }), false],
   ])('%s: %p', (_, l, want) => {
     expect(keyInstalled(l, key)).toBe(want);
   });
@@ -80,6 +86,8 @@ describe('when a Lease is usable by this device', () => {
     [{ phase: 'Failed', reason: 'FactsMismatch', message: 'no GPU' }, {}, /Failed \(FactsMismatch: no GPU\)/],
     [{ phase: 'Ready' }, { deletionTimestamp: '2026-03-01T00:00:00Z' }, /being deleted/],
     [{ phase: 'Launching' }, {}, /is Launching, not Ready/],
+    [{ phase: 'Idle', conditions: failedCheck('MachineUnreachable') }, {}, /^Lease l failed its latest check \(MachineUnreachable\): the machine could not be reached: timeout$/],
+    [{ phase: 'Idle', conditions: failedCheck('FactsMismatch') }, {}, /failed its latest check \(FactsMismatch\)/],
   ])('status %j, metadata %j: %p', (status, meta, want) => {
     const got = unusable(lease('l', 'gpu', status, meta as never), now);
     if (want === undefined) expect(got).toBeUndefined();

@@ -13,6 +13,7 @@ import { statusCode } from '../src/kube/client.js';
 import type { DeviceKey } from './device-key.js';
 import { EXIT, ExitError, pendingExitCode } from './exit-codes.js';
 import { answerLost, type LeaseAPI } from './kube.js';
+import { failedCheckOf } from '../controllers/lease/status.js';
 import { addDeviceKey, keyInstalled, nameOf, unusable, updateLease } from './lease-use.js';
 import { span, type Progress } from './output.js';
 
@@ -31,13 +32,17 @@ export function canonicalWhere(raw: string): string | undefined {
   return formatWhere(value).toLowerCase();
 }
 
-/** The Lease a run reuses: a Ready, Idle or Launching one that asks for the same where (and Offer, when named); Ready first, then the most recently active. */
+/**
+ * The Lease a run reuses: a Ready, Idle or Launching one that asks for the
+ * same where (and Offer, when named), and whose latest check did not fail;
+ * Ready first, then the most recently active.
+ */
 export function reusable(leases: readonly Lease[], where: string, offer: string | undefined): Lease | undefined {
   const want = canonicalWhere(where);
   const rank = (l: Lease) => (l.status?.phase === 'Launching' ? 1 : 0);
   const active = (l: Lease) => Date.parse(l.status?.lastActivityAt ?? l.status?.readyAt ?? '') || 0;
   return leases
-    .filter((l) => !l.metadata?.deletionTimestamp && ['Ready', 'Idle', 'Launching'].includes(l.status?.phase ?? ''))
+    .filter((l) => !l.metadata?.deletionTimestamp && ['Ready', 'Idle', 'Launching'].includes(l.status?.phase ?? '') && !failedCheckOf(l))
     .filter((l) => canonicalWhere(l.spec.where) === want && (offer === undefined || l.spec.offer === offer || l.status?.offer === offer))
     .sort((a, b) => rank(a) - rank(b) || active(b) - active(a))[0];
 }
@@ -136,6 +141,9 @@ export async function waitUsable(w: Waiting, lease: Lease, key: DeviceKey, creat
         throw new ExitError(`Lease ${nameOf(current)} cannot be scheduled (${st.reason}): ${st.message ?? ''}${withdrawn ? '; withdrew it' : ''}`, refused);
       }
       if (st.phase === 'Ready' || st.phase === 'Idle') {
+        // A machine whose latest check failed is not run on, even by name: say why rather than wait on it.
+        const failed = failedCheckOf(current);
+        if (failed) throw new ExitError(unusable(current, Date.now())!, EXIT.leaseUnusable);
         current = await addDeviceKey(w.api, current, key);
       } else if (st.phase === 'Pending' || st.phase === 'Launching' || st.phase === undefined) {
         if (!joined) {

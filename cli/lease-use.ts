@@ -4,6 +4,7 @@
 // was decided on; a conflict means "look again", never "write anyway".
 import { MAX_SSH_KEYS, sshKeysHash, type Lease } from '../src/api/lease.js';
 import { statusCode } from '../src/kube/client.js';
+import { failedCheckOf } from '../controllers/lease/status.js';
 import { ACTIVITY_ANNOTATION } from '../controllers/lease/timing.js';
 import { keyID, type DeviceKey } from './device-key.js';
 import { EXIT, ExitError } from './exit-codes.js';
@@ -52,10 +53,10 @@ export function addDeviceKey(api: LeaseAPI, lease: Lease, key: DeviceKey): Promi
 /** Whether the controller has installed exactly the keys spec.sshKeys lists now, this device's among them, on a machine it reports usable. */
 export function keyInstalled(lease: Lease, key: DeviceKey): boolean {
   const st = lease.status ?? {};
-  return (st.phase === 'Ready' || st.phase === 'Idle') && hasKey(lease, key) && st.installedKeysHash === sshKeysHash(lease.spec.sshKeys ?? []);
+  return (st.phase === 'Ready' || st.phase === 'Idle') && !failedCheckOf(lease) && hasKey(lease, key) && st.installedKeysHash === sshKeysHash(lease.spec.sshKeys ?? []);
 }
 
-/** Why the Lease can no longer be run on, or undefined while it can (Ready or Idle, not deleted, before its lifetime ends). */
+/** Why the Lease cannot be run on now, or undefined while it can (Ready or Idle, its latest check passed, not deleted, before its lifetime ends). */
 export function unusable(lease: Lease, now: number): string | undefined {
   const st = lease.status ?? {};
   const name = nameOf(lease);
@@ -67,6 +68,8 @@ export function unusable(lease: Lease, now: number): string | undefined {
   const expires = Date.parse(st.expiresAt ?? '');
   if (Number.isFinite(expires) && now >= expires) return `Lease ${name} reached its maxLifetime at ${st.expiresAt}`;
   if (st.phase !== 'Ready' && st.phase !== 'Idle') return `Lease ${name} is ${st.phase ?? 'not scheduled yet'}, not Ready`;
+  const failed = failedCheckOf(lease);
+  if (failed) return `Lease ${name} failed its latest check (${failed.reason}): ${failed.message}`;
   return undefined;
 }
 

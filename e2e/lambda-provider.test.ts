@@ -109,6 +109,17 @@ describe('LambdaProvider.launch', () => {
     expect(emu.launches).toEqual([]);
   });
 
+  it('refuses with the dearer type when the launch itself is answered no capacity in every wanted region, renting nothing dearer', async () => {
+    // The listing still shows capacity for gpu_1x_a10: only the launch says otherwise.
+    emu.fault({ op: 'launch', mode: 'status', status: 400, code: 'instance-operations/launch/insufficient-capacity', times: 2 });
+    const err = await failure(provider({ maxPricePerHour: 2, regions: ['us-east-1', 'us-west-1'] }).launch(req()));
+    expect(isProviderError(err, 'OverPriceCap')).toBe(true);
+    expect(isProviderError(err) && err.nothingMade).toBe(true);
+    expect(String(err)).toContain('gpu_8x_h100 has capacity but is listed at $23.92/h, above the cap of $2.00/h; raise spec.lambda.maxPricePerHour');
+    expect(emu.requests.filter((r) => r.path.endsWith('/instance-operations/launch')).length).toBe(2);
+    expect(live()).toEqual([]);
+  });
+
   it('names no dearer type outside spec.lambda.instanceTypes or what the Lease needs', async () => {
     emu.setCapacity('gpu_1x_a10', []);
     const outside = await failure(provider({ maxPricePerHour: 2, instanceTypes: ['gpu_1x_a10'] }).launch(req()));

@@ -207,6 +207,29 @@ describe('Lambda offers against the API emulator', () => {
     await gone('sold-out');
   });
 
+  it('waits OverPriceCap, renting nothing dearer, when the launch itself is answered no capacity and only a dear type could serve', async () => {
+    emu.setCatalog([small('cpu_1x_tight', 30, ['us-east-1']), small('cpu_1x_spare', 1500, ['us-east-1'])]);
+    const { offer, apiKey } = await lambdaOffer('refused', { regions: ['us-east-1'] });
+    await listed(offer);
+    // The listing keeps showing capacity for the cheap type: only its launch says otherwise.
+    emu.fault({ op: 'launch', mode: 'status', status: 400, code: 'instance-operations/launch/insufficient-capacity', apiKey, times: 10 });
+    await lease('refused', 'cpus>=1', offer);
+    const st = await waitFor('refused back to Pending', async () => {
+      const s = await status('refused');
+      if (s?.phase === 'Failed') throw new Error(`refused failed: ${s.reason}: ${s.message}`);
+      return s?.phase === 'Pending' && s.reason === 'OverPriceCap' && s.launch ? s : undefined;
+    }, 60_000);
+    expect(st.message).toContain('no capacity for cpu_1x_tight in us-east-1');
+    expect(st.message).toContain('cpu_1x_spare has capacity but is listed at $15.00/h');
+    expect(st.message).toContain('spec.lambda.maxPricePerHour');
+    expect(st.providerState).toBeUndefined();
+    const account = emu.accounts.find((a) => a.apiKey === apiKey)!.id;
+    expect(emu.requests.filter((r) => r.account === account && r.path.endsWith('/instance-operations/launch')).length).toBeGreaterThanOrEqual(1);
+    expect(live(apiKey)).toEqual([]);
+    await kubectl(['delete', 'leases.leasehold.dev', 'refused', '-n', ns, '--wait=false']);
+    await gone('refused');
+  });
+
   it('fails at once, launching nothing, when no wanted region has capacity', async () => {
     emu.setCatalog([small('cpu_1x_mid', 40, ['us-west-2'])]);
     const { offer, apiKey } = await lambdaOffer('nocap', { regions: ['us-east-1'] });

@@ -19,8 +19,7 @@ describe('observeMachine', () => {
     ['busy: Ready, activity now', leaseWith(ready), ok(2), undefined, { event: { type: 'BUSY' }, status: { lastActivityAt: at(0), installedKeysHash: 'k2' }, plan: { at: NOW + 60_000, inputs }, consumed: true }],
     ['idle within the window: Idle, next check a check interval on', leaseWith(ready), ok(0), undefined, { event: { type: 'IDLE' }, status: { idleSince: at(0) }, plan: { at: NOW + 60_000, inputs }, consumed: true }],
     ['idle past the window: release', leaseWith({ ...ready, lastActivityAt: at(-1_300_000), readyAt: at(-1_300_000) }), ok(0), undefined, { event: { type: 'EXPIRED', reason: 'IdleTimeout' }, plan: null, consumed: true }],
-    ['unreachable renews nothing', leaseWith(ready), done({ kind: 'check', check: { kind: 'unreachable', message: 'timeout' }, at: NOW }), undefined, { event: { type: 'IDLE', message: expect.stringContaining('unreachable: timeout') }, consumed: true }],
-    ['facts changed: fail', leaseWith(ready), done({ kind: 'check', check: { kind: 'mismatch', reason: 'FactsMismatch', message: 'fewer cpus' }, at: NOW }), undefined, { event: { type: 'LAUNCH_FAILED', reason: 'FactsMismatch' }, consumed: true }],
+    ['host key changed: fail at once', leaseWith(ready), done({ kind: 'check', check: { kind: 'mismatch', reason: 'HostKeyMismatch', message: 'other key' }, at: NOW }), undefined, { event: { type: 'LAUNCH_FAILED', reason: 'HostKeyMismatch' }, plan: null, consumed: true }],
   ])('%s', (_name, lease, effect, plan, want) => {
     expect(observeMachine(input(lease, effect, plan), 'Ready')).toMatchObject(want);
   });
@@ -58,6 +57,52 @@ describe('observeMachine', () => {
     const lease = annotated(future, { ...ready, readyAt: at(-1_300_000), lastActivityAt: at(-1_300_000) });
     const obs = observeMachine(input(lease, ok(0), { at: NOW - 1, inputs: `1|${future}` }), 'Ready');
     expect(obs.event).toMatchObject({ type: 'EXPIRED', reason: 'IdleTimeout' });
+  });
+
+  describe('a failed check', () => {
+    const unreachable = done({ kind: 'check', check: { kind: 'unreachable', message: 'connect ECONNREFUSED' }, at: NOW });
+    const mismatch = done({ kind: 'check', check: { kind: 'mismatch', reason: 'FactsMismatch', message: 'the machine does not match Offer box: cpus 1 < 2' }, at: NOW });
+    const idle = { ...ready, phase: 'Idle' as const, idleSince: at(-60_000) };
+    // Last activity 120 s ago, idle timeout 20 m: the deadline is 1080 s from now.
+    const deadline = at(1_080_000);
+    it.each<[string, ReturnType<typeof leaseWith>, 'Ready' | 'Idle', ReturnType<typeof done>, Record<string, unknown>]>([
+      [
+        'unreachable: Idle with the reason, counting down from the activity recorded',
+        leaseWith(ready),
+        'Ready',
+        unreachable,
+        { event: { type: 'CHECK_FAILED', reason: 'MachineUnreachable', message: `the machine could not be reached: connect ECONNREFUSED; not handed out until a check succeeds; released at ${new Date(Date.parse(deadline)).toISOString()} unless one does and work starts` }, status: { idleSince: at(0) }, plan: { at: NOW + 60_000, inputs }, consumed: true },
+      ],
+      ['facts no longer match: Idle with the reason, not released at once', leaseWith(idle), 'Idle', mismatch, { event: { type: 'CHECK_FAILED', reason: 'FactsMismatch', message: expect.stringContaining('cpus 1 < 2; not handed out') }, status: { idleSince: at(-60_000) }, consumed: true }],
+      ['activity annotated meanwhile renews nothing', annotated(at(-1_000), idle), 'Idle', unreachable, { event: { type: 'CHECK_FAILED', message: expect.stringContaining(`released at ${new Date(Date.parse(deadline)).toISOString()}`) } }],
+      ['a future activity time renews nothing', annotated(future, idle), 'Idle', unreachable, { event: { type: 'CHECK_FAILED' } }],
+      [
+        'past the idle deadline: released',
+        leaseWith({ ...idle, readyAt: at(-1_300_000), lastActivityAt: at(-1_300_000) }, { annotations: { 'leasehold.dev/activity': at(-1_000) } }),
+        'Idle',
+        unreachable,
+        { event: { type: 'EXPIRED', reason: 'IdleTimeout', message: expect.stringContaining('latest check: the machine could not be reached') }, plan: null },
+      ],
+      ['the next check comes at the idle deadline when that is sooner', leaseWith({ ...idle, readyAt: at(-1_170_000), lastActivityAt: at(-1_170_000) }), 'Idle', unreachable, { requeueAfter: 30_000, plan: { at: NOW + 30_000 } }],
+    ])('%s', (_name, lease, phase, effect, want) => {
+      const obs = observeMachine(input(lease, effect), phase);
+      expect(obs).toMatchObject(want);
+      expect(obs.status?.lastActivityAt).toBeUndefined();
+      expect(obs.notice).toBeUndefined();
+    });
+  });
+
+  describe('activity annotated while the latest check had failed', () => {
+    const readyCondition = (status: 'True' | 'False', reason: string, since: string) => [{ type: 'Ready', status, reason, message: '', lastTransitionTime: since }];
+    const idle = { ...ready, phase: 'Idle' as const, idleSince: at(-60_000) };
+    it.each<[string, object, string, string]>([
+      ['the check succeeds again: the annotation written meanwhile renews nothing', { ...idle, conditions: readyCondition('False', 'MachineUnreachable', at(-50_000)) }, at(-10_000), 'IDLE'],
+      ['a later check: still nothing', { ...idle, conditions: readyCondition('True', 'MachineIdle', at(-5_000)) }, at(-10_000), 'IDLE'],
+      ['activity annotated after the Lease was usable again counts', { ...idle, conditions: readyCondition('True', 'MachineIdle', at(-5_000)) }, at(-2_000), 'BUSY'],
+      ['activity on a Lease usable since it became Ready counts', { ...idle, conditions: readyCondition('True', 'MachineIdle', at(-120_000)) }, at(-10_000), 'BUSY'],
+    ])('%s', (_name, status, time, type) => {
+      expect(observeMachine(input(annotated(time, status), ok(0)), 'Idle').event).toMatchObject({ type });
+    });
   });
 
   it('an Idle Lease keeps the time it went idle', () => {

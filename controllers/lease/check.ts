@@ -4,7 +4,7 @@
 import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../src/api/index.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
 import type { MachineCheck } from './driver.js';
-import type { Phase } from './machine.js';
+import { isCheckFailure, type CheckFailure, type Phase } from './machine.js';
 import { doneOf, waiting, type Observation, type PhaseInput } from './observation.js';
 import { checkInputsOf } from './status.js';
 import { ACTIVITY_ANNOTATION, annotatedActivity, lastActivity, nextCheckIn, verdict } from './timing.js';
@@ -31,18 +31,20 @@ export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' 
 function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check: MachineCheck, at: number, inputs: string): Observation {
   const { lease, settings } = input;
   const st = lease.status ?? {};
-  if (check.kind === 'mismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.message }, plan: null };
+  // A host key that changed, or no SSH endpoint, means this is not the machine that was handed over: it goes at once.
+  if (check.kind === 'mismatch' && check.reason !== 'FactsMismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.message }, plan: null };
+  if (check.kind !== 'ok') return failedCheck(input, phase, check, at, inputs);
   // The probe takes time (seconds on a slow link): judge and plan the next
   // check from when it answered, not from before it started, or every check
   // would come one probe late and the release a probe later still.
-  const busy = check.kind === 'ok' ? check.busy : undefined;
+  const busy = check.busy;
   // What the probe installed: the next check rewrites keys only when spec.sshKeys differs from it.
-  const keysStatus: Partial<LeaseStatus> = check.kind === 'ok' ? { installedKeysHash: check.keysHash } : {};
+  const keysStatus: Partial<LeaseStatus> = { installedKeysHash: check.keysHash };
   const idleTimeoutMs = durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
   const raw = (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION];
   // The annotation as it stood at the last check (plans are kept in memory:
   // after a restart a future time counts once more, never more often).
-  const annotated = annotatedActivity(raw, at, input.plan?.inputs === inputs);
+  const annotated = countable(annotatedActivity(raw, at, input.plan?.inputs === inputs), st);
   const recorded = lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt });
   const last = Math.max(recorded, annotated?.at ?? 0, busy ? at : 0);
   const v = verdict({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
@@ -67,13 +69,50 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
       ...(notice ? { notice } : {}),
     };
   }
-  const unreachable = check.kind === 'unreachable' ? ` (unreachable: ${check.message})` : '';
   return {
-    event: { type: 'IDLE', message: `idle; released at ${new Date(v.releaseAt).toISOString()} unless work starts${unreachable}` },
+    event: { type: 'IDLE', message: `idle; released at ${new Date(v.releaseAt).toISOString()} unless work starts` },
     status: { ...keysStatus, idleSince: st.idleSince && phase === 'Idle' ? st.idleSince : rfc3339(new Date(at)) },
     plan,
     requeueAfter,
     // A future time annotated in the second the Lease turned Ready adds no activity, but is still reported.
     ...(notice ? { notice } : {}),
+  };
+}
+
+/**
+ * Activity annotated while the latest check had failed renews nothing, not
+ * even once a check succeeds again: only a time from when the Lease last
+ * became usable (its Ready condition turned True) on counts.
+ */
+function countable(annotated: { at: number; future: boolean } | undefined, st: LeaseStatus): { at: number; future: boolean } | undefined {
+  const ready = st.conditions?.find((c) => c.type === 'Ready');
+  if (!annotated || !ready) return annotated;
+  if (ready.status !== 'True') return isCheckFailure(ready.reason) ? undefined : annotated;
+  return annotated.at >= (Date.parse(ready.lastTransitionTime) || 0) ? annotated : undefined;
+}
+
+/**
+ * The machine could not be reached, or no longer matches its Offer. The
+ * Lease is not handed out until a check succeeds, and nothing renews its
+ * idle window meanwhile (neither the activity annotation nor work a probe
+ * reports), so it ends at the deadline the activity recorded before set.
+ */
+function failedCheck(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check: Exclude<MachineCheck, { kind: 'ok' }>, at: number, inputs: string): Observation {
+  const { lease, settings } = input;
+  const st = lease.status ?? {};
+  const reason: CheckFailure = check.kind === 'unreachable' ? 'MachineUnreachable' : 'FactsMismatch';
+  const why = check.kind === 'unreachable' ? `the machine could not be reached: ${check.message}` : check.message;
+  const idleTimeoutMs = durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
+  const recorded = lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt });
+  const v = verdict({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: recorded });
+  if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: `${v.message} (latest check: ${why})` }, plan: null };
+  const releaseAt = v.kind === 'idle' ? v.releaseAt : recorded + idleTimeoutMs;
+  const expires = Date.parse(st.expiresAt ?? '') || Infinity;
+  const requeueAfter = nextCheckIn(at, settings.checkIntervalMs, [expires, releaseAt]);
+  return {
+    event: { type: 'CHECK_FAILED', reason, message: `${why}; not handed out until a check succeeds; released at ${new Date(releaseAt).toISOString()} unless one does and work starts` },
+    status: { idleSince: st.idleSince && phase === 'Idle' ? st.idleSince : rfc3339(new Date(at)) },
+    plan: { at: at + requeueAfter, inputs },
+    requeueAfter,
   };
 }

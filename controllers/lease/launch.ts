@@ -58,7 +58,7 @@ export function observeLaunching(input: PhaseInput): Observation {
 
 function fromPrepare(input: PhaseInput, check: MachineCheck, startedMs: number, at: number): Observation {
   const { lease, settings } = input;
-  if (check.kind === 'mismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.message } };
+  if (check.kind === 'mismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.reason === 'FactsMismatch' ? `${check.message}; releasing it` : check.message } };
   if (check.kind === 'unreachable') {
     // Machines take a while to boot: keep trying until acquireTimeout.
     const wait = Math.max(100, Math.min(2000, startedMs + settings.acquireTimeoutMs - at));

@@ -11,6 +11,7 @@ const sample: LeaseEvent[] = [
   { type: 'LAUNCH_REFUSED', reason: 'OverPriceCap', message: 'gpu_8x_h100 is above the cap' },
   { type: 'BUSY', message: 'busy' },
   { type: 'IDLE', message: 'idle' },
+  { type: 'CHECK_FAILED', reason: 'MachineUnreachable', message: 'connection refused' },
   { type: 'EXPIRED', reason: 'IdleTimeout', message: 'idle too long' },
   { type: 'DELETE_REQUESTED', message: 'deleted' },
   { type: 'RELEASE_FAILED', message: 'exit 1' },
@@ -29,11 +30,13 @@ const table: Record<string, [Phase, Effect[]]> = {
   'Launching DELETE_REQUESTED': ['Releasing', ['announce', 'release']],
   'Ready IDLE': ['Idle', ['announce']],
   'Ready BUSY': ['Ready', []],
+  'Ready CHECK_FAILED': ['Idle', ['announce']],
   'Ready EXPIRED': ['Releasing', ['announce', 'release']],
   'Ready LAUNCH_FAILED': ['Releasing', ['announce', 'release']],
   'Ready DELETE_REQUESTED': ['Releasing', ['announce', 'release']],
   'Idle BUSY': ['Ready', ['announce']],
   'Idle IDLE': ['Idle', []],
+  'Idle CHECK_FAILED': ['Idle', ['announce']],
   'Idle EXPIRED': ['Releasing', ['announce', 'release']],
   'Idle LAUNCH_FAILED': ['Releasing', ['announce', 'release']],
   'Idle DELETE_REQUESTED': ['Releasing', ['announce', 'release']],
@@ -76,6 +79,24 @@ describe('lease machine', () => {
     expect(r.phase).toBe('Failed');
     expect(r.context.failure).toEqual({ reason: 'NoCapacity', message: 'no capacity' });
     expect(r.effects).not.toContain('acquire');
+  });
+
+  describe('a failed idle check', () => {
+    const failing = step(restore('Ready'), { type: 'CHECK_FAILED', reason: 'MachineUnreachable', message: 'connection refused' });
+
+    it('makes the Lease Idle with the failure as its reason', () => {
+      expect(failing).toMatchObject({ phase: 'Idle', context: { reason: 'MachineUnreachable' }, effects: ['announce'] });
+    });
+
+    it.each<[string, LeaseEvent, Phase, string, Effect[]]>([
+      ['the same failure again: noted, not announced', { type: 'CHECK_FAILED', reason: 'MachineUnreachable', message: 'timeout' }, 'Idle', 'MachineUnreachable', []],
+      ['another failure: announced', { type: 'CHECK_FAILED', reason: 'FactsMismatch', message: 'no GPU' }, 'Idle', 'FactsMismatch', ['announce']],
+      ['a check that succeeds, idle: restored, announced', { type: 'IDLE', message: 'idle' }, 'Idle', 'Idle', ['announce']],
+      ['a check that succeeds, busy: Ready', { type: 'BUSY', message: 'busy' }, 'Ready', 'Busy', ['announce']],
+      ['the idle deadline: released', { type: 'EXPIRED', reason: 'IdleTimeout', message: 'idle too long' }, 'Releasing', 'IdleTimeout', ['announce', 'release']],
+    ])('then %s', (_name, event, phase, reason, effects) => {
+      expect(step(restore('Idle', failing.context), event)).toMatchObject({ phase, context: { reason }, effects });
+    });
   });
 
   it('counts launch attempts', () => {

@@ -29,10 +29,20 @@ export type LeaseEvent =
   | { type: 'LAUNCH_REFUSED'; reason: 'OverPriceCap'; message: string }
   | { type: 'BUSY'; message: string }
   | { type: 'IDLE'; message: string }
+  /** The latest idle check could not reach the machine, or found it no longer matching: not handed out, counting down to release. */
+  | { type: 'CHECK_FAILED'; reason: CheckFailure; message: string }
   | { type: 'EXPIRED'; reason: 'IdleTimeout' | 'MaxLifetime' | 'Unreachable'; message: string }
   | { type: 'DELETE_REQUESTED'; message: string }
   | { type: 'RELEASE_FAILED'; message: string }
   | { type: 'RELEASE_CONFIRMED'; message: string };
+
+/** Why the latest check of a Ready or Idle machine failed; the Lease's reason while it does. */
+export const CHECK_FAILURES = ['MachineUnreachable', 'FactsMismatch'] as const;
+export type CheckFailure = (typeof CHECK_FAILURES)[number];
+
+export function isCheckFailure(reason: string | undefined): reason is CheckFailure {
+  return (CHECK_FAILURES as readonly string[]).includes(reason ?? '');
+}
 
 /** Effects the reconciler runs after it has written the status the transition produced. */
 export const EFFECTS = ['announce', 'acquire', 'release', 'retryRelease', 'unclaim', 'finish'] as const;
@@ -86,6 +96,8 @@ export const leaseMachine = setup({
   },
   guards: {
     failed: ({ context }) => context.failure !== undefined,
+    checkFailing: ({ context }) => isCheckFailure(context.reason),
+    sameCheckFailure: ({ context, event }) => event.type === 'CHECK_FAILED' && context.reason === event.reason,
   },
 }).createMachine({
   id: 'lease',
@@ -113,6 +125,8 @@ export const leaseMachine = setup({
       on: {
         IDLE: { target: 'Idle', actions: ['note', 'announce'] },
         BUSY: { target: 'Ready', actions: ['note'] },
+        // Idle, not Ready: the Lease counts down to its release from the activity last recorded.
+        CHECK_FAILED: { target: 'Idle', actions: ['note', 'announce'] },
         EXPIRED: { target: 'Releasing', actions: ['note', 'announce', 'release'] },
         LAUNCH_FAILED: { target: 'Releasing', actions: ['note', 'recordFailure', 'announce', 'release'] },
         DELETE_REQUESTED: { target: 'Releasing', actions: ['note', 'announce', 'release'] },
@@ -121,7 +135,15 @@ export const leaseMachine = setup({
     Idle: {
       on: {
         BUSY: { target: 'Ready', actions: ['note', 'announce'] },
-        IDLE: { target: 'Idle', actions: ['note'] },
+        IDLE: [
+          // A check that succeeds after a failed one is news: the Lease may be handed out again.
+          { guard: 'checkFailing', target: 'Idle', actions: ['note', 'announce'] },
+          { target: 'Idle', actions: ['note'] },
+        ],
+        CHECK_FAILED: [
+          { guard: 'sameCheckFailure', target: 'Idle', actions: ['note'] },
+          { target: 'Idle', actions: ['note', 'announce'] },
+        ],
         EXPIRED: { target: 'Releasing', actions: ['note', 'announce', 'release'] },
         LAUNCH_FAILED: { target: 'Releasing', actions: ['note', 'recordFailure', 'announce', 'release'] },
         DELETE_REQUESTED: { target: 'Releasing', actions: ['note', 'announce', 'release'] },

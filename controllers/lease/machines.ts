@@ -179,7 +179,7 @@ export class MachineDriver implements LeaseDriver {
     if (result.kind === 'hostKeyMismatch') return { kind: 'mismatch', reason: 'HostKeyMismatch', message: result.message };
     const differences = this.opts.compare(lease, result.facts);
     if (differences.length) {
-      return { kind: 'mismatch', reason: 'FactsMismatch', message: `the machine does not match Offer ${lease.status?.offer}: ${differences.join('; ')}; releasing it` };
+      return { kind: 'mismatch', reason: 'FactsMismatch', message: `the machine does not match Offer ${lease.status?.offer}: ${differences.join('; ')}` };
     }
     return { kind: 'ok', facts: result.facts, busy: result.busy, keysHash: hash, machine };
   }

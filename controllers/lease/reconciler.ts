@@ -273,7 +273,7 @@ export class LeaseReconciler {
     // Intent before effect: a conflict here throws, and no effect starts.
     const written = await this.guard.writeStatus(lease, fitLeaseStatus(status)).catch(unclaim);
     if (written !== lease && next.effects.includes('announce')) {
-      const warning = next.phase === 'Pending' || next.phase === 'Failed' || next.context.failure !== undefined || obs.event?.type === 'RELEASE_FAILED';
+      const warning = next.phase === 'Pending' || next.phase === 'Failed' || next.context.failure !== undefined || obs.event?.type === 'RELEASE_FAILED' || obs.event?.type === 'CHECK_FAILED';
       await this.deps.events.record(written, warning ? 'Warning' : 'Normal', status.reason ?? next.phase, status.message ?? '');
     }
     return written;

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import { restore, step } from './machine.js';
 import { LeaseStatusSchema } from '../../src/api/index.js';
-import { conditionsFor, contextOf, fitLeaseStatus } from './status.js';
+import { conditionsFor, contextOf, failedCheckOf, fitLeaseStatus } from './status.js';
 import { leaseWith, NOW } from './testing/phase-input.js';
 
 const now = new Date(NOW);
@@ -48,5 +48,26 @@ describe('fitLeaseStatus', () => {
 
   it('leaves short texts as they are', () => {
     expect(fitLeaseStatus({ phase: 'Ready', message: 'ready' })).toEqual({ phase: 'Ready', message: 'ready' });
+  });
+});
+
+describe('a failed idle check in status', () => {
+  const failing = step(restore('Ready', { reason: 'MachineReady', message: '', attempt: 1 }), { type: 'CHECK_FAILED', reason: 'MachineUnreachable', message: 'the machine could not be reached: timeout' });
+  const failed = conditionsFor(undefined, failing, 1, now);
+
+  it('is Ready=False with the reason and message', () => {
+    expect(failed?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'False', reason: 'MachineUnreachable', message: 'the machine could not be reached: timeout' });
+  });
+
+  it('is read back for the CLI while the Lease holds its machine', () => {
+    expect(failedCheckOf(leaseWith({ phase: 'Idle', conditions: failed }))).toEqual({ reason: 'MachineUnreachable', message: 'the machine could not be reached: timeout' });
+    expect(failedCheckOf(leaseWith({ phase: 'Releasing', conditions: failed }))).toBeUndefined();
+  });
+
+  it('goes once a check succeeds again: Ready=True', () => {
+    const restored = step(restore('Idle', failing.context), { type: 'IDLE', message: 'idle' });
+    const conditions = conditionsFor(failed, restored, 1, now);
+    expect(conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True', reason: 'MachineIdle' });
+    expect(failedCheckOf(leaseWith({ phase: 'Idle', conditions }))).toBeUndefined();
   });
 });

@@ -2,7 +2,7 @@
 // machine's step out as status: phase, reason, conditions, endReason.
 import { fitText, LAST_RELEASE_ERROR_MAX_CHARS, type Lease, type LeaseStatus } from '../../src/api/index.js';
 import { setCondition } from '../../src/kube/conditions.js';
-import type { LeaseContext, LeaseEvent, Phase, Step } from './machine.js';
+import { isCheckFailure, type CheckFailure, type LeaseContext, type LeaseEvent, type Phase, type Step } from './machine.js';
 import { ACTIVITY_ANNOTATION } from './timing.js';
 
 export function phaseOf(lease: Lease): Phase {
@@ -28,6 +28,18 @@ function failureOf(lease: Lease): { reason: string; message: string } | undefine
   const ready = lease.status?.conditions?.find((c) => c.type === 'Ready');
   if (!ready?.reason || ready.status !== 'False' || ready.reason === 'Releasing') return undefined;
   return { reason: ready.reason.replace(/^Failed:/, ''), message: ready.message ?? '' };
+}
+
+/**
+ * Why the Lease's latest idle check failed, while it holds a machine: such
+ * a Lease is neither handed out nor run on by name until a check succeeds.
+ */
+export function failedCheckOf(lease: Lease): { reason: CheckFailure; message: string } | undefined {
+  const st = lease.status;
+  if (st?.phase !== 'Ready' && st?.phase !== 'Idle') return undefined;
+  const ready = st.conditions?.find((c) => c.type === 'Ready');
+  if (ready?.status !== 'False' || !isCheckFailure(ready.reason)) return undefined;
+  return { reason: ready.reason, message: ready.message ?? '' };
 }
 
 /** What a check depends on besides the machine: a change of spec (sshKeys) or of the activity annotation is looked at without waiting. */
@@ -56,11 +68,13 @@ export function conditionsFor(prev: LeaseStatus['conditions'], next: Step, gener
   let conditions = setCondition(prev, scheduled, generation, now);
   const f = next.context.failure;
   const ready =
-    next.phase === 'Ready' || next.phase === 'Idle'
-      ? { type: 'Ready', status: 'True' as const, reason: next.phase === 'Ready' ? 'MachineReady' : 'MachineIdle', message: next.context.message }
-      : f
-        ? { type: 'Ready', status: 'False' as const, reason: f.reason, message: f.message }
-        : { type: 'Ready', status: 'False' as const, reason: next.phase, message: next.context.message };
+    next.phase === 'Idle' && isCheckFailure(next.context.reason)
+      ? { type: 'Ready', status: 'False' as const, reason: next.context.reason, message: next.context.message }
+      : next.phase === 'Ready' || next.phase === 'Idle'
+        ? { type: 'Ready', status: 'True' as const, reason: next.phase === 'Ready' ? 'MachineReady' : 'MachineIdle', message: next.context.message }
+        : f
+          ? { type: 'Ready', status: 'False' as const, reason: f.reason, message: f.message }
+          : { type: 'Ready', status: 'False' as const, reason: next.phase, message: next.context.message };
   if (next.phase !== 'Pending' || prev?.some((c) => c.type === 'Ready')) conditions = setCondition(conditions, ready, generation, now);
   return conditions;
 }

@@ -23,7 +23,7 @@ export const LAST_LIST_ERROR_MAX_CHARS = 4096;
 
 export const DEFAULT_IDLE_TIMEOUT = '20m';
 export const DEFAULT_MAX_LIFETIME = '12h';
-export const DEFAULT_LAMBDA_ENDPOINT = 'https://cloud.lambdalabs.com/api/v1';
+export const DEFAULT_LAMBDA_ENDPOINT = 'https://cloud.lambda.ai/api/v1';
 export const DEFAULT_LAMBDA_LOGIN = 'ubuntu';
 export const DEFAULT_MAX_PRICE_PER_HOUR = 10;
 
@@ -155,7 +155,7 @@ export const LambdaProviderSchema = z
       .url({ protocol: /^https?$/ })
       .max(2048)
       .default(DEFAULT_LAMBDA_ENDPOINT)
-      .describe('Base URL of the Lambda Cloud API. Defaults to https://cloud.lambdalabs.com/api/v1.'),
+      .describe('Base URL of the Lambda Cloud API. Defaults to https://cloud.lambda.ai/api/v1.'),
   })
   .strict()
   .describe(

@@ -144,7 +144,7 @@ describe('Offer', () => {
     expect(offer.spec.lambda).toMatchObject({
       maxPricePerHour: 10,
       login: 'ubuntu',
-      endpoint: 'https://cloud.lambdalabs.com/api/v1',
+      endpoint: 'https://cloud.lambda.ai/api/v1',
       apiKeySecretRef: { key: 'apiKey' },
     });
   });

@@ -107,4 +107,15 @@ describe('a redirect from an allowed endpoint', () => {
     const client = new LambdaClient({ endpoint: `${redirector.url}/api/v1`, apiKey: 'secret_lambda_key' });
     expectRefused(await refusal(client.listInstanceTypes()), 'secret_lambda_key');
   });
+
+  it.each([301, 307])('stops a Lambda launch (POST) at the first place on HTTP %i, sent once', async (code) => {
+    status = code;
+    const client = new LambdaClient({ endpoint: `${redirector.url}/api/v1`, apiKey: 'secret_lambda_key' });
+    const before = redirector.seen.length;
+    const e = await refusal(client.launch({ region: 'us-east-1', instanceType: 'gpu_1x_a10', sshKeyNames: ['k'], name: 'leasehold-x-y' }));
+    status = 307;
+    expectRefused(e, 'secret_lambda_key');
+    expect(e.message).toContain(`${redirector.url}/api/v1/instance-operations/launch`);
+    expect(redirector.seen.slice(before).map((r) => r.method)).toEqual(['POST']);
+  });
 });

@@ -1,5 +1,5 @@
 import { describe, it, expect } from '@jest/globals';
-import { archOf, buildCandidates, candidateName, overCap, parseGpuDescription, pickRegion } from './catalog.js';
+import { archOf, buildCandidates, candidateName, dearerWithCapacity, overCap, parseGpuDescription, pickRegion } from './catalog.js';
 import type { LambdaInstanceType } from './client.js';
 
 const t = (name: string, cents: number, regions: string[], over: Partial<LambdaInstanceType> = {}): LambdaInstanceType => ({
@@ -75,5 +75,32 @@ describe('Lambda catalog', () => {
     const c = buildCandidates([t('gpu_1x_gh200', 149, ['us-east-1'], { gpuDescription: 'GH200 (96 GB)' })], { ...base, arches: ['amd64'] });
     expect(c[0]).toMatchObject({ available: false, arch: 'arm64' });
     expect(c[0]!.reason).toContain('not available for arm64');
+  });
+});
+
+describe('the dearer type a launch refused for capacity names', () => {
+  // The listing as the launch went out: the cheap type it chose has no capacity left in a wanted region.
+  const listing = [
+    t('gpu_1x_a10', 75, []),
+    t('gpu_1x_a100', 1290, ['us-east-1']),
+    t('gpu_8x_h100', 2392, ['us-east-1'], { gpus: 8, gpuDescription: 'H100 (80 GB SXM5)' }),
+    t('gpu_1x_h100_far', 1500, ['asia-south-1'], { gpuDescription: 'H100 (80 GB PCIe)' }),
+    t('gpu_1x_gh200', 1490, ['us-east-1'], { gpuDescription: 'GH200 (96 GB)' }),
+  ];
+  const settings = { maxPricePerHour: 10, regions: ['us-east-1'] };
+  it.each<[string, Partial<typeof settings> & { instanceTypes?: string[] }, string, string | undefined]>([
+    ['the cheapest dearer type that serves the Lease and has capacity in a wanted region', {}, 'gpu', 'gpu_1x_a100'],
+    ['one the Lease needs: eight GPUs', {}, 'gpus>=8', 'gpu_8x_h100'],
+    ['none when the only dearer H100 with capacity is outside the wanted regions', {}, 'gpu=H100,gpus=1', undefined],
+    ['none outside spec.lambda.instanceTypes', { instanceTypes: ['gpu_1x_a10', 'gpu_1x_h100_far'] }, 'gpu', undefined],
+    ['none under no cap (0): nothing is dearer than the cap', { maxPricePerHour: 0 }, 'gpu', undefined],
+    ['none within the cap: a type the cap allows is not named as dearer', { maxPricePerHour: 100 }, 'gpu', undefined],
+    ['none for a where that does not parse', {}, 'gpus>=', undefined],
+  ])('%s', (_name, over, where, want) => {
+    expect(dearerWithCapacity(listing, { ...settings, ...over }, where)?.instanceType).toBe(want);
+  });
+
+  it('carries the price and the setting to raise', () => {
+    expect(dearerWithCapacity(listing, settings, 'gpus>=8')?.reason).toBe('listed at $23.92/h, above the cap of $10.00/h; raise spec.lambda.maxPricePerHour to rent it');
   });
 });
