@@ -76,11 +76,10 @@ describe('RunnerTarget hosts whose runner goes offline', () => {
     const deletes = vmDeletes(first);
     expect(deletes).toHaveLength(1);
     expect(deletes[0]!.time - wentOffline).toBeGreaterThanOrEqual(TEST_TIMES.offlineGraceMs);
-    // The runner went first, once; SSH confirmed no job ran before the VM was deleted.
+    // The runner went first, once, and only then the VM.
     const removed = runnerDeletes(runnerID);
     expect(removed).toHaveLength(1);
     expect(removed[0]!.time).toBeLessThan(deletes[0]!.time);
-    expect(pool.machines.get(first)?.running ?? false).toBe(false);
     const t = await waitFor('status to list the replacement only', async () => {
       const got = await pool.get('offline');
       const hosts = got?.status?.hosts ?? [];
