@@ -26,6 +26,7 @@ describe('parseControllerFlags', () => {
       runnerGceOwnIdentity: false,
       runnerBusyLagMs: 60_000,
       runnerBootGraceMs: 45 * 60_000,
+      runnerOfflineGraceMs: 5 * 60_000,
       runnerFollowUpMs: 10_000,
       runnerCheckLeaseMs: 30_000,
     });
@@ -64,9 +65,9 @@ describe('parseControllerFlags', () => {
     expect(parseControllerFlags(['--runner-ssh-user', 'ci', '--runner-ssh-port', '2222'], {})).toMatchObject({ runnerSSHUser: 'ci', runnerSSHPort: 2222 });
   });
 
-  it('--runner-busy-flag-lag, --runner-boot-grace, --runner-follow-up and --runner-check-lease set the RunnerTarget times', () => {
-    const f = parseControllerFlags(['--runner-busy-flag-lag', '5s', '--runner-boot-grace', '20s', '--runner-follow-up', '1s', '--runner-check-lease', '6s'], {});
-    expect(f).toMatchObject({ runnerBusyLagMs: 5000, runnerBootGraceMs: 20_000, runnerFollowUpMs: 1000, runnerCheckLeaseMs: 6000 });
+  it('--runner-busy-flag-lag, --runner-boot-grace, --runner-offline-grace, --runner-follow-up and --runner-check-lease set the RunnerTarget times', () => {
+    const f = parseControllerFlags(['--runner-busy-flag-lag', '5s', '--runner-boot-grace', '20s', '--runner-offline-grace', '8s', '--runner-follow-up', '1s', '--runner-check-lease', '6s'], {});
+    expect(f).toMatchObject({ runnerBusyLagMs: 5000, runnerBootGraceMs: 20_000, runnerOfflineGraceMs: 8000, runnerFollowUpMs: 1000, runnerCheckLeaseMs: 6000 });
   });
 
   it('PeerFleet admin bounds: no origin, no toleration and any registry by default; set by flag or by the chart environment', () => {
@@ -99,6 +100,7 @@ describe('parseControllerFlags', () => {
     [['--runner-follow-up', '0'], /--runner-follow-up 0 must be a duration above 0/],
     [['--runner-check-lease', '0s'], /--runner-check-lease 0s must be a duration above 0/],
     [['--runner-boot-grace', 'long'], /^--runner-boot-grace: /],
+    [['--runner-offline-grace', 'soon'], /^--runner-offline-grace: /],
     [['--peer-tolerate-taints', 'maint:NoExecute'], /--peer-tolerate-taints: maint:NoExecute must be key:NoSchedule or key:NoExecute:<seconds>/],
     [['--peer-allowed-registries', 'https://registry.example.com'], /--peer-allowed-registries: https:\/\/registry.example.com must be a registry host/],
   ])('%j is refused naming the flag', (args, message) => {

@@ -52,6 +52,7 @@ export interface ControllerFlags {
   /** RunnerTarget policy times, shorter only for tests: how long a host is seen idle before it drains, how long a VM may run without a runner. */
   runnerBusyLagMs: number;
   runnerBootGraceMs: number;
+  runnerOfflineGraceMs: number;
   /** How soon a RunnerTarget check follows one that left a launch open, and how long its check lease lasts unrenewed. */
   runnerFollowUpMs: number;
   runnerCheckLeaseMs: number;
@@ -110,6 +111,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'runner-gce-own-identity': { type: 'boolean', default: false },
       'runner-busy-flag-lag': { type: 'string', default: '60s' },
       'runner-boot-grace': { type: 'string', default: '45m' },
+      'runner-offline-grace': { type: 'string', default: '5m' },
       'runner-follow-up': { type: 'string', default: '10s' },
       'runner-check-lease': { type: 'string', default: '30s' },
       'allowed-github-endpoints': { type: 'string', default: env.LEASEHOLD_ALLOWED_GITHUB_ENDPOINTS ?? 'https://api.github.com' },
@@ -213,6 +215,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     runnerGceOwnIdentity: values['runner-gce-own-identity'] === true,
     runnerBusyLagMs: duration('runner-busy-flag-lag'),
     runnerBootGraceMs: duration('runner-boot-grace'),
+    runnerOfflineGraceMs: duration('runner-offline-grace'),
     runnerFollowUpMs: positive('runner-follow-up'),
     runnerCheckLeaseMs: positive('runner-check-lease'),
     allowedGitHubEndpoints: endpoints('allowed-github-endpoints'),

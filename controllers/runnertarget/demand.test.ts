@@ -76,6 +76,16 @@ describe('demand', () => {
       { hosts: [host('o', 'Registering', { orphanSince: '2026-12-03T11:55:00Z' }), host('h0', 'Idle')], observation: { jobs: times(2, () => job('queued')), runners: [runner('h0')] } },
       { desired: 2, launch: 1, surplus: 0 },
     ],
+    [
+      'a host whose runner went offline is no capacity: the floor gets a new host at once',
+      { hosts: [host('o', 'Offline', { offlineSince: '2026-12-03T11:59:00Z' })], observation: { jobs: [], runners: [runner('o', false, { status: 'offline' })] } },
+      { desired: 1, launch: 1, idle: 0, surplus: 0 },
+    ],
+    [
+      'an offline host is no capacity for queued jobs either, but counts against maxHosts',
+      { spec: { ...spec, maxHosts: 2 }, hosts: [host('o', 'Offline'), host('h0', 'Idle')], observation: { jobs: times(3, () => job('queued')), runners: [runner('o', false, { status: 'offline' }), runner('h0')] } },
+      { desired: 2, launch: 0 },
+    ],
     ['jobs the runners cannot take do not count', { observation: { jobs: times(4, () => job('queued', ['ubuntu-latest'])), runners: [] } }, { queued: 0, desired: 1 }],
     ['the budget holds launches back', { affordableLaunches: 2, observation: { jobs: times(6, () => job('queued')), runners: [] } }, { desired: 6, launch: 2, heldByBudget: 4 }],
     ['no budget left, not even the floor', { affordableLaunches: 0 }, { desired: 1, launch: 0, heldByBudget: 1 }],

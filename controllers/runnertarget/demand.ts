@@ -3,7 +3,8 @@
 // jobs they run, between floor and maxHosts, and only as many launches as
 // the budget allows. Idle runners absorb queued jobs first, so they count
 // as capacity; so do hosts still launching or registering (within their
-// boot grace: a marked orphan is none).
+// boot grace: a marked orphan is none). A host whose runner went offline
+// takes no jobs: it is no capacity, so demand replaces it at once.
 import type { RunnerHost, RunnerTargetSpec } from '../../src/api/index.js';
 import type { Observation, PoolRunner, WorkflowJob } from './observation.js';
 

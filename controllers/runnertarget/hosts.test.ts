@@ -27,7 +27,24 @@ describe('observeHosts', () => {
       { state: 'Busy' },
     ],
     ['busy again then idle: the clock restarts', host('a', 'Busy'), { vms: [vm('a')], runners: [runner('a')] }, { state: 'Idle', idleSince: iso(NOW) }],
-    ['runner offline', host('a', 'Idle', { idleSince: ago(600) }), { vms: [vm('a')], runners: [runner('a', false, { status: 'offline' })] }, { state: 'Registering', idleSince: undefined }],
+    [
+      'an idle runner goes offline: Offline, its clock starts',
+      host('a', 'Idle', { idleSince: ago(600), runnerID: 7 }),
+      { vms: [vm('a')], runners: [runner('a', false, { status: 'offline', id: 7 })] },
+      { state: 'Offline', offlineSince: iso(NOW), idleSince: undefined, runnerID: 7, message: `runner a went offline (seen since ${iso(NOW)}); it takes no jobs, and is drained and replaced unless it is back online within the offline grace` },
+    ],
+    ['a busy runner goes offline (its job ended, or its process crashed)', host('a', 'Busy'), { vms: [vm('a')], runners: [runner('a', false, { status: 'offline' })] }, { state: 'Offline', offlineSince: iso(NOW) }],
+    ['still offline: the clock keeps its start', host('a', 'Offline', { offlineSince: ago(120) }), { vms: [vm('a')], runners: [runner('a', false, { status: 'offline' })] }, { state: 'Offline', offlineSince: ago(120) }],
+    ['offline but a job runs on it: busy', host('a', 'Offline', { offlineSince: ago(120) }), { vms: [vm('a')], runners: [runner('a', false, { status: 'offline' })], probes: new Map<string, HostProbe>([['a', { job: 'running' }]]) }, { state: 'Busy', offlineSince: undefined }],
+    ['back online: idle, the offline clock gone', host('a', 'Offline', { offlineSince: ago(120) }), { vms: [vm('a')], runners: [runner('a')] }, { state: 'Idle', idleSince: iso(NOW), offlineSince: undefined }],
+    ['offline and then removed (GitHub drops a JIT runner after its job): drained', host('a', 'Offline', { offlineSince: ago(120), runnerID: 7 }), { vms: [vm('a')] }, { state: 'Draining', offlineSince: undefined, runnerID: 7 }],
+    [
+      'a registration not yet online on a booting host is registering, not offline (the boot grace covers it)',
+      host('a', 'Registering'),
+      { vms: [vm('a')], runners: [runner('a', false, { status: 'offline' })] },
+      { state: 'Registering', message: 'runner registered but offline' },
+    ],
+    ['an offline host whose VM is gone: left for the orphan policy', host('a', 'Offline', { offlineSince: ago(120) }), {}, { state: 'Offline', offlineSince: ago(120) }],
     [
       'its runner gone after its job (JIT runners are ephemeral): drained, not waiting as a registering host',
       host('a', 'Busy', { runnerID: 7 }),
@@ -42,10 +59,11 @@ describe('observeHosts', () => {
     ['VM gone: left for the orphan policy', host('a', 'Idle', { idleSince: ago(600) }), {}, { state: 'Idle', idleSince: ago(600) }],
   ])('%s', (_name, h, over, want) => {
     const [next] = observeHosts([h], observation(over), tiers);
-    const { idleSince, ...rest } = want;
+    const { idleSince, offlineSince, ...rest } = want;
     expect(next).toMatchObject(rest);
-    // Status must not keep a stale idle clock.
+    // Status must not keep a stale idle or offline clock.
     if ('idleSince' in want) expect(next!.idleSince).toBe(idleSince);
+    if ('offlineSince' in want) expect(next!.offlineSince).toBe(offlineSince);
   });
 
   it('adopts VMs of the pool that status does not list, at their tier price', () => {

@@ -1,15 +1,20 @@
 // Each host's state from what this check saw: its VM, its runner (GitHub's
 // busy flag, a job in progress on it, or a job process SSH found) and the
 // state status recorded. Draining and Deleting belong to scale-down and
-// change only there, but for a host whose runner left after its job. VMs of the pool missing from status (a status write
-// lost after a launch) are adopted, so that orphan and budget policies see
-// them.
+// change only there, but for a host whose runner left after its job. A
+// runner that was online and is listed offline (its process crashed, the
+// host rebooted) makes its host Offline: no capacity, and drained once the
+// offline grace passes (scaledown.ts). VMs of the pool missing from status
+// (a status write lost after a launch) are adopted, so that orphan and
+// budget policies see them.
 import type { RunnerHost, RunnerTargetSpec } from '../../src/api/index.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
 import { busyRunners } from './demand.js';
 import type { Observation, PoolVM } from './observation.js';
 
 const GONE: readonly PoolVM['status'][] = ['TERMINATED', 'STOPPED'];
+/** States in which the host's runner has been seen online: one missing or offline now has gone away, not yet to come. */
+const WAS_ONLINE: readonly RunnerHost['state'][] = ['Idle', 'Busy', 'Offline'];
 
 /** A tier's price for a VM, or the dearest price of the spec when its machine type is not a tier any more. */
 export function priceOf(vm: Pick<PoolVM, 'machineType' | 'provisioningModel'>, tiers: RunnerTargetSpec['gce']['machineTypeTiers']): number {
@@ -32,14 +37,19 @@ export function observeHosts(hosts: readonly RunnerHost[], observation: Observat
     if (!vm || GONE.includes(vm.status)) return h;
     if (h.state === 'Launching' && vm.status !== 'RUNNING') return h;
     const runner = runners.get(h.name);
-    const { idleSince: _idle, message: _message, ...rest } = h;
+    const { idleSince: _idle, message: _message, offlineSince: _offline, ...rest } = h;
     if (busy.has(h.name)) return { ...rest, state: 'Busy', ...(runner ? { runnerID: runner.id } : {}) };
     // A JIT runner is ephemeral: GitHub removes it after its one job. A host whose runner was up and is gone
     // takes no more jobs; it drains like any other, so SSH confirms no job runs before its VM is deleted.
-    if (!runner && (h.state === 'Idle' || h.state === 'Busy') && h.runnerID !== undefined) {
+    if (!runner && WAS_ONLINE.includes(h.state) && h.runnerID !== undefined) {
       return { ...rest, state: 'Draining', message: `runner ${h.name} is gone (a just-in-time runner leaves after its one job); confirming over SSH that no job runs before the VM is deleted` };
     }
     if (!runner) return { ...rest, state: 'Registering', message: 'VM running; its runner has not registered' };
+    if (runner.status !== 'online' && WAS_ONLINE.includes(h.state)) {
+      const since = h.state === 'Offline' && h.offlineSince ? h.offlineSince : now;
+      return { ...rest, state: 'Offline', runnerID: runner.id, offlineSince: since, message: `runner ${h.name} went offline (seen since ${since}); it takes no jobs, and is drained and replaced unless it is back online within the offline grace` };
+    }
+    // A JIT registration is offline from the moment its config is made until the host's runner connects: the boot grace covers it.
     if (runner.status !== 'online') return { ...rest, state: 'Registering', runnerID: runner.id, message: 'runner registered but offline' };
     // The idle clock restarts whenever the host is seen busy, so "idle for N s" means every check since saw it idle.
     return { ...rest, state: 'Idle', runnerID: runner.id, idleSince: h.state === 'Idle' && h.idleSince ? h.idleSince : now };

@@ -1,7 +1,8 @@
 // The two orphan kinds spot pools leave, and preemption. A VM with no runner
 // after its boot grace is marked; the next check takes a last look and
 // deletes it if the runner still has not come (one check of grace against a
-// slow registration). A runner registration whose VM is gone (a preempted
+// slow registration). A registration that never came online (a zombie: its
+// config made, its runner never connected) is no runner for this rule. A runner registration whose VM is gone (a preempted
 // host) is removed. A VM that is TERMINATED, or a host whose VM vanished, was
 // preempted: it leaves status, and demand replaces it if jobs wait.
 import type { RunnerHost } from '../../src/api/index.js';
@@ -52,7 +53,10 @@ export function findOrphans({ hosts, vms, runners, launching, now, bootGraceMs =
       report.deleteVMs.push({ name: vm.name, reason: 'Preempted', message: `VM ${vm.name} in ${vm.zone} is ${vm.status}: preempted` });
       continue;
     }
-    if (runnerByName.has(vm.name)) {
+    const runner = runnerByName.get(vm.name);
+    // Offline on a host that never got past Registering: GitHub keeps such a registration about a day, and the VM would bill all along.
+    const zombie = runner?.status === 'offline' && (!host || host.state === 'Registering' || host.state === 'Launching');
+    if (runner && !zombie) {
       if (host?.orphanSince) report.unmark.push(vm.name);
       continue;
     }
@@ -63,7 +67,7 @@ export function findOrphans({ hosts, vms, runners, launching, now, bootGraceMs =
       report.deleteVMs.push({
         name: vm.name,
         reason: 'Orphan',
-        message: `VM ${vm.name} has had no registered runner since ${host.orphanSince} (boot grace ${bootGraceMs / 60_000} min) and still had none at a last look`,
+        message: `VM ${vm.name} has had no ${zombie ? 'online' : 'registered'} runner since ${host.orphanSince} (boot grace ${bootGraceMs / 60_000} min) and still had none at a last look`,
       });
     } else {
       report.mark.push(vm.name);

@@ -95,6 +95,53 @@ describe('planCheck', () => {
     expect(second.plan.delete).toEqual(['o']);
   });
 
+  describe('a runner that goes offline while its VM lives', () => {
+    const offlineRunner = runner('a', false, { status: 'offline' });
+    const offlineHost = (s: number) => host('a', 'Offline', { offlineSince: ago(s), runnerID: offlineRunner.id });
+
+    it('first seen offline: Offline, no capacity, the floor gets a new host; the offline one is not touched', () => {
+      const p = plan({ hosts: [idleHost('a')] }, { vms: [vm('a')], runners: [offlineRunner] });
+      expect(p.hosts.find((h) => h.name === 'a')).toMatchObject({ state: 'Offline', offlineSince: iso(NOW) });
+      expect(kinds(p)).toEqual([expect.stringMatching(/^launch /)]);
+      expect(p.events.map((e) => e.reason)).not.toContain('RunnerOffline');
+    });
+
+    it('within the grace: still kept', () => {
+      const p = plan({ hosts: [offlineHost(120), idleHost('b')] }, { vms: [vm('a'), vm('b')], runners: [offlineRunner, runner('b')] });
+      expect(kinds(p)).toEqual([]);
+      expect(p.hosts.find((h) => h.name === 'a')!.state).toBe('Offline');
+    });
+
+    it('past the grace: drained like a broken host, its runner removed first, said in an event', () => {
+      const p = plan({ hosts: [offlineHost(301), idleHost('b')] }, { vms: [vm('a'), vm('b')], runners: [offlineRunner, runner('b')], probes: probes([['a', { job: 'none' }]]) });
+      expect(kinds(p)).toEqual(['deregister a']);
+      expect(p.hosts.find((h) => h.name === 'a')).toMatchObject({ state: 'Draining', message: expect.stringMatching(/--runner-offline-grace/) });
+      expect(p.events).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'RunnerOffline', message: expect.stringMatching(/a new host replaces it if jobs need one$/) }));
+    });
+
+    it('the grace is a setting', () => {
+      const p = plan({ hosts: [offlineHost(20), idleHost('b')] }, { vms: [vm('a'), vm('b')], runners: [offlineRunner, runner('b')] }, { settings: { offlineGraceMs: 10_000 } });
+      expect(kinds(p)).toEqual(['deregister a']);
+    });
+
+    it('past the grace while SSH sees a job on it: the runner stays until the job ends', () => {
+      const p = plan({ hosts: [offlineHost(900), idleHost('b')] }, { vms: [vm('a'), vm('b')], runners: [offlineRunner, runner('b')], probes: probes([['a', { job: 'running' }]]) });
+      expect(kinds(p)).not.toContain('deregister a');
+      expect(p.hosts.find((h) => h.name === 'a')!.state).toBe('Busy');
+    });
+
+    it('once its runner is removed and SSH sees no job, the VM is deleted and, with jobs waiting, a new host launched', () => {
+      const p = plan({ hosts: [host('a', 'Draining', { runnerID: offlineRunner.id })] }, { vms: [vm('a')], jobs: [job('queued')], probes: probes([['a', { job: 'none' }]]) });
+      expect(kinds(p)).toEqual(['delete a', expect.stringMatching(/^launch /)]);
+    });
+
+    it('an open receipt for the host defers the grace to the receipt being finished', () => {
+      const receipt: Receipt = { id: 'deregister-1', action: 'Deregister', phase: 'Intended', at: ago(30), hosts: ['a'] };
+      const p = plan({ hosts: [offlineHost(900), idleHost('b')], receipts: [receipt] }, { vms: [vm('a'), vm('b')], runners: [offlineRunner, runner('b')] });
+      expect(kinds(p)).toEqual(['resume a']);
+    });
+  });
+
   it('a ghost runner is removed, and its busy flag is no demand', () => {
     const p = plan({ hosts: [idleHost('f')] }, { vms: [vm('f')], runners: [runner('f'), runner('pool-gone', true)] });
     expect(kinds(p)).toEqual(['removeRunner pool-gone']);

@@ -16,12 +16,14 @@ import { placementOrder, type Placement } from './placement.js';
 import { poolPressure, PRESSURE_THRESHOLDS, TIER_RULE, tierStep, type PressureEvidence, type PressureThresholds, type TierRule, type TierStep } from './pressure.js';
 import { launchingHosts, openReceipts, type Intent, type Receipt } from './receipts.js';
 import { SAMPLE_WINDOW, sampleTiming, type SampleTiming, type SampleWindow } from './sample.js';
-import { BUSY_FLAG_LAG_MS, drainStep, pickDrains } from './scaledown.js';
+import { BUSY_FLAG_LAG_MS, drainStep, OFFLINE_GRACE_MS, offlineDrains, pickDrains } from './scaledown.js';
 
 export interface PlanSettings {
   window: SampleWindow;
   bootGraceMs: number;
   busyLagMs: number;
+  /** How long a runner that was online may be offline before its host is drained (--runner-offline-grace). */
+  offlineGraceMs: number;
   launchHorizonMs: number;
   tierRule: TierRule;
   thresholds: PressureThresholds;
@@ -31,6 +33,7 @@ export const PLAN_SETTINGS: PlanSettings = {
   window: SAMPLE_WINDOW,
   bootGraceMs: BOOT_GRACE_MS,
   busyLagMs: BUSY_FLAG_LAG_MS,
+  offlineGraceMs: OFFLINE_GRACE_MS,
   launchHorizonMs: LAUNCH_HORIZON_MS,
   tierRule: TIER_RULE,
   thresholds: PRESSURE_THRESHOLDS,
@@ -146,6 +149,10 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   const runners = new Map(observation.runners.map((r) => [r.name, r]));
   // A VM being deleted still costs and still counts against maxHosts, but is no capacity.
   hosts = hosts.map((h) => (deleting.has(h.name) ? { ...h, state: 'Deleting' } : h));
+  // Offline past the grace: drained like a broken host, by the drain steps below, in this same check.
+  const offline = new Map(offlineDrains(hosts.filter((h) => !resuming.has(h.name)), now, settings.offlineGraceMs).map((d) => [d.host, d.reason]));
+  for (const [h, reason] of offline) events.push({ type: 'Warning', reason: 'RunnerOffline', message: `${reason}; a new host replaces it if jobs need one` });
+  hosts = hosts.map((h) => (offline.has(h.name) ? { ...h, state: 'Draining', message: offline.get(h.name)! } : h));
   const live = [...hosts];
   const spend = spendToday(status, live, ended, now);
   const order = placementOrder(spec.gce, nextTier);

@@ -28,8 +28,8 @@ export function probeCommand(cgroupRoot = '/sys/fs/cgroup'): string {
 
 export const PROBE_COMMAND = probeCommand();
 
-/** Hosts worth a look: a runner may run there (or just ran, for a drained one). */
-const PROBED: readonly RunnerHost['state'][] = ['Idle', 'Busy', 'Draining'];
+/** Hosts worth a look: a runner may run there (or just ran, for a drained one, or ran before it went offline). */
+const PROBED: readonly RunnerHost['state'][] = ['Idle', 'Busy', 'Offline', 'Draining'];
 
 export function parseProbe(stdout: string): HostProbe {
   const files = splitHeadOutput(stdout);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { RunnerHost } from '../../src/api/index.js';
 import type { HostProbe, PoolRunner } from './observation.js';
-import { afterDeregister, drainStep, pickDrains, type DrainStep } from './scaledown.js';
+import { afterDeregister, drainStep, OFFLINE_GRACE_MS, offlineDrains, pickDrains, type DrainStep } from './scaledown.js';
 import { NOW, ago, host, runner } from './testing/pool.js';
 
 const SMALL = 'n2d-standard-8';
@@ -34,6 +34,26 @@ describe('pickDrains', () => {
       { host: 'a', reason: "idle for less than 60 s, within the lag of GitHub's busy flag" },
       { host: 'b', reason: 'its runner is busy' },
     ]);
+  });
+});
+
+describe('offlineDrains', () => {
+  it('the default grace is a few minutes, far below the boot grace', () => expect(OFFLINE_GRACE_MS).toBe(5 * 60_000));
+
+  it.each<[string, RunnerHost[], number | undefined, string[]]>([
+    ['offline within the grace: kept', [host('a', 'Offline', { offlineSince: ago(299) })], undefined, []],
+    ['offline past the grace: drained', [host('a', 'Offline', { offlineSince: ago(300) })], undefined, ['a']],
+    ['the grace is a setting', [host('a', 'Offline', { offlineSince: ago(20) }), host('b', 'Offline', { offlineSince: ago(5) })], 10_000, ['a']],
+    ['no offline clock yet: kept until one starts', [host('a', 'Offline')], 0, []],
+    ['only Offline hosts: an idle or registering one is not', [host('a', 'Idle', { offlineSince: ago(900) }), host('b', 'Registering', { offlineSince: ago(900) })], undefined, []],
+  ])('%s', (_name, hosts, grace, want) => {
+    expect(offlineDrains(hosts, NOW, grace).map((d) => d.host)).toEqual(want);
+  });
+
+  it('says since when, the grace and the flag', () => {
+    expect(offlineDrains([host('a', 'Offline', { offlineSince: ago(600) })], NOW)[0]!.reason).toBe(
+      'runner a has been offline since 2026-12-03T11:50:00Z, past the offline grace of 300 s (--runner-offline-grace): it is removed unless SSH sees a job, and the VM deleted once SSH confirms none runs',
+    );
   });
 });
 

@@ -56,6 +56,30 @@ export function pickDrains(
   return { drain, kept };
 }
 
+/** How long a host's runner may stay offline after it was online before the host is drained and replaced. */
+export const OFFLINE_GRACE_MS = 5 * 60_000;
+
+/**
+ * Offline hosts past the grace, with why: they drain like a broken host
+ * (drainStep: the runner is removed unless SSH sees a job, then the VM is
+ * deleted once SSH confirms none runs). Within the grace a runner may come
+ * back (a restarted service, a network blip); it is no capacity meanwhile.
+ */
+export function offlineDrains(hosts: readonly RunnerHost[], now: number, graceMs = OFFLINE_GRACE_MS): { host: string; reason: string }[] {
+  const out: { host: string; reason: string }[] = [];
+  for (const h of hosts) {
+    if (h.state !== 'Offline') continue;
+    const since = Date.parse(h.offlineSince ?? '');
+    // A host with no offlineSince has no clock to judge by: the next check starts one.
+    if (!Number.isFinite(since) || now - since < graceMs) continue;
+    out.push({
+      host: h.name,
+      reason: `runner ${h.name} has been offline since ${h.offlineSince}, past the offline grace of ${Math.round(graceMs / 1000)} s (--runner-offline-grace): it is removed unless SSH sees a job, and the VM deleted once SSH confirms none runs`,
+    });
+  }
+  return out;
+}
+
 /** GitHub's answer to removing a host's runner. */
 export type DeregisterOutcome = 'removed' | 'gone' | 'busy';
 

@@ -32,6 +32,8 @@ export const TEST_TIMES = {
   followUpMs: 2_000,
   /** --runner-check-lease: how long a dead replica's check lease keeps others out. */
   checkLeaseMs: 5_000,
+  /** --runner-offline-grace: how long a runner that was online may be offline before its host drains; longer than the emulator's default JIT removal lag (3 s). */
+  offlineGraceMs: 4_000,
 };
 
 export interface PoolOptions {
@@ -188,7 +190,7 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
   const controllerArgs = ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
     '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', String(opts.sampleWindowScale ?? 0.01),
     '--runner-busy-flag-lag', `${TEST_TIMES.busyLagMs}ms`, '--runner-follow-up', `${TEST_TIMES.followUpMs}ms`, '--runner-check-lease', `${TEST_TIMES.checkLeaseMs}ms`,
-    ...emulatorEndpointArgs(gce, gh), ...TEST_CHECK_INTERVAL_ARGS];
+    '--runner-offline-grace', `${TEST_TIMES.offlineGraceMs}ms`, ...emulatorEndpointArgs(gce, gh), ...TEST_CHECK_INTERVAL_ARGS];
 
   const pool: RunnerTargetPool = {
     gce,

@@ -1,7 +1,11 @@
 // The org's Actions state: self-hosted runners (registered with single-use
 // JIT configs), runner groups, and workflow runs and jobs that the test
 // queues and fake runners take and finish. A runner's `busy` as the API shows
-// it lags the truth by busyLagMs, as GitHub's does.
+// it lags the truth by busyLagMs, as GitHub's does. Runners may go offline on
+// their own (offlineRatePerHour, seeded); a JIT runner is removed
+// jitRemovalLagMs after its job, offline meanwhile; a registration whose
+// runner never connected is removed zombieRemovalMs after it was made. These
+// clocks are read whenever the runners are, so no timer runs.
 import { randomBytes } from 'node:crypto';
 import { HttpError } from '../kit/http.js';
 import type { ApiJob, ApiRun, ApiRunner, Conclusion, FakeRunner, RunnerLabel } from './types.js';
@@ -17,6 +21,12 @@ interface RunnerState {
   jobId: number | undefined;
   secret: string;
   registered: boolean;
+  /** When generate-jitconfig made it (ms). */
+  createdAt: number;
+  /** When GitHub removes it (its job done, the removal lagging), if it does. */
+  removeAt: number | undefined;
+  /** Up to when its chance of going offline on its own was drawn (ms). */
+  drawnTo: number;
 }
 
 interface RunState {
@@ -31,6 +41,21 @@ interface RunState {
 export interface ActionsSettings {
   busyLagMs: number;
   deleteBusySucceeds: boolean;
+  jitRemovalLagMs: number;
+  zombieRemovalMs: number;
+  offlineRatePerHour: number;
+}
+
+/** A small seeded generator (mulberry32): the same seed gives the same runners going offline. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
 }
 
 /** A runner group as `GET /orgs/{org}/actions/runner-groups` shows it. */
@@ -56,12 +81,41 @@ export class Actions {
   private readonly groups = new Map<number, { id: number; name: string; visibility: ApiRunnerGroup['visibility'] }>([[1, { id: 1, name: 'Default', visibility: 'all' }]]);
   private seq = 1000;
   private labelSeq = 1;
+  private readonly random: () => number;
 
   constructor(
     readonly org: string,
     private readonly settings: ActionsSettings,
     private readonly origin: () => string,
-  ) {}
+    seed = 1,
+  ) {
+    this.random = seeded(seed);
+  }
+
+  /**
+   * Brings the runners up to now: lagged JIT removals and zombie
+   * registrations that are due go, and each online runner goes offline with
+   * the chance offlineRatePerHour gives the time since the last look.
+   */
+  private advance(now = Date.now()): void {
+    for (const r of [...this.runnersById.values()]) {
+      if ((r.removeAt !== undefined && now >= r.removeAt) || (!r.registered && now - r.createdAt >= this.settings.zombieRemovalMs)) {
+        this.runnersById.delete(r.id);
+        continue;
+      }
+      const rate = this.settings.offlineRatePerHour;
+      if (r.online && rate > 0 && now > r.drawnTo && this.random() < 1 - Math.exp((-rate * (now - r.drawnTo)) / 3_600_000)) r.online = false;
+      r.drawnTo = Math.max(r.drawnTo, now);
+    }
+  }
+
+  /** A runner goes offline as if its process died or its host rebooted: a job it ran stays in progress. */
+  runnerOffline(name: string): void {
+    this.advance();
+    const r = [...this.runnersById.values()].find((x) => x.name === name);
+    if (!r) throw new Error(`no runner ${name}`);
+    r.online = false;
+  }
 
   runnerGroups(): ApiRunnerGroup[] {
     return [...this.groups.values()]
@@ -106,6 +160,7 @@ export class Actions {
   }
 
   runners(): ApiRunner[] {
+    this.advance();
     return [...this.runnersById.values()].sort((a, b) => a.id - b.id).map((r) => this.runnerView(r));
   }
 
@@ -118,6 +173,7 @@ export class Actions {
       throw new HttpError(422, undefined, 'Invalid input: labels must list 1 to 100 label names.');
     }
     if (workFolder !== undefined && typeof workFolder !== 'string') throw new HttpError(422, undefined, 'Invalid input: work_folder must be a string.');
+    this.advance();
     if ([...this.runnersById.values()].some((r) => r.name === name)) throw new HttpError(409, undefined, `Already exists - A runner with the name ${name} already exists.`);
     const r: RunnerState = {
       id: this.next(),
@@ -129,6 +185,9 @@ export class Actions {
       jobId: undefined,
       secret: randomBytes(24).toString('hex'),
       registered: false,
+      createdAt: Date.now(),
+      removeAt: undefined,
+      drawnTo: Date.now(),
     };
     this.runnersById.set(r.id, r);
     const file = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64');
@@ -140,6 +199,7 @@ export class Actions {
   }
 
   deleteRunner(id: number): void {
+    this.advance();
     const r = this.runnersById.get(id);
     if (!r) throw new HttpError(404, undefined, 'Not Found');
     if (r.jobId !== undefined && !this.settings.deleteBusySucceeds) throw new HttpError(422, undefined, `Bad request - Runner "${r.name}" is still running a job.`);
@@ -159,11 +219,13 @@ export class Actions {
     } catch {
       throw new Error('not a JIT config this emulator issued');
     }
+    this.advance();
     const r = this.runnersById.get(id);
     if (!r || r.secret !== secret) throw new Error(`runner ${id} does not exist (deleted, or the config is not one this emulator issued)`);
     if (r.registered) throw new Error(`the JIT config of runner ${r.name} was used already; it is single use`);
     r.registered = true;
     r.online = true;
+    r.drawnTo = Date.now();
     return this.fakeRunner(r);
   }
 
@@ -176,7 +238,10 @@ export class Actions {
         return r.jobId !== undefined;
       },
       takeJob: () => {
-        if (!actions.runnersById.has(r.id)) throw new Error(`runner ${r.name} was removed`);
+        actions.advance();
+        if (!actions.runnersById.has(r.id) || r.removeAt !== undefined) throw new Error(`runner ${r.name} was removed`);
+        // GitHub gives no job to a runner that is not connected.
+        if (!r.online) return undefined;
         if (r.jobId !== undefined) throw new Error(`runner ${r.name} runs job ${r.jobId} already`);
         const names = new Set(r.labels.map((l) => l.name.toLowerCase()));
         const job = [...actions.jobsById.values()].filter((j) => j.status === 'queued' && j.labels.every((l) => names.has(l.toLowerCase()))).sort((a, b) => a.id - b.id)[0];
@@ -231,8 +296,11 @@ export class Actions {
     if (!job) throw new Error(`no job ${jobId}`);
     Object.assign(job, { status: 'completed', conclusion, completed_at: new Date().toISOString() });
     const runner = [...this.runnersById.values()].find((r) => r.jobId === jobId);
-    // A JIT runner is ephemeral: after its one job GitHub removes it.
-    if (runner) this.runnersById.delete(runner.id);
+    // A JIT runner is ephemeral: after its one job its process exits (offline) and GitHub removes it, a little later.
+    if (runner) {
+      if (this.settings.jitRemovalLagMs <= 0) this.runnersById.delete(runner.id);
+      else Object.assign(runner, { online: false, jobId: undefined, busySince: undefined, removeAt: Date.now() + this.settings.jitRemovalLagMs });
+    }
     this.touch(job.run_id);
   }
 

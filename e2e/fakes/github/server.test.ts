@@ -41,7 +41,8 @@ describe('GitHub emulator', () => {
   let gh: GitHubEmulator;
   let n = 0;
   beforeAll(async () => {
-    gh = await startGitHubEmulator();
+    // Runners leave at once after their job unless a test asks for GitHub's removal lag.
+    gh = await startGitHubEmulator({ jitRemovalLagMs: 0 });
   });
   afterAll(() => gh.stop());
   afterEach(() => {
@@ -49,6 +50,9 @@ describe('GitHub emulator', () => {
     gh.resetRateLimits();
     gh.busyLagMs = 0;
     gh.deleteBusySucceeds = false;
+    gh.jitRemovalLagMs = 0;
+    gh.zombieRemovalMs = 86_400_000;
+    gh.offlineRatePerHour = 0;
   });
   const org = () => gh.org;
   const jit = (labels = ['linux', 'gce'], over: Record<string, unknown> = {}) => call(gh, gh.token, 'POST', `/orgs/${org()}/actions/runners/generate-jitconfig`, { name: `runner-${++n}`, runner_group_id: 1, labels, work_folder: '_work', ...over });
@@ -193,6 +197,74 @@ describe('GitHub emulator', () => {
       expect(await listed(r.id)).toBeUndefined();
       const jobs = (await call(gh, gh.token, 'GET', `/repos/${org()}/lag/actions/runs/${runId}/jobs`)).body.jobs;
       expect(jobs[0]).toMatchObject({ status: 'completed', conclusion: 'success', completed_at: expect.any(String) });
+    });
+
+    it('by default GitHub removes a JIT runner a few seconds after its job, and no runner goes offline on its own', async () => {
+      const fresh = await startGitHubEmulator();
+      try {
+        expect(fresh).toMatchObject({ jitRemovalLagMs: 3000, zombieRemovalMs: 86_400_000, offlineRatePerHour: 0 });
+      } finally {
+        await fresh.stop();
+      }
+    });
+
+    it('a JIT runner is listed offline for jitRemovalLagMs after its job, then removed; a DELETE meanwhile is 204, after it 404', async () => {
+      gh.jitRemovalLagMs = 400;
+      gh.queueRun('removal', [{ labels: ['removal-test'] }, { labels: ['removal-test'] }]);
+      const a = await runner(['removal-test']);
+      a.takeJob();
+      a.finishJob();
+      expect(await listed(a.id)).toMatchObject({ status: 'offline', busy: false });
+      expect(() => a.takeJob()).toThrow(/removed/);
+      await until('the lagged removal', async () => ((await listed(a.id)) === undefined ? true : undefined));
+      expect((await call(gh, gh.token, 'DELETE', `/orgs/${org()}/actions/runners/${a.id}`)).status).toBe(404);
+
+      const b = await runner(['removal-test']);
+      b.takeJob();
+      b.finishJob();
+      expect((await call(gh, gh.token, 'DELETE', `/orgs/${org()}/actions/runners/${b.id}`)).status).toBe(204);
+      expect(await listed(b.id)).toBeUndefined();
+      // GitHub's own removal comes after the DELETE and finds nothing: nothing reappears or fails.
+      await new Promise((r) => setTimeout(r, 450));
+      expect(await listed(b.id)).toBeUndefined();
+    });
+
+    it('runnerOffline: a runner goes offline on its own, takes no job, and its job stays in progress', async () => {
+      gh.queueRun('crash', [{ labels: ['crash-test'] }, { labels: ['crash-test'] }]);
+      const a = await runner(['crash-test']);
+      const job = a.takeJob()!;
+      gh.runnerOffline(a.name);
+      expect(await listed(a.id)).toMatchObject({ status: 'offline' });
+      expect(gh.jobs().find((j) => j.id === job.id)!.status).toBe('in_progress');
+      const b = await runner(['crash-test']);
+      gh.runnerOffline(b.name);
+      expect(b.takeJob()).toBeUndefined();
+      expect(() => gh.runnerOffline('no-such-runner')).toThrow(/no runner/);
+    });
+
+    it('offlineRatePerHour: online runners go offline on their own at that rate; registrations not yet connected are not affected', async () => {
+      const a = await runner(['rate-test']);
+      const pending = await jit(['rate-test']);
+      await new Promise((r) => setTimeout(r, 30));
+      expect(await listed(a.id)).toMatchObject({ status: 'online' });
+      // About one per millisecond: within a few milliseconds it is all but certain.
+      gh.offlineRatePerHour = 3_600_000;
+      await until('the runner to go offline', async () => ((await listed(a.id))?.status === 'offline' ? true : undefined));
+      expect(await listed(pending.body.runner.id)).toMatchObject({ status: 'offline' });
+      gh.offlineRatePerHour = 0;
+      const b = await runner(['rate-test']);
+      await new Promise((r) => setTimeout(r, 30));
+      expect(await listed(b.id)).toMatchObject({ status: 'online' });
+    });
+
+    it('a registration whose runner never connected (a zombie) is removed zombieRemovalMs after it was made; a connected one stays', async () => {
+      gh.zombieRemovalMs = 300;
+      const zombie = await jit(['zombie-test']);
+      const live = await runner(['zombie-test']);
+      expect(await listed(zombie.body.runner.id)).toMatchObject({ status: 'offline' });
+      await until('the zombie registration to go', async () => ((await listed(zombie.body.runner.id)) === undefined ? true : undefined));
+      expect(await listed(live.id)).toMatchObject({ status: 'online' });
+      expect(() => gh.startRunner(zombie.body.encoded_jit_config)).toThrow(/does not exist/);
     });
 
     it('takes only jobs whose labels the runner has, all of them, oldest first', async () => {

@@ -26,10 +26,13 @@ export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Pro
     busyLagMs: opts.busyLagMs ?? 0,
     deleteBusySucceeds: opts.deleteBusySucceeds ?? false,
     installationTokenTtlMs: opts.installationTokenTtlMs ?? 3_600_000,
+    jitRemovalLagMs: opts.jitRemovalLagMs ?? 3_000,
+    zombieRemovalMs: opts.zombieRemovalMs ?? 86_400_000,
+    offlineRatePerHour: opts.offlineRatePerHour ?? 0,
   };
   let origin = '';
   const auth = new GitHubAuth(opts.token);
-  const actions = new Actions(opts.org ?? 'leasehold-org', settings, () => origin);
+  const actions = new Actions(opts.org ?? 'leasehold-org', settings, () => origin, opts.seed ?? 1);
   const limits = new RateLimits(() => settings.rateLimit);
   const requests = new RecordLog<RequestRecord>();
   const api: RestApi<GitHubOp, Caller, undefined> = new RestApi<GitHubOp, Caller, undefined>({
@@ -59,6 +62,7 @@ export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Pro
     queueRun: (repo: string, jobs: { labels: string[]; name?: string }[]) => actions.queueRun(repo, jobs),
     completeJob: (jobId: number, conclusion?: 'success' | 'failure' | 'cancelled') => actions.completeJob(jobId, conclusion),
     startRunner: (encoded: string) => actions.startRunner(encoded),
+    runnerOffline: (name: string) => actions.runnerOffline(name),
     addRunnerGroup: (name: string, visibility?: 'all' | 'selected' | 'private') => actions.addRunnerGroup(name, visibility),
     removeRunnerGroup: (id: number) => actions.removeRunnerGroup(id),
     runners: () => actions.runners(),

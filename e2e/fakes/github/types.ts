@@ -75,7 +75,7 @@ export interface FakeRunner {
   readonly busy: boolean;
   /** Takes the oldest queued job whose labels the runner has (all of them); undefined when none. */
   takeJob(): ApiJob | undefined;
-  /** Completes the job it runs; a JIT runner is ephemeral, so GitHub then removes it. */
+  /** Completes the job it runs; a JIT runner is ephemeral, so GitHub then removes it (jitRemovalLagMs later, offline meanwhile). */
   finishJob(conclusion?: Conclusion): void;
   goOffline(): void;
 }
@@ -95,6 +95,14 @@ export interface GitHubEmulatorOptions {
   deleteBusySucceeds?: boolean;
   /** Installation tokens last this long (default one hour). */
   installationTokenTtlMs?: number;
+  /** A JIT runner is listed offline this long after its job before GitHub removes it (default 3000; 0 removes it at once). */
+  jitRemovalLagMs?: number;
+  /** A registration whose runner never connected is removed this long after it was made (default a day, as GitHub does). */
+  zombieRemovalMs?: number;
+  /** How often, per runner and hour, an online runner goes offline on its own (default 0: never). */
+  offlineRatePerHour?: number;
+  /** Seeds which runners go offline at offlineRatePerHour (default 1). */
+  seed?: number;
 }
 
 export interface GitHubEmulator {
@@ -110,6 +118,11 @@ export interface GitHubEmulator {
   busyLagMs: number;
   deleteBusySucceeds: boolean;
   installationTokenTtlMs: number;
+  jitRemovalLagMs: number;
+  zombieRemovalMs: number;
+  offlineRatePerHour: number;
+  /** Runner `name` goes offline as if its process died or its host rebooted (a job it ran stays in progress). */
+  runnerOffline(name: string): void;
   /** Uses up a caller's primary limit for this hour: by token, or every caller when omitted. */
   exhaustRateLimit(token?: string): void;
   /** Every caller starts a fresh hour; an armed secondary limit is dropped. */
