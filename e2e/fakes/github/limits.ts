@@ -33,10 +33,15 @@ export class RateLimits {
     return w;
   }
 
-  /** Uses up the window's limit of one caller, or of every caller for a window. */
-  exhaust(caller?: string, now = Date.now()): void {
-    if (caller === undefined) this.allExhaustedUntil = now + this.settings().rateLimitWindowMs;
-    else this.window(caller, now).used = Math.max(this.settings().rateLimit, this.window(caller, now).used);
+  /** Uses up the window's limit of one caller, or of every caller for a window; `resetInMs` ends that window sooner. */
+  exhaust(caller?: string, resetInMs?: number, now = Date.now()): void {
+    if (caller === undefined) {
+      this.allExhaustedUntil = now + (resetInMs ?? this.settings().rateLimitWindowMs);
+      return;
+    }
+    const w = this.window(caller, now);
+    w.used = Math.max(this.settings().rateLimit, w.used);
+    if (resetInMs !== undefined) w.resetAt = now + resetInMs;
   }
 
   /** Every caller starts a fresh window; no secondary limit is armed. */

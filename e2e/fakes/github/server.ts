@@ -51,11 +51,11 @@ export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Pro
     token: auth.firstToken,
     app: { ...auth.app },
     addToken: () => auth.addToken(),
-    exhaustRateLimit: (token?: string) => {
-      if (token === undefined) return limits.exhaust();
+    exhaustRateLimit: (token?: string, resetInMs?: number) => {
+      if (token === undefined) return limits.exhaust(undefined, resetInMs);
       const caller = auth.callerOf(token);
       if (!caller) throw new Error('no such token');
-      limits.exhaust(caller.id);
+      limits.exhaust(caller.id, resetInMs);
     },
     resetRateLimits: () => limits.reset(),
     secondaryLimit: ({ status, retryAfterSeconds, times }: { status: 403 | 429; retryAfterSeconds: number; times?: number }) => limits.armSecondary(status, retryAfterSeconds, times ?? 1),

@@ -119,8 +119,8 @@ export interface GitHubEmulator {
   busyLagMs: number;
   deleteBusySucceeds: boolean;
   installationTokenTtlMs: number;
-  /** Uses up a caller's primary limit for this hour: by token, or every caller when omitted. */
-  exhaustRateLimit(token?: string): void;
+  /** Uses up a caller's primary limit for its window: by token, or every caller when omitted; `resetInMs` ends that window sooner than rateLimitWindowMs. */
+  exhaustRateLimit(token?: string, resetInMs?: number): void;
   /** Every caller starts a fresh hour; an armed secondary limit is dropped. */
   resetRateLimits(): void;
   /** The next `times` (default 1) requests answer a secondary rate limit: 403 or 429 with retry-after. */
