@@ -6,7 +6,9 @@
 //    and for a burst that fills the pool to BENCH_RUNNER_HOSTS;
 //  - per check at that size: duration, and Compute Engine, GitHub and SSH
 //    calls by route, against the floor the policy strictly needs, for
-//    steady checks (nothing to change) and for a scale-down.
+//    steady checks (nothing to change) and for a scale-down; of the GitHub
+//    calls, the share answered 304 (conditional listings, not counted by
+//    GitHub's primary rate limit).
 // A check is the span its coordination Lease is held: from acquireTime to
 // the renewTime of the release (holderIdentity ""), both written by the
 // controller, seen through an informer. Provider calls are the emulators'
@@ -92,6 +94,7 @@ function costOf(c: Check, prev: Check | undefined, hosts: RunnerHosts) {
     seconds: round((c.end - c.start) / 1000, 3),
     gce: byRoute(hosts.gce.requests, c.start, c.end),
     github: byRoute(hosts.gh.requests, c.start, c.end),
+    github304: hosts.gh.requests.filter((r) => r.time >= c.start && r.time <= c.end && r.status === 304).length,
     ssh: c.ssh - (prev?.ssh ?? 0),
     kube,
   };
@@ -117,10 +120,12 @@ function floorOf(hostsProbed: number, runners: number, activeRuns: number, drain
   };
 }
 
-function ratios(cost: { gce: Counts; github: Counts; ssh: number }, floor: ReturnType<typeof floorOf>) {
+function ratios(cost: { gce: Counts; github: Counts; github304?: number; ssh: number }, floor: ReturnType<typeof floorOf>) {
+  const gh = total(cost.github);
   return {
     gce: `${total(cost.gce)} / ${floor.gce} = ${round(total(cost.gce) / floor.gce)}`,
-    github: `${total(cost.github)} / ${floor.github} = ${round(total(cost.github) / floor.github)}`,
+    github: `${gh} / ${floor.github} = ${round(gh / floor.github)}`,
+    github304: `${cost.github304 ?? 0} / ${gh} = ${round((cost.github304 ?? 0) / Math.max(1, gh))}`,
     ssh: `${cost.ssh} / ${floor.ssh} = ${round(cost.ssh / floor.ssh)}`,
   };
 }
@@ -246,7 +251,7 @@ export async function runnerPhase(): Promise<void> {
     const doneAt = Date.now();
     await waitUntil('the last check of the scale-down to end', async () => checks.length > down && checks[checks.length - 1]!.end >= doneAt - 1000, 5 * 60_000, 200).catch(() => undefined);
     const downChecks = checks.slice(down).filter((c) => c.end >= downAt && c.start <= doneAt).map((c) => costOf(c, checks[checks.indexOf(c) - 1], hosts));
-    const sum = downChecks.reduce((a, c) => ({ gce: add(a.gce, c.gce), github: add(a.github, c.github), ssh: a.ssh + c.ssh }), { gce: {} as Counts, github: {} as Counts, ssh: 0 });
+    const sum = downChecks.reduce((a, c) => ({ gce: add(a.gce, c.gce), github: add(a.github, c.github), github304: a.github304 + c.github304, ssh: a.ssh + c.ssh }), { gce: {} as Counts, github: {} as Counts, github304: 0, ssh: 0 });
     const downFloor = floorOf(HOSTS, HOSTS, 0, DRAIN);
     out.scaleDown = {
       drained: DRAIN,

@@ -24,6 +24,8 @@ import { sampleTiming } from './sample.js';
 import { abandonLaunches, poolGone, teardownPlan, teardownSpec } from './teardown.js';
 import { afterDeregister } from './scaledown.js';
 import type { HeldLease } from './checklease.js';
+import { isRateLimited, mayStartCheck, rateLimitedCondition, retryAtAfter } from './ratelimit.js';
+import { repositoriesCondition } from './repositories.js';
 
 /** The name of a target's check lease: its UID, unique across namespaces and recreations. */
 export const checkLeaseName = (uid: string) => `runnertarget-${uid}`;
@@ -36,6 +38,16 @@ export interface CheckResult {
   poolGone?: boolean;
   /** The object as the check last had it. */
   target: RunnerTarget;
+  /** A GitHub rate limit stopped (or kept from starting) the check: no check before this time (ms). */
+  limitedUntil?: number;
+  /** Requests this check counted against GitHub's primary limit (304s are free). */
+  githubRequests?: number;
+}
+
+/** What the reconciler remembers of a target's earlier checks. */
+export interface CheckHistory {
+  /** Requests the last check counted against GitHub's primary limit: a check waits for the reset when fewer are left. */
+  lastGitHubRequests?: number | undefined;
 }
 
 export class CheckRun {
@@ -53,11 +65,14 @@ export class CheckRun {
   private lastNow = 0;
   private wroteFirst = false;
   private retryAfterMs?: number;
+  private limited?: { until: number; message: string };
+  private githubAtStart?: number;
   private last!: CheckStep;
 
   constructor(
     private readonly deps: RunnerTargetDeps,
     private target: RunnerTarget,
+    private readonly history: CheckHistory = {},
   ) {
     this.key = `${target.metadata!.namespace}/${target.metadata!.name}`;
     this.status = target.status ?? {};
@@ -93,7 +108,22 @@ export class CheckRun {
     }
     this.deps.metrics?.check(this.target, this.last.state);
     const gone = (this.last.state === 'Done' || this.last.state === 'DryRun') && this.observation !== undefined && poolGone(this.observation, this.status.receipts);
-    return { state: this.last.state, poolGone: gone, target: this.target, ...(this.retryAfterMs !== undefined ? { retryAfterMs: this.retryAfterMs } : {}) };
+    const used = this.githubAtStart === undefined ? undefined : (this.clients?.github.usage?.requests ?? this.githubAtStart) - this.githubAtStart;
+    return {
+      state: this.last.state,
+      poolGone: gone,
+      target: this.target,
+      ...(this.retryAfterMs !== undefined ? { retryAfterMs: this.retryAfterMs } : {}),
+      ...(this.limited ? { limitedUntil: this.limited.until } : {}),
+      ...(used !== undefined ? { githubRequests: used } : {}),
+    };
+  }
+
+  /** The check stops for a GitHub rate limit: nothing more is asked of GitHub before `until`. */
+  private rateLimited(until: number, message: string): CheckEvent {
+    this.limited = { until, message };
+    this.retryAfterMs = Math.max(1000, until - (this.deps.now ?? Date.now)());
+    return { type: 'FAILED', reason: 'RateLimited', message: `${message}; the check stopped and is tried again at ${new Date(until).toISOString()}`.slice(0, 1000) };
   }
 
   private async effect(effect: CheckEffect, event: CheckEvent): Promise<CheckEvent | undefined> {
@@ -127,6 +157,7 @@ export class CheckRun {
       }
     } catch (err) {
       this.deps.log?.warn({ target: this.key, effect, err: errorText(err) }, 'check step failed');
+      if (isRateLimited(err)) return this.rateLimited(retryAtAfter(err, (this.deps.now ?? Date.now)()), `${effect}: ${errorText(err)}`);
       const reason = err instanceof TargetSpecError ? err.reason : 'CheckError';
       return { type: 'FAILED', reason, message: `${effect}: ${errorText(err)}`.slice(0, 1000) };
     }
@@ -158,6 +189,18 @@ export class CheckRun {
     this.target = fresh;
     this.status = fresh.status ?? {};
     this.clients ??= await this.deps.providers.clients(fresh);
+    const github = this.clients.github;
+    if (!this.waited) {
+      this.githubAtStart = github.usage?.requests;
+      // Before any request: a check that would run into a limit is not started.
+      const gate = mayStartCheck({
+        now: (this.deps.now ?? Date.now)(),
+        blockedUntil: github.blockedUntil?.getTime(),
+        rateLimit: github.rateLimit ? { remaining: github.rateLimit.remaining, resetAt: github.rateLimit.resetAt.getTime() } : undefined,
+        lastCheckRequests: this.history.lastGitHubRequests,
+      });
+      if (!gate.start) return this.rateLimited(gate.until, gate.message);
+    }
     const seen = await observePool(fresh, this.clients, this.deps.installationID, this.lease?.signal);
     this.observation = { ...seen, probes: await probeHosts(this.status.hosts ?? [], seen, this.clients, await this.deps.hostAccess(fresh), this.lease?.signal) };
     const timing = sampleTiming(this.status.lastSample?.at, this.observation.at, this.deps.settings?.window);
@@ -190,7 +233,16 @@ export class CheckRun {
   private conditions(extra: ConditionInput[] = []): RunnerTargetStatus['conditions'] {
     const facts = { holder: this.deps.identity, durable: this.guard.condition(), ...(this.plan ? { budget: this.plan.budgetCondition } : {}) };
     let list = this.status.conditions;
-    for (const c of [...(checkConditions(this.last, facts) ?? []), ...extra]) list = setCondition(list, c, this.target.metadata?.generation, new Date(this.now()));
+    const was = (type: string) => list?.some((c) => c.type === type && c.status === 'True');
+    const github: ConditionInput[] = [];
+    if (checkConditions(this.last, facts) !== undefined) {
+      // Each says True while it holds, and False once, after it held, so that the fix shows.
+      if (this.limited) github.push(rateLimitedCondition(this.limited));
+      else if (this.observation && was('RateLimited')) github.push(rateLimitedCondition(undefined));
+      const missing = this.observation?.missingRepositories;
+      if (missing?.length || (this.observation && was('RepositoryMissing'))) github.push(repositoriesCondition(missing));
+    }
+    for (const c of [...(checkConditions(this.last, facts) ?? []), ...github, ...extra]) list = setCondition(list, c, this.target.metadata?.generation, new Date(this.now()));
     return list;
   }
 
@@ -248,6 +300,15 @@ export class CheckRun {
   }
 
   private async settleReceipt(): Promise<CheckEvent> {
+    const settled = await this.settleOutcome();
+    if (settled.type !== 'SETTLED') return settled;
+    // A change that met a GitHub limit ends the check: the changes after it would only be refused too.
+    const blocked = this.clients?.github.blockedUntil?.getTime();
+    if (blocked !== undefined && blocked > (this.deps.now ?? Date.now)()) return this.rateLimited(blocked, `GitHub answered a rate limit during the check's changes (${this.outcome!.message})`);
+    return settled;
+  }
+
+  private async settleOutcome(): Promise<CheckEvent> {
     const outcome = this.outcome!;
     await this.event(outcome.event);
     if (!this.guard.durable) return this.notDurable();

@@ -58,4 +58,6 @@ export interface Observation {
   probes: ReadonlyMap<string, HostProbe>;
   /** The id of spec.github.runnerGroup, looked up once per check; absent when it could not be (a pool being deleted). */
   runnerGroupId?: number | undefined;
+  /** Followed repositories GitHub answered 404 for (renamed, deleted, or out of the token's sight); their jobs are not in `jobs`. */
+  missingRepositories?: readonly string[] | undefined;
 }

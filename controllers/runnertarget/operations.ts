@@ -4,6 +4,7 @@
 // GitHub, and the calls a Change makes. No credential leaves this file
 // except inside the clients; errors carry the field and the fix, never a value.
 import { createHash } from 'node:crypto';
+import { isProviderError } from '../../src/providers/errors.js';
 import type { RunnerTarget } from '../../src/api/index.js';
 import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
 import { GOOGLE_TOKEN_URL, parseServiceAccountKey, type AccessTokens } from '../../src/providers/gce/auth.js';
@@ -182,17 +183,38 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
     .filter((r) => isPoolRunner(r.name, prefix) && ownsRunner(r.labels, owner))
     .map((r) => ({ id: r.id, name: r.name, status: r.status === 'online' ? 'online' : 'offline', busy: r.busy, labels: r.labels }));
   const jobs: WorkflowJob[] = [];
+  // A repository GitHub answers 404 for is left out, not the whole check: the others' jobs are still served.
+  const missingRepositories: string[] = [];
   for (const repo of spec.github.repositories) {
-    for (const status of ['queued', 'in_progress'] as const) {
-      for (const run of await clients.github.listRuns(repo, status, signal)) {
-        for (const j of await clients.github.listJobs(repo, run.id, signal)) {
-          if (j.status !== 'queued' && j.status !== 'in_progress') continue;
-          jobs.push({ id: j.id, repository: repo, status: j.status, labels: j.labels, ...(j.runnerName ? { runnerName: j.runnerName } : {}) });
-        }
-      }
+    try {
+      jobs.push(...(await repositoryJobs(clients.github, repo, signal)));
+    } catch (err) {
+      if (!isProviderError(err, 'NotFound')) throw err;
+      missingRepositories.push(repo);
     }
   }
   // A job seen in both lists (it started between them) counts once.
   const unique = [...new Map(jobs.map((j) => [j.id, j])).values()];
-  return { at: Date.now(), jobs: unique, runners, vms, probes: new Map(), ...(runnerGroupId === undefined ? {} : { runnerGroupId }) };
+  return { at: Date.now(), jobs: unique, runners, vms, probes: new Map(), ...(runnerGroupId === undefined ? {} : { runnerGroupId }), ...(missingRepositories.length ? { missingRepositories } : {}) };
+}
+
+async function repositoryJobs(github: GitHubActions, repo: string, signal?: AbortSignal): Promise<WorkflowJob[]> {
+  const jobs: WorkflowJob[] = [];
+  for (const status of ['queued', 'in_progress'] as const) {
+    for (const run of await github.listRuns(repo, status, signal)) {
+      let listed;
+      try {
+        listed = await github.listJobs(repo, run.id, signal);
+      } catch (err) {
+        // A run deleted between the two listings has no jobs to serve.
+        if (isProviderError(err, 'NotFound')) continue;
+        throw err;
+      }
+      for (const j of listed) {
+        if (j.status !== 'queued' && j.status !== 'in_progress') continue;
+        jobs.push({ id: j.id, repository: repo, status: j.status, labels: j.labels, ...(j.runnerName ? { runnerName: j.runnerName } : {}) });
+      }
+    }
+  }
+  return jobs;
 }

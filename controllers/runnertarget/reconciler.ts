@@ -60,6 +60,10 @@ export interface RunnerTargetDeps {
 export class RunnerTargetReconciler {
   /** When each target's last check ended here, and the generation it checked. */
   private readonly checked = new Map<string, { at: number; generation: number | undefined }>();
+  /** Until when GitHub's rate limit keeps each target from being checked (ms). */
+  private readonly limitedUntil = new Map<string, number>();
+  /** What each target's last finished check counted against GitHub's primary limit. */
+  private readonly githubRequests = new Map<string, number>();
 
   constructor(private readonly deps: RunnerTargetDeps) {}
 
@@ -72,6 +76,8 @@ export class RunnerTargetReconciler {
     const target = this.deps.targets.get(namespace, name);
     if (!target) {
       this.checked.delete(key);
+      this.limitedUntil.delete(key);
+      this.githubRequests.delete(key);
       this.deps.providers.forget(key);
       return;
     }
@@ -85,10 +91,21 @@ export class RunnerTargetReconciler {
     const generation = target.metadata?.generation;
     const last = this.checked.get(key) ?? { at: Date.parse(target.status?.lastCheckAt ?? ''), generation: target.status?.observedGeneration };
     const now = this.now();
+    // No check while GitHub's limit holds, whatever woke the target (a spec change, a status write, a deletion).
+    const limited = this.limitedUntil.get(key);
+    if (limited !== undefined && now < limited) return { requeueAfter: limited - now };
     // An open launch is followed sooner than the interval: its host waits for its runner config.
     const every = openReceipts(target.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, followUp) : interval;
     if (Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
-    const result = await new CheckRun(this.deps, target).run();
+    const result = await new CheckRun(this.deps, target, { lastGitHubRequests: this.githubRequests.get(key) }).run();
+    if (result.limitedUntil !== undefined) {
+      this.limitedUntil.set(key, result.limitedUntil);
+      // Checked again as soon as the limit ends, not an interval after the limited attempt.
+      this.checked.set(key, { at: Number.NEGATIVE_INFINITY, generation });
+      return { requeueAfter: Math.max(1, result.limitedUntil - this.now()) };
+    }
+    this.limitedUntil.delete(key);
+    if (result.githubRequests !== undefined && result.state === 'Done') this.githubRequests.set(key, result.githubRequests);
     if (deleting && result.poolGone && this.deps.finalizers) {
       // The key goes before the finalizer: should this stop in between, the next pass deletes it again.
       await this.deps.removeHostKey?.(result.target);

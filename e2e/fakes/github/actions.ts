@@ -262,8 +262,19 @@ export class Actions {
     };
   }
 
-  queueRun(repo: string, jobs: { labels: string[]; name?: string }[]): { runId: number; jobIds: number[] } {
+  /** A repository exists apart from its runs: one without any lists none (200), an unknown one is 404. */
+  addRepo(repo: string): void {
     if (!this.repos.has(repo)) this.repos.set(repo, this.next());
+  }
+
+  /** The repository is gone, and its runs with it (a job a runner holds may still be finished). */
+  removeRepo(repo: string): void {
+    if (!this.repos.delete(repo)) throw new Error(`no repository ${repo}`);
+    for (const [id, run] of this.runsById) if (run.repo === repo) this.runsById.delete(id);
+  }
+
+  queueRun(repo: string, jobs: { labels: string[]; name?: string }[]): { runId: number; jobIds: number[] } {
+    this.addRepo(repo);
     const now = new Date().toISOString();
     const run: RunState = { id: this.next(), repo, runNumber: this.runsById.size + 1, jobIds: [], createdAt: now, updatedAt: now };
     this.runsById.set(run.id, run);

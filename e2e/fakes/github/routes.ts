@@ -1,6 +1,9 @@
 // GitHub REST's routes the emulator serves, each with the operation faults
 // name it by. Every answer carries the x-ratelimit-* headers of the caller's
 // primary limit; a limit reached (or a secondary limit armed) answers instead.
+// A GET answered 200 carries an ETag; asked again with it in If-None-Match
+// while nothing changed, it is a 304 without a body, not counted.
+import { createHash } from 'node:crypto';
 import type { ApiCall, ApiRoute, ErrorStyle } from '../kit/api.js';
 import { HttpError, type Reply } from '../kit/http.js';
 import type { Actions } from './actions.js';
@@ -23,6 +26,8 @@ export interface RouteDeps {
   limits: RateLimits;
   origin: () => string;
   installationTokenTtlMs: () => number;
+  /** Whether GETs carry ETags and answer If-None-Match with 304. */
+  etags: () => boolean;
   errorReply: (e: HttpError) => Reply;
 }
 
@@ -49,7 +54,7 @@ export function githubRoutes(d: RouteDeps): Route[] {
     if (!kinds.includes(call.caller.kind)) {
       throw new HttpError(call.caller.kind === 'app' ? 401 : 403, undefined, call.caller.kind === 'app' ? 'A JSON web token can only call the GitHub App endpoints.' : 'Resource not accessible by integration');
     }
-    const { refusal, headers } = d.limits.take(call.caller.id);
+    const refusal = d.limits.refusal(call.caller.id);
     if (refusal) return refusal;
     let reply: Reply;
     try {
@@ -58,7 +63,17 @@ export function githubRoutes(d: RouteDeps): Route[] {
       if (!(e instanceof HttpError)) throw e;
       reply = d.errorReply(e);
     }
-    return { ...reply, headers: { ...headers, ...(reply.headers ?? {}) } };
+    if (call.method === 'GET' && reply.status === 200 && d.etags()) {
+      // The ETag depends on the body and on who asks, as GitHub's do (they vary by Authorization).
+      const etag = `W/"${createHash('sha256').update(call.caller.id).update(JSON.stringify(reply.body)).digest('hex').slice(0, 40)}"`;
+      const asked = call.headers['if-none-match'];
+      if (typeof asked === 'string' && asked.split(',').map((t) => t.trim()).includes(etag)) {
+        return { status: 304, body: undefined, headers: { ...d.limits.headers(call.caller.id), etag } };
+      }
+      reply = { ...reply, headers: { ...(reply.headers ?? {}), etag } };
+    }
+    d.limits.count(call.caller.id);
+    return { ...reply, headers: { ...d.limits.headers(call.caller.id), ...(reply.headers ?? {}) } };
   };
   const tokenUsers: Caller['kind'][] = ['user', 'installation'];
   const ourOrg = (org: string) => {

@@ -13,8 +13,8 @@ interface Answer {
   headers: Headers;
 }
 
-async function call(gh: GitHubEmulator, token: string | null, method: string, path: string, body?: unknown): Promise<Answer> {
-  const headers: Record<string, string> = { accept: 'application/vnd.github+json' };
+async function call(gh: GitHubEmulator, token: string | null, method: string, path: string, body?: unknown, extra: Record<string, string> = {}): Promise<Answer> {
+  const headers: Record<string, string> = { accept: 'application/vnd.github+json', ...extra };
   if (token !== null) headers.authorization = `Bearer ${token}`;
   if (body !== undefined) headers['content-type'] = 'application/json';
   const r = await fetch(`${gh.url}${path}`, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
@@ -311,6 +311,19 @@ describe('GitHub emulator', () => {
       expect((await call(gh, gh.token, 'GET', `/orgs/other-org/actions/runners`)).status).toBe(404);
     });
 
+    it('keeps a repository apart from its runs: one without runs lists 200 with none; a removed one is 404 with its runs', async () => {
+      gh.addRepository('empty');
+      const empty = await call(gh, gh.token, 'GET', `/repos/${org()}/empty/actions/runs?status=queued`);
+      expect(empty.status).toBe(200);
+      expect(empty.body).toEqual({ total_count: 0, workflow_runs: [] });
+      const { runId } = gh.queueRun('vanishing', [{ labels: ['x'] }]);
+      expect((await call(gh, gh.token, 'GET', `/repos/${org()}/vanishing/actions/runs`)).body.total_count).toBe(1);
+      gh.removeRepository('vanishing');
+      expect((await call(gh, gh.token, 'GET', `/repos/${org()}/vanishing/actions/runs`)).status).toBe(404);
+      expect((await call(gh, gh.token, 'GET', `/repos/${org()}/vanishing/actions/runs/${runId}/jobs`)).status).toBe(404);
+      expect(gh.runs().map((r) => r.id)).not.toContain(runId);
+    });
+
     it('pages with per_page and page, and a Link header', async () => {
       for (let i = 0; i < 3; i++) gh.queueRun('paged', [{ labels: ['p'] }]);
       const first = await call(gh, gh.token, 'GET', `/repos/${org()}/paged/actions/runs?per_page=2`);
@@ -359,6 +372,58 @@ describe('GitHub emulator', () => {
         expect(statuses).toEqual([200, 200, 403]);
       } finally {
         gh.rateLimit = 5000;
+      }
+    });
+
+    it('answers the primary limit with 429 when primaryLimitStatus says so, and starts afresh when the window ends', async () => {
+      const token = gh.addToken();
+      gh.primaryLimitStatus = 429;
+      gh.rateLimitWindowMs = 1500;
+      try {
+        const first = await call(gh, token, 'GET', `/orgs/${org()}/actions/runners`);
+        gh.exhaustRateLimit(token);
+        const a = await call(gh, token, 'GET', `/orgs/${org()}/actions/runners`);
+        expect(a.status).toBe(429);
+        expect(a.headers.get('x-ratelimit-remaining')).toBe('0');
+        expect(a.headers.get('x-ratelimit-reset')).toBe(first.headers.get('x-ratelimit-reset'));
+        expect(a.headers.get('retry-after')).toBeNull();
+        const reset = Number(a.headers.get('x-ratelimit-reset')) * 1000;
+        await until('the window to end', () => (Date.now() > reset ? true : undefined), 10_000);
+        const b = await call(gh, token, 'GET', `/orgs/${org()}/actions/runners`);
+        expect(b.status).toBe(200);
+        expect(b.headers.get('x-ratelimit-used')).toBe('1');
+      } finally {
+        gh.primaryLimitStatus = 403;
+        gh.rateLimitWindowMs = 3_600_000;
+      }
+    });
+
+    it('serves an ETag on GETs; If-None-Match with it answers 304 without a body, not counted; a change gives a new ETag', async () => {
+      const path = `/orgs/${org()}/actions/runners`;
+      const a = await call(gh, gh.token, 'GET', path);
+      const etag = a.headers.get('etag')!;
+      expect(etag).toMatch(/^W\/"[0-9a-f]+"$/);
+      const b = await call(gh, gh.token, 'GET', path, undefined, { 'if-none-match': etag });
+      expect(b.status).toBe(304);
+      expect(b.body).toBeUndefined();
+      expect(b.headers.get('etag')).toBe(etag);
+      expect(b.headers.get('x-ratelimit-used')).toBe(a.headers.get('x-ratelimit-used'));
+      expect(gh.requests.at(-1)).toMatchObject({ op: 'list-runners', status: 304 });
+      await jit();
+      const c = await call(gh, gh.token, 'GET', path, undefined, { 'if-none-match': etag });
+      expect(c.status).toBe(200);
+      expect(c.headers.get('etag')).not.toBe(etag);
+      // The JIT config and this listing counted; the 304 did not.
+      expect(Number(c.headers.get('x-ratelimit-used'))).toBe(Number(a.headers.get('x-ratelimit-used')) + 2);
+      // Another token gets another ETag (GitHub's vary by Authorization).
+      expect((await call(gh, gh.addToken(), 'GET', path)).headers.get('etag')).not.toBe(c.headers.get('etag'));
+      gh.etags = false;
+      try {
+        const d = await call(gh, gh.token, 'GET', path, undefined, { 'if-none-match': c.headers.get('etag')! });
+        expect(d.status).toBe(200);
+        expect(d.headers.get('etag')).toBeNull();
+      } finally {
+        gh.etags = true;
       }
     });
 

@@ -23,6 +23,9 @@ const MUTATING: readonly GitHubOp[] = ['delete-runner', 'generate-jitconfig'];
 export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Promise<GitHubEmulator> {
   const settings = {
     rateLimit: opts.rateLimit ?? 5000,
+    rateLimitWindowMs: opts.rateLimitWindowMs ?? 3_600_000,
+    primaryLimitStatus: opts.primaryLimitStatus ?? (403 as 403 | 429),
+    etags: opts.etags ?? true,
     busyLagMs: opts.busyLagMs ?? 0,
     deleteBusySucceeds: opts.deleteBusySucceeds ?? false,
     installationTokenTtlMs: opts.installationTokenTtlMs ?? 3_600_000,
@@ -33,11 +36,11 @@ export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Pro
   let origin = '';
   const auth = new GitHubAuth(opts.token);
   const actions = new Actions(opts.org ?? 'leasehold-org', settings, () => origin, opts.seed ?? 1);
-  const limits = new RateLimits(() => settings.rateLimit);
+  const limits = new RateLimits(() => settings);
   const requests = new RecordLog<RequestRecord>();
   const api: RestApi<GitHubOp, Caller, undefined> = new RestApi<GitHubOp, Caller, undefined>({
     basePath: '',
-    routes: githubRoutes({ actions, auth, limits, origin: () => origin, installationTokenTtlMs: () => settings.installationTokenTtlMs, errorReply: (e) => api.errorReply(e) }),
+    routes: githubRoutes({ actions, auth, limits, origin: () => origin, installationTokenTtlMs: () => settings.installationTokenTtlMs, etags: () => settings.etags, errorReply: (e) => api.errorReply(e) }),
     errors: GITHUB_ERRORS,
     callerOf: (credential) => auth.callerOf(credential),
     requests,
@@ -51,14 +54,16 @@ export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Pro
     token: auth.firstToken,
     app: { ...auth.app },
     addToken: () => auth.addToken(),
-    exhaustRateLimit: (token?: string) => {
-      if (token === undefined) return limits.exhaust();
+    exhaustRateLimit: (token?: string, resetInMs?: number) => {
+      if (token === undefined) return limits.exhaust(undefined, resetInMs);
       const caller = auth.callerOf(token);
       if (!caller) throw new Error('no such token');
-      limits.exhaust(caller.id);
+      limits.exhaust(caller.id, resetInMs);
     },
     resetRateLimits: () => limits.reset(),
     secondaryLimit: ({ status, retryAfterSeconds, times }: { status: 403 | 429; retryAfterSeconds: number; times?: number }) => limits.armSecondary(status, retryAfterSeconds, times ?? 1),
+    addRepository: (repo: string) => actions.addRepo(repo),
+    removeRepository: (repo: string) => actions.removeRepo(repo),
     queueRun: (repo: string, jobs: { labels: string[]; name?: string }[]) => actions.queueRun(repo, jobs),
     completeJob: (jobId: number, conclusion?: 'success' | 'failure' | 'cancelled') => actions.completeJob(jobId, conclusion),
     startRunner: (encoded: string) => actions.startRunner(encoded),

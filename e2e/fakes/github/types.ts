@@ -87,8 +87,14 @@ export interface GitHubEmulatorOptions {
   org?: string;
   /** The first personal access token (default: a fresh one). */
   token?: string;
-  /** Primary rate limit per token per hour (default 5000). */
+  /** Primary rate limit per token per window (default 5000). */
   rateLimit?: number;
+  /** How long a primary rate limit window lasts (default an hour, as GitHub's). */
+  rateLimitWindowMs?: number;
+  /** The status of a primary limit refusal (default 403; GitHub documents 403 or 429). */
+  primaryLimitStatus?: 403 | 429;
+  /** GETs carry an ETag and answer a matching If-None-Match with an uncounted 304 (default true, as GitHub). */
+  etags?: boolean;
   /** A runner's `busy` reads false this long after it took a job (default 0; GitHub's lags 25-60 s). */
   busyLagMs?: number;
   /** DELETE of a busy runner succeeds instead of answering 422 (a hazard GitHub has shown). Default false. */
@@ -115,6 +121,9 @@ export interface GitHubEmulator {
   /** A new personal access token. */
   addToken(): string;
   rateLimit: number;
+  rateLimitWindowMs: number;
+  primaryLimitStatus: 403 | 429;
+  etags: boolean;
   busyLagMs: number;
   deleteBusySucceeds: boolean;
   installationTokenTtlMs: number;
@@ -123,13 +132,17 @@ export interface GitHubEmulator {
   offlineRatePerHour: number;
   /** Runner `name` goes offline as if its process died or its host rebooted (a job it ran stays in progress). */
   runnerOffline(name: string): void;
-  /** Uses up a caller's primary limit for this hour: by token, or every caller when omitted. */
-  exhaustRateLimit(token?: string): void;
+  /** Uses up a caller's primary limit for its window: by token, or every caller when omitted; `resetInMs` ends that window sooner than rateLimitWindowMs. */
+  exhaustRateLimit(token?: string, resetInMs?: number): void;
   /** Every caller starts a fresh hour; an armed secondary limit is dropped. */
   resetRateLimits(): void;
   /** The next `times` (default 1) requests answer a secondary rate limit: 403 or 429 with retry-after. */
   secondaryLimit(opts: { status: 403 | 429; retryAfterSeconds: number; times?: number }): void;
-  /** Queues a workflow run of one job per entry in the org's repository `repo`. */
+  /** Creates the org's repository `repo` (name only) with no runs: its run listing is 200 with none. */
+  addRepository(repo: string): void;
+  /** The repository is gone (deleted, renamed, or the token lost access): its endpoints answer 404; its runs go with it. */
+  removeRepository(repo: string): void;
+  /** Queues a workflow run of one job per entry in the org's repository `repo` (created if it does not exist). */
   queueRun(repo: string, jobs: { labels: string[]; name?: string }[]): { runId: number; jobIds: number[] };
   /** Completes a job no fake runner runs (cancelled, or done elsewhere). */
   completeJob(jobId: number, conclusion?: Conclusion): void;

@@ -18,6 +18,8 @@ export interface ApiCall<Caller, Trace> {
   path: string;
   params: Record<string, string>;
   query: URLSearchParams;
+  /** The request's headers (lower-case names), e.g. for conditional requests. */
+  headers: IncomingMessage['headers'];
   caller: Caller;
   /** The parsed JSON body; undefined when empty. */
   body: unknown;
@@ -134,7 +136,7 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
       const status = fault.status ?? 500;
       ex.reply = this.errorReply(new HttpError(status, fault.code, fault.message ?? 'Injected failure.', 'Try again later.', status === 429 ? { 'retry-after': '1' } : undefined));
     } else {
-      ex.reply = await this.answer(req, ex, match, { method, path, params: {}, query: url.searchParams, caller, trace }, body, admitted);
+      ex.reply = await this.answer(req, ex, match, { method, path, params: {}, query: url.searchParams, headers: req.headers, caller, trace }, body, admitted);
     }
     if (fault?.mode === 'drop') {
       settle();

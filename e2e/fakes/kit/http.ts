@@ -60,6 +60,12 @@ export function parseJson(text: string): unknown {
 }
 
 export function sendJson(res: ServerResponse, reply: Reply): void {
+  // A 304 has no body (RFC 9110 15.4.5): only its headers go.
+  if (reply.status === 304) {
+    res.writeHead(304, reply.headers ?? {});
+    res.end();
+    return;
+  }
   const text = JSON.stringify(reply.body);
   res.writeHead(reply.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...(reply.headers ?? {}) });
   res.end(text);

@@ -104,32 +104,78 @@ describe('GitHubClient against the GitHub emulator', () => {
     expect(client.rateLimit!.resetAt.getTime()).toBeGreaterThan(Date.now());
   });
 
-  it('types the primary limit as RateLimitedError until x-ratelimit-reset', async () => {
+  // Each limit test has its own client: a limited client sends nothing more until the time GitHub named.
+  const fresh = () => new GitHubClient({ org: gh.org, credentials: { token: gh.token }, api: gh.url });
+  const sent = () => gh.requests.filter((r) => r.account !== undefined && r.op !== 'access-token').length;
+
+  it('types the primary limit as RateLimitedError until x-ratelimit-reset, and sends nothing more before then', async () => {
+    const limited = fresh();
     gh.exhaustRateLimit(gh.token);
-    const e = await caught(client.listRunners());
+    const e = await caught(limited.listRunners());
     expect(e).toBeInstanceOf(RateLimitedError);
-    expect((e as RateLimitedError).retryAt!.getTime()).toBe(client.rateLimit!.resetAt.getTime());
-    expect(client.rateLimit!.remaining).toBe(0);
+    expect((e as RateLimitedError).retryAt!.getTime()).toBe(limited.rateLimit!.resetAt.getTime());
+    expect(limited.rateLimit!.remaining).toBe(0);
+    expect(limited.blockedUntil!.getTime()).toBe(limited.rateLimit!.resetAt.getTime());
+    const before = sent();
+    const again = (await caught(limited.listRuns(`${gh.org}/web`, 'queued'))) as RateLimitedError;
+    expect(again).toBeInstanceOf(RateLimitedError);
+    expect(again.retryAt!.getTime()).toBe(limited.rateLimit!.resetAt.getTime());
+    expect(sent()).toBe(before);
   });
 
-  it.each([403, 429] as const)('types a secondary limit (%i) as RateLimitedError after retry-after', async (status) => {
+  it.each([403, 429] as const)('types a secondary limit (%i) as RateLimitedError after retry-after, sends nothing before it, and sends again after it', async (status) => {
+    const limited = fresh();
     gh.secondaryLimit({ status, retryAfterSeconds: 42 });
     const before = Date.now();
-    const e = (await caught(client.listRunners())) as RateLimitedError;
+    const e = (await caught(limited.listRunners())) as RateLimitedError;
     expect(e).toBeInstanceOf(RateLimitedError);
     expect(e.retryAt!.getTime()).toBeGreaterThanOrEqual(before + 42_000);
     expect(e.retryAt!.getTime()).toBeLessThan(Date.now() + 43_000);
+    const count = sent();
+    await expect(limited.listRunnerGroups()).rejects.toBeInstanceOf(RateLimitedError);
+    expect(sent()).toBe(count);
+
+    const short = fresh();
+    gh.secondaryLimit({ status, retryAfterSeconds: 1 });
+    await expect(short.listRunners()).rejects.toBeInstanceOf(RateLimitedError);
+    const until = short.blockedUntil!.getTime();
+    while (Date.now() <= until) await new Promise((r) => setTimeout(r, until - Date.now() + 5));
+    expect(short.blockedUntil).toBeUndefined();
+    await expect(short.listRunners()).resolves.toEqual(expect.any(Array));
   });
 
   it('types a secondary 403 without retry-after as a minute to wait, and a plain 403 as Unauthorized', async () => {
     gh.fault({ op: 'list-runners', mode: 'status', status: 403, message: 'You have exceeded a secondary rate limit.', times: 1 });
-    const e = (await caught(client.listRunners())) as RateLimitedError;
+    const e = (await caught(fresh().listRunners())) as RateLimitedError;
     expect(e).toBeInstanceOf(RateLimitedError);
     expect(e.retryAt!.getTime()).toBeGreaterThan(Date.now() + 55_000);
     gh.fault({ op: 'list-runners', mode: 'status', status: 403, message: 'Resource not accessible by integration', times: 1 });
-    const denied = await caught(client.listRunners());
+    const denied = await caught(fresh().listRunners());
     expect(denied).toBeInstanceOf(GitHubApiError);
     expect(denied.kind).toBe('Unauthorized');
+  });
+
+  it('asks the listings again with If-None-Match: a 304 reuses the kept answer and costs none of the primary limit', async () => {
+    const c = fresh();
+    const { runId } = gh.queueRun('etag', [{ labels: ['self-hosted', 'etag'] }]);
+    const first = { runners: await c.listRunners(), runs: await c.listRuns(`${gh.org}/etag`, 'queued'), jobs: await c.listJobs(`${gh.org}/etag`, runId) };
+    const asked = c.usage.requests;
+    expect(c.usage.notModified).toBe(0);
+    const used = c.rateLimit!.used;
+    const since = gh.requests.length;
+    const second = { runners: await c.listRunners(), runs: await c.listRuns(`${gh.org}/etag`, 'queued'), jobs: await c.listJobs(`${gh.org}/etag`, runId) };
+    expect(second).toEqual(first);
+    const again = gh.requests.slice(since);
+    expect(new Set(again.map((r) => r.status))).toEqual(new Set([304]));
+    expect(new Set(again.map((r) => r.op))).toEqual(new Set(['list-runners', 'list-runs', 'list-jobs']));
+    expect(again).toHaveLength(asked);
+    expect(c.usage).toEqual({ requests: asked, notModified: asked });
+    expect(c.rateLimit!.used).toBe(used);
+    // A change is seen at once: the listing's ETag changed with it.
+    const config = await jit(['etag']);
+    const third = await c.listRunners();
+    expect(third.map((r) => r.id)).toContain(config.runner.id);
+    expect(gh.requests.filter((r) => r.op === 'list-runners').at(-1)!.status).toBe(200);
   });
 
   it('marks a 5xx as possibly done and reports each call for metrics', async () => {

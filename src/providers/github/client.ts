@@ -3,18 +3,24 @@
 // with zod, failures typed (errors.ts), the primary rate limit kept from
 // every answer's headers. Pages
 // are counted here rather than followed from Link headers, so the token only
-// ever goes to the configured API.
+// ever goes to the configured API. Once GitHub answered a rate limit, the
+// client sends nothing more until the time it named: retrying into a limit
+// only lengthens it. The listings are asked conditionally (If-None-Match with
+// the last ETag): a 304 costs nothing of the primary limit.
 import { z } from 'zod';
 import { ProviderError } from '../errors.js';
 import { sanitize, sendRest } from '../rest.js';
 import { tokenSource, type GitHubCredentials, type TokenSource } from './auth.js';
+import { RateLimitedError } from '../ratelimit.js';
 import { RunnerBusyError, errorForAnswer } from './errors.js';
-import type { GitHubActions, GitHubRunner, JitConfigRequest, JitRunnerConfig, RateLimitStatus, RunnerGroup, RunStatus, WorkflowJob, WorkflowRun } from './types.js';
+import type { GitHubActions, GitHubRunner, GitHubUsage, JitConfigRequest, JitRunnerConfig, RateLimitStatus, RunnerGroup, RunStatus, WorkflowJob, WorkflowRun } from './types.js';
 
 export const GITHUB_API = 'https://api.github.com';
 const PER_PAGE = 100;
 /** A bound on pages, so that an answer whose total_count keeps growing cannot hold a check forever. */
 const MAX_PAGES = 100;
+/** Bodies kept for conditional requests; the oldest unused goes first. */
+const MAX_CACHED_ANSWERS = 2000;
 
 export interface GitHubClientOptions {
   org: string;
@@ -74,6 +80,9 @@ export class GitHubClient implements GitHubActions {
   private readonly headers: Record<string, string> = { accept: 'application/vnd.github+json', 'x-github-api-version': '2022-11-28', 'user-agent': 'leasehold' };
   private readonly tokens: TokenSource;
   private lastRateLimit: RateLimitStatus | undefined;
+  private limitedUntil: Date | undefined;
+  private readonly cached = new Map<string, { etag: string; json: unknown }>();
+  private readonly counts: GitHubUsage = { requests: 0, notModified: 0 };
 
   constructor(private readonly opts: GitHubClientOptions) {
     this.api = (opts.api ?? GITHUB_API).replace(/\/+$/, '');
@@ -82,6 +91,18 @@ export class GitHubClient implements GitHubActions {
 
   get rateLimit(): RateLimitStatus | undefined {
     return this.lastRateLimit;
+  }
+
+  /** Until when the client sends nothing: a limit GitHub answered, or a primary limit reported used up. */
+  get blockedUntil(): Date | undefined {
+    const now = Date.now();
+    const primary = this.lastRateLimit && this.lastRateLimit.remaining <= 0 ? this.lastRateLimit.resetAt : undefined;
+    const until = [this.limitedUntil, primary].filter((d): d is Date => d !== undefined && d.getTime() > now).sort((a, b) => b.getTime() - a.getTime())[0];
+    return until;
+  }
+
+  get usage(): GitHubUsage {
+    return { ...this.counts };
   }
 
   private get orgPath(): string {
@@ -123,7 +144,7 @@ export class GitHubClient implements GitHubActions {
     const shape = z.object({ total_count: z.number(), [field]: z.array(item) }).passthrough();
     for (let page = 1; page <= MAX_PAGES; page++) {
       const q = new URLSearchParams({ ...query, per_page: String(PER_PAGE), page: String(page) });
-      const body = shape.parse(await this.call('GET', `${path}?${q}`, undefined, operation, signal)) as { total_count: number } & Record<string, z.infer<S>[]>;
+      const body = shape.parse(await this.call('GET', `${path}?${q}`, undefined, operation, signal, true)) as { total_count: number } & Record<string, z.infer<S>[]>;
       const items = body[field]!;
       out.push(...items);
       if (items.length < PER_PAGE || out.length >= body.total_count) break;
@@ -131,28 +152,50 @@ export class GitHubClient implements GitHubActions {
     return out;
   }
 
-  private async call(method: string, path: string, body: unknown, what: string, signal?: AbortSignal): Promise<unknown> {
+  private async call(method: string, path: string, body: unknown, what: string, signal?: AbortSignal, conditional = false): Promise<unknown> {
     const operation = what.split(' ')[0]!;
     for (let attempt = 0; ; attempt++) {
+      const until = this.blockedUntil;
+      if (until) throw new RateLimitedError(`GitHub ${what}: not sent, GitHub's rate limit holds until ${until.toISOString()}`, until);
       const token = await this.tokens.token(signal);
+      const kept = conditional ? this.cached.get(path) : undefined;
       let answer;
       try {
-        answer = await sendRest({ method, url: `${this.api}${path}`, headers: { ...this.headers, authorization: `Bearer ${token}` }, body, what: `GitHub ${what}`, timeoutMs: this.opts.timeoutMs ?? 30_000, signal, fetch: this.opts.fetch });
+        answer = await sendRest({ method, url: `${this.api}${path}`, headers: { ...this.headers, authorization: `Bearer ${token}`, ...(kept ? { 'if-none-match': kept.etag } : {}) }, body, what: `GitHub ${what}`, timeoutMs: this.opts.timeoutMs ?? 30_000, signal, fetch: this.opts.fetch });
       } catch (err) {
         this.opts.onResult?.(operation, 'lost');
         throw err;
       }
       this.opts.onResult?.(operation, String(answer.status));
       this.noteRateLimit(answer.headers);
-      if (answer.status >= 200 && answer.status < 300) return answer.json;
+      if (answer.status === 304 && kept) {
+        this.counts.notModified++;
+        this.cached.delete(path);
+        this.cached.set(path, kept);
+        return kept.json;
+      }
+      this.counts.requests++;
+      if (answer.status >= 200 && answer.status < 300) {
+        const etag = answer.headers.get('etag');
+        if (conditional && etag) this.keep(path, etag, answer.json);
+        return answer.json;
+      }
       // An installation token can be revoked before it expires: one more try with a fresh one.
       if (answer.status === 401 && attempt === 0 && this.tokens.invalidate()) continue;
       if (answer.status === 422 && method === 'DELETE') {
         const message = typeof (answer.json as { message?: unknown })?.message === 'string' ? (answer.json as { message: string }).message : 'the runner is running a job';
         throw new RunnerBusyError(`GitHub ${what}: HTTP 422: ${sanitize(message)}`);
       }
-      throw errorForAnswer(what, answer.status, answer.json, answer.headers);
+      const err = errorForAnswer(what, answer.status, answer.json, answer.headers);
+      if (err instanceof RateLimitedError && err.retryAt) this.limitedUntil = err.retryAt;
+      throw err;
     }
+  }
+
+  private keep(path: string, etag: string, json: unknown): void {
+    this.cached.delete(path);
+    this.cached.set(path, { etag, json });
+    if (this.cached.size > MAX_CACHED_ANSWERS) this.cached.delete(this.cached.keys().next().value!);
   }
 
   private noteRateLimit(h: Headers): void {

@@ -73,6 +73,12 @@ export interface RateLimitStatus {
   resource: string;
 }
 
+/** What a client sent: answers that counted against the primary limit, and 304s (conditional requests answered from the kept body, which do not). */
+export interface GitHubUsage {
+  requests: number;
+  notModified: number;
+}
+
 export interface GitHubActions {
   /** Every self-hosted runner of the org (all pages). */
   listRunners(signal?: AbortSignal): Promise<GitHubRunner[]>;
@@ -87,4 +93,8 @@ export interface GitHubActions {
   listJobs(repo: string, runId: number, signal?: AbortSignal): Promise<WorkflowJob[]>;
   /** From the last answer that carried x-ratelimit-* headers; undefined before any. */
   readonly rateLimit: RateLimitStatus | undefined;
+  /** Until when the client sends nothing (a rate limit answered or used up); undefined when it may send. */
+  readonly blockedUntil?: Date | undefined;
+  /** Counted since the client was made. */
+  readonly usage?: GitHubUsage;
 }
