@@ -8,6 +8,7 @@
 // clocks are read whenever the runners are, so no timer runs.
 import { randomBytes } from 'node:crypto';
 import { HttpError } from '../kit/http.js';
+import { seededRandom } from '../kit/faults.js';
 import type { ApiJob, ApiRun, ApiRunner, Conclusion, FakeRunner, RunnerLabel } from './types.js';
 
 interface RunnerState {
@@ -46,18 +47,6 @@ export interface ActionsSettings {
   offlineRatePerHour: number;
 }
 
-/** A small seeded generator (mulberry32): the same seed gives the same runners going offline. */
-function seeded(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /** A runner group as `GET /orgs/{org}/actions/runner-groups` shows it. */
 export interface ApiRunnerGroup {
   id: number;
@@ -89,7 +78,7 @@ export class Actions {
     private readonly origin: () => string,
     seed = 1,
   ) {
-    this.random = seeded(seed);
+    this.random = seededRandom(seed);
   }
 
   /**
