@@ -187,7 +187,7 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
       for (const run of await clients.github.listRuns(repo, status, signal)) {
         for (const j of await clients.github.listJobs(repo, run.id, signal)) {
           if (j.status !== 'queued' && j.status !== 'in_progress') continue;
-          jobs.push({ id: j.id, repository: repo, status: j.status, labels: j.labels, ...(j.runnerName ? { runnerName: j.runnerName } : {}) });
+          jobs.push({ id: j.id, repository: repo, status: j.status, labels: j.labels, runId: j.runId, runAttempt: j.runAttempt, ...(j.runnerName ? { runnerName: j.runnerName } : {}) });
         }
       }
     }
