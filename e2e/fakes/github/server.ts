@@ -18,7 +18,7 @@ import type { GitHubEmulator, GitHubEmulatorOptions, GitHubOp, RequestRecord } f
 
 export type * from './types.js';
 
-const MUTATING: readonly GitHubOp[] = ['delete-runner', 'generate-jitconfig'];
+const MUTATING: readonly GitHubOp[] = ['delete-runner', 'generate-jitconfig', 'rerun-failed-jobs'];
 
 export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Promise<GitHubEmulator> {
   const settings = {
@@ -26,6 +26,7 @@ export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Pro
     busyLagMs: opts.busyLagMs ?? 0,
     deleteBusySucceeds: opts.deleteBusySucceeds ?? false,
     installationTokenTtlMs: opts.installationTokenTtlMs ?? 3_600_000,
+    lostRunnerFailMs: opts.lostRunnerFailMs ?? 600_000,
   };
   let origin = '';
   const auth = new GitHubAuth(opts.token);

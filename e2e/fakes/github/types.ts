@@ -3,7 +3,7 @@
 import type { Fault as KitFault, FaultSpec as KitFaultSpec } from '../kit/faults.js';
 import type { RequestRecord as KitRequestRecord } from '../kit/log.js';
 
-export type GitHubOp = 'list-runners' | 'list-runner-groups' | 'delete-runner' | 'generate-jitconfig' | 'list-runs' | 'list-jobs' | 'access-token';
+export type GitHubOp = 'list-runners' | 'list-runner-groups' | 'delete-runner' | 'generate-jitconfig' | 'list-runs' | 'get-run' | 'list-jobs' | 'rerun-failed-jobs' | 'access-token';
 export type FaultSpec = KitFaultSpec<GitHubOp>;
 export type Fault = KitFault<GitHubOp>;
 export type RequestRecord = KitRequestRecord<GitHubOp>;
@@ -95,6 +95,8 @@ export interface GitHubEmulatorOptions {
   deleteBusySucceeds?: boolean;
   /** Installation tokens last this long (default one hour). */
   installationTokenTtlMs?: number;
+  /** A job whose runner went offline (or was removed) fails this long after (default 10 minutes); Infinity: never. */
+  lostRunnerFailMs?: number;
 }
 
 export interface GitHubEmulator {
@@ -110,6 +112,7 @@ export interface GitHubEmulator {
   busyLagMs: number;
   deleteBusySucceeds: boolean;
   installationTokenTtlMs: number;
+  lostRunnerFailMs: number;
   /** Uses up a caller's primary limit for this hour: by token, or every caller when omitted. */
   exhaustRateLimit(token?: string): void;
   /** Every caller starts a fresh hour; an armed secondary limit is dropped. */
