@@ -15,6 +15,7 @@ import { deliverRunnerConfig, type HostAccess } from './deliver.js';
 import { DEFAULT_IMAGE, vmLabels, type TargetClients } from './operations.js';
 import { nextPlacement, type LaunchFailure, type Placement } from './placement.js';
 import type { Change, PlanEvent } from './plan.js';
+import { rerunStep } from './preemption.js';
 import { receiptFor } from './receipts.js';
 import { resumeStep } from './resume.js';
 import type { DeregisterOutcome } from './scaledown.js';
@@ -71,6 +72,7 @@ export async function runChange(change: Change, receipt: Receipt, ctx: ChangeCon
 }
 
 async function resume(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+  if (receipt.action === 'Rerun') return rerun(receipt, ctx);
   const name = receipt.hosts[0] ?? '';
   const next = resumeStep(receipt, ctx.observation);
   switch (next.step) {
@@ -101,6 +103,41 @@ async function resume(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutco
     }
     case 'Register':
       return register(name, receipt, ctx);
+  }
+}
+
+/**
+ * A Rerun receipt: the run is read first, so that a re-run whose answer was
+ * lost (a later attempt exists) is never asked for again.
+ */
+async function rerun(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+  const repo = receipt.repository ?? '';
+  const runId = receipt.runId ?? 0;
+  let run;
+  try {
+    run = await ctx.clients.github.getRun(repo, runId, ctx.signal);
+  } catch (err) {
+    if (!isProviderError(err, 'NotFound')) return failed(receipt, 'RerunUnknown', `reading workflow run ${runId} in ${repo} failed (${errorText(err)}); the next check looks again`, true);
+  }
+  const next = rerunStep(receipt, run, ctx.now());
+  switch (next.step) {
+    case 'wait':
+      return { ok: true, receiptID: receipt.id, message: next.message, event: { type: 'Normal', reason: 'RerunWaiting', message: next.message } };
+    case 'done':
+      return done(receipt, 'RerunSettled', next.message);
+    case 'giveUp':
+      return failed(receipt, 'RerunGaveUp', next.message);
+    case 'rerun':
+      break;
+  }
+  ctx.guard.permit(`github.rerunFailedJobs ${repo}#${runId}`);
+  try {
+    await ctx.clients.github.rerunFailedJobs(repo, runId, ctx.signal);
+    return done(receipt, 'JobsRerun', `the failed jobs of workflow run ${runId} in ${repo} were re-run (cut by the preemption of ${receipt.hosts.join(', ')})`);
+  } catch (err) {
+    // No answer, or a limit: the next check reads the run's attempt and asks again only if no re-run happened.
+    if (isProviderError(err) && (err.answerLost || err.kind === 'RateLimited')) return failed(receipt, 'RerunUnknown', `re-running workflow run ${runId} in ${repo} got no answer (${errorText(err)}); the next check looks again`, true);
+    return failed(receipt, 'RerunFailed', `GitHub refused to re-run the failed jobs of workflow run ${runId} in ${repo}: ${errorText(err)}; re-run it by hand if it is still wanted`);
   }
 }
 

@@ -49,4 +49,14 @@ describe('RunnerTargetMetrics', () => {
     m.found(target, []);
     expect(await scrape(registry, 'leasehold_runnertarget_preemptions_total')).toEqual([{ labels: { namespace: 'ci', runnertarget: 'pool' }, value: 2 }]);
   });
+
+  it('counts the jobs a preemption cut', async () => {
+    const registry = new Registry();
+    const m = new RunnerTargetMetrics(registry, () => [target]);
+    m.found(target, [
+      { type: 'Warning', reason: 'Preempted', message: 'host pool-a was preempted' },
+      { type: 'Warning', reason: 'PreemptedJob', message: 'job 1 of workflow run 2 was running on host pool-a' },
+    ]);
+    expect(await scrape(registry, 'leasehold_runnertarget_preempted_jobs_total')).toEqual([{ labels: { namespace: 'ci', runnertarget: 'pool' }, value: 1 }]);
+  });
 });

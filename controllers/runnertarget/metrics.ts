@@ -16,6 +16,7 @@ export class RunnerTargetMetrics {
   readonly changes: Counter<'namespace' | 'runnertarget' | 'action' | 'outcome'>;
   readonly launches: Counter<'namespace' | 'runnertarget' | 'zone' | 'outcome'>;
   readonly preemptions: Counter<'namespace' | 'runnertarget'>;
+  readonly preemptedJobs: Counter<'namespace' | 'runnertarget'>;
 
   constructor(registry: Registry, source: () => readonly RunnerTarget[]) {
     const registers = [registry];
@@ -60,6 +61,7 @@ export class RunnerTargetMetrics {
       },
     });
     this.preemptions = new Counter({ name: 'leasehold_runnertarget_preemptions_total', help: 'Hosts a check found preempted (spot VM gone or TERMINATED).', labelNames: TARGET, registers });
+    this.preemptedJobs = new Counter({ name: 'leasehold_runnertarget_preempted_jobs_total', help: 'Jobs a check found running on a host whose spot VM was preempted.', labelNames: TARGET, registers });
     this.checks = new Counter({ name: 'leasehold_runnertarget_checks_total', help: 'Checks by how they ended (Done, Held, NotDurable, DryRun, Failed).', labelNames: [...TARGET, 'result'] as const, registers });
     this.changes = new Counter({ name: 'leasehold_runnertarget_changes_total', help: 'Provider changes by receipt action and outcome (ok, failed).', labelNames: [...TARGET, 'action', 'outcome'] as const, registers });
     this.launches = new Counter({ name: 'leasehold_runnertarget_launches_total', help: 'VM inserts by zone and outcome (ok, failed).', labelNames: [...TARGET, 'zone', 'outcome'] as const, registers });
@@ -69,10 +71,12 @@ export class RunnerTargetMetrics {
     this.checks.inc({ ...labelsOf(target), result: state });
   }
 
-  /** Counts the hosts a live check found preempted (plan events with reason Preempted). */
+  /** Counts the hosts a live check found preempted and the jobs that cut (plan events Preempted and PreemptedJob). */
   found(target: RunnerTarget, events: readonly PlanEvent[]): void {
     const preempted = events.filter((e) => e.reason === 'Preempted').length;
     if (preempted > 0) this.preemptions.inc(labelsOf(target), preempted);
+    const cut = events.filter((e) => e.reason === 'PreemptedJob').length;
+    if (cut > 0) this.preemptedJobs.inc(labelsOf(target), cut);
   }
 
   change(target: RunnerTarget, receipt: Receipt, outcome: ChangeOutcome): void {

@@ -9,6 +9,9 @@ export interface WorkflowJob {
   /** owner/name */
   repository: string;
   status: 'queued' | 'in_progress' | 'completed';
+  /** The workflow run it belongs to, and the run's attempt. */
+  runId?: number | undefined;
+  runAttempt?: number | undefined;
   /** The job's runs-on labels. */
   labels: readonly string[];
   /** The runner that took it, once in progress. */

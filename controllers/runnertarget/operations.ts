@@ -212,7 +212,7 @@ async function repositoryJobs(github: GitHubActions, repo: string, signal?: Abor
       }
       for (const j of listed) {
         if (j.status !== 'queued' && j.status !== 'in_progress') continue;
-        jobs.push({ id: j.id, repository: repo, status: j.status, labels: j.labels, ...(j.runnerName ? { runnerName: j.runnerName } : {}) });
+        jobs.push({ id: j.id, repository: repo, status: j.status, labels: j.labels, runId: j.runId, runAttempt: j.runAttempt, ...(j.runnerName ? { runnerName: j.runnerName } : {}) });
       }
     }
   }

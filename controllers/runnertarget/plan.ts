@@ -14,7 +14,8 @@ import type { Observation } from './observation.js';
 import { BOOT_GRACE_MS, findOrphans } from './orphans.js';
 import { placementOrder, type Placement } from './placement.js';
 import { poolPressure, PRESSURE_THRESHOLDS, TIER_RULE, tierStep, type PressureEvidence, type PressureThresholds, type TierRule, type TierStep } from './pressure.js';
-import { launchingHosts, openReceipts, type Intent, type Receipt } from './receipts.js';
+import { cutJobMessage, cutJobs, rerunIntents } from './preemption.js';
+import { launchingHosts, openReceipts, receiptFor, withReceipt, type Intent, type Receipt } from './receipts.js';
 import { SAMPLE_WINDOW, sampleTiming, type SampleTiming, type SampleWindow } from './sample.js';
 import { BUSY_FLAG_LAG_MS, drainStep, OFFLINE_GRACE_MS, offlineDrains, pickDrains } from './scaledown.js';
 
@@ -79,6 +80,10 @@ export interface CheckPlan {
   demand: Demand;
   timing: SampleTiming;
   tier: TierStep;
+  /** Jobs this check found cut by a preemption: added to status.preemptedJobs. */
+  preemptedJobs: number;
+  /** Rerun receipts for the runs of those jobs, Intended, written with the plan's status. */
+  reruns: Receipt[];
   /** status.lastSample: the new sample when it counts, else the previous one. */
   lastSample?: RunnerTargetSample | undefined;
   counts: NonNullable<RunnerTargetStatus['counts']>;
@@ -93,7 +98,8 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   const events: PlanEvent[] = [];
   const receipts = status.receipts ?? [];
   const open = openReceipts(receipts);
-  const resuming = new Set(open.flatMap((r) => r.hosts));
+  // A Rerun names hosts that are gone already: it holds back nothing done about them.
+  const resuming = new Set(open.filter((r) => r.action !== 'Rerun').flatMap((r) => r.hosts));
   const changes: Change[] = open.map((receipt) => ({ kind: 'resume', receipt }));
 
   const vms = new Map(observation.vms.map((v) => [v.name, v]));
@@ -108,6 +114,9 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   const leaving = new Set([...orphans.preempted, ...hosts.filter((h) => h.state === 'Deleting' && !vms.has(h.name) && !resuming.has(h.name)).map((h) => h.name)]);
   const ended: EndedHost[] = hosts.filter((h) => leaving.has(h.name)).map((h) => ({ createdAt: h.createdAt, endedAt: at, pricePerHour: h.pricePerHour }));
   for (const h of orphans.preempted) events.push({ type: 'Warning', reason: 'Preempted', message: `host ${h} was preempted (its spot VM is gone or TERMINATED); it is replaced if jobs wait` });
+  const cut = cutJobs(orphans.preempted, planned, observation.jobs);
+  const reruns = rerunIntents(cut, spec, receipts).map((intent) => receiptFor(intent, now));
+  for (const c of cut) events.push({ type: 'Warning', reason: 'PreemptedJob', message: cutJobMessage(c, spec.github.rerunPreemptedJobs && !!c.job) });
   hosts = hosts
     .filter((h) => !leaving.has(h.name))
     .map((h) => {
@@ -208,6 +217,8 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
     demand: want,
     timing,
     tier,
+    preemptedJobs: cut.length,
+    reruns,
     lastSample,
     counts: { hosts: hosts.length, busy: hosts.filter((h) => h.state === 'Busy').length, idle: hosts.filter((h) => h.state === 'Idle').length, queued: want.queued },
     plan: {
@@ -235,6 +246,9 @@ export function plannedStatus(status: RunnerTargetStatus, plan: CheckPlan): Runn
     ...status,
     hosts: plan.hosts,
     counts: plan.counts,
+    // Counted and intended in the write that removes the preempted hosts, so a check that dies after it does neither again.
+    ...(plan.preemptedJobs > 0 ? { preemptedJobs: (status.preemptedJobs ?? 0) + plan.preemptedJobs } : {}),
+    ...(plan.reruns.length > 0 ? { receipts: plan.reruns.reduce<Receipt[]>((list, r) => withReceipt(list, r), [...(status.receipts ?? [])]) } : {}),
     ...(plan.lastSample ? { lastSample: plan.lastSample } : {}),
     tier: plan.tier.tier,
     plan: plan.plan,

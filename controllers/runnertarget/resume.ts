@@ -52,5 +52,8 @@ export function resumeStep(receipt: Receipt, observation: Pick<Observation, 'vms
       return runner ? { step: 'repeat', message: `runner ${name} is still registered: removing it again` } : { step: 'done', message: `runner ${name} is gone` };
     case 'Delete':
       return vm ? { step: 'repeat', message: `VM ${name} is still there (${vm.status}): deleting it again with the same requestId` } : { step: 'done', message: `VM ${name} is gone` };
+    case 'Rerun':
+      // Decided from the workflow run's state (preemption.ts rerunStep), which the check reads when it comes to it.
+      return { step: 'repeat', message: `workflow run ${receipt.runId} in ${receipt.repository}: looking at it again` };
   }
 }

@@ -43,6 +43,13 @@ export function abandonLaunches(receipts: readonly Receipt[] | undefined, observ
   let list = [...(receipts ?? [])];
   const events: PlanEvent[] = [];
   for (const r of openReceipts(list)) {
+    // A re-run waits for its run up to a day; a pool being deleted does not wait for it.
+    if (r.action === 'Rerun') {
+      const message = `the RunnerTarget is being deleted: workflow run ${r.runId} in ${r.repository} is not re-run`;
+      list = settled(list, r.id, 'Failed', message) ?? list;
+      events.push({ type: 'Normal', reason: 'RerunAbandoned', message: `receipt ${r.id}: ${message}` });
+      continue;
+    }
     if (r.action !== 'Launch') continue;
     const name = r.hosts[0] ?? '';
     const runner = observation.runners.find((x) => x.name === name);

@@ -181,6 +181,8 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
       return { hostKeys: impostors.has(i.labels[TARGET_LABEL] ?? '') ? decoyKeys : m.hostKeys, sshPort };
     },
     onInstanceGone: async (i) => {
+      // The VM's runner process dies with it: GitHub sees the runner go offline.
+      runners.get(i.name)?.goOffline();
       workers.get(i.name)?.kill('SIGKILL');
       await machines.get(i.name)?.stop();
     },

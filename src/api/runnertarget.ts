@@ -32,9 +32,10 @@ export const RUNNER_HOST_STATES = ['Launching', 'Registering', 'Idle', 'Busy', '
  * Provider changes a receipt records: Launch (insert the VM), Register (a JIT
  * runner config delivered to a host), Deregister (remove a host's runner
  * before its VM), Delete (delete a VM), RemoveRunner (remove a registration
- * whose VM is gone).
+ * whose VM is gone), Rerun (re-run the failed jobs of a workflow run whose
+ * job a preemption cut, once the run has concluded).
  */
-export const RECEIPT_ACTIONS = ['Launch', 'Register', 'Deregister', 'Delete', 'RemoveRunner'] as const;
+export const RECEIPT_ACTIONS = ['Launch', 'Register', 'Deregister', 'Delete', 'RemoveRunner', 'Rerun'] as const;
 export const RECEIPT_PHASES = ['Intended', 'Done', 'Failed'] as const;
 export const RECEIPTS_KEPT = 64;
 export const PROVISIONING_MODELS = ['SPOT', 'STANDARD'] as const;
@@ -127,6 +128,12 @@ export const GitHubSchema = kube(
         .max(2048)
         .default(DEFAULT_GITHUB_API_URL)
         .describe('Base URL of the GitHub REST API. Defaults to https://api.github.com.'),
+      rerunPreemptedJobs: z
+        .boolean()
+        .default(false)
+        .describe(
+          'When a spot preemption cuts a job, ask GitHub once to re-run the failed jobs of its workflow run after the run concludes as failure (needs actions write on the repositories). Defaults to false: the cut job is only reported.',
+        ),
     })
     .strict()
     .refine((g) => (g.tokenSecretRef === undefined) !== (g.appSecretRef === undefined), {
@@ -310,7 +317,7 @@ export const RunnerHostSchema = z
 export const ReceiptSchema = z
   .object({
     id: z.string().max(128).describe('Identifier of the receipt, unique within the RunnerTarget.'),
-    action: z.enum(RECEIPT_ACTIONS).describe('What the provider is asked to do: Launch, Register, Deregister, Delete or RemoveRunner.'),
+    action: z.enum(RECEIPT_ACTIONS).describe('What the provider is asked to do: Launch, Register, Deregister, Delete, RemoveRunner or Rerun.'),
     phase: z.enum(RECEIPT_PHASES).describe('Intended (recorded before the provider call), then Done or Failed.'),
     at: timestamp('When the intent was recorded, before the provider was called.'),
     hosts: z.array(hostName('A host name.')).max(64).describe('Hosts the action applies to.'),
@@ -318,6 +325,9 @@ export const ReceiptSchema = z
     machineType: z.string().max(64).optional().describe('Machine type of a Launch.'),
     provisioningModel: z.enum(PROVISIONING_MODELS).optional().describe('SPOT or STANDARD, for a Launch.'),
     requestId: z.string().max(36).optional().describe('The Compute Engine requestId of a Launch or Delete, reused when a later check continues it.'),
+    repository: z.string().max(140).optional().describe('The repository (owner/name) of a Rerun\'s workflow run.'),
+    runId: count('The workflow run a Rerun re-runs the failed jobs of.').optional(),
+    runAttempt: count('The attempt of the run the preempted job belonged to; a later attempt means the run was re-run already.').optional(),
     message: message('Details, such as the error of a failed action.', 4096).optional(),
   })
   .describe('A record of one provider change, written before the change is made.');
@@ -348,6 +358,7 @@ export const RunnerTargetStatusSchema = z
       })
       .optional()
       .describe('Totals of the last check, for kubectl get.'),
+    preemptedJobs: count('Jobs found running on a host when its spot VM was preempted, since the RunnerTarget was created.').optional(),
     receipts: z.array(ReceiptSchema).max(RECEIPTS_KEPT).optional().describe('The most recent provider changes, newest last (at most 64).'),
     lastSample: z
       .object({

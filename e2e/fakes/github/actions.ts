@@ -6,6 +6,10 @@
 // jitRemovalLagMs after its job, offline meanwhile; a registration whose
 // runner never connected is removed zombieRemovalMs after it was made. These
 // clocks are read whenever the runners are, so no timer runs.
+// it lags the truth by busyLagMs, as GitHub's does. A job whose runner is
+// lost (offline, or removed) fails lostRunnerFailMs later, as GitHub fails a
+// job whose runner stopped answering; its run then completes as failure and
+// may be re-run (its failed jobs queued again as a new attempt).
 import { randomBytes } from 'node:crypto';
 import { HttpError } from '../kit/http.js';
 import { seededRandom } from '../kit/faults.js';
@@ -17,6 +21,8 @@ interface RunnerState {
   groupId: number;
   labels: RunnerLabel[];
   online: boolean;
+  /** Since when it is offline (ms), while it is. */
+  offlineSince: number | undefined;
   /** When it took its current job (ms), if it runs one. */
   busySince: number | undefined;
   jobId: number | undefined;
@@ -34,6 +40,8 @@ interface RunState {
   id: number;
   repo: string;
   runNumber: number;
+  attempt: number;
+  /** The latest attempt of each job. */
   jobIds: number[];
   createdAt: string;
   updatedAt: string;
@@ -45,6 +53,7 @@ export interface ActionsSettings {
   jitRemovalLagMs: number;
   zombieRemovalMs: number;
   offlineRatePerHour: number;
+  lostRunnerFailMs: number;
 }
 
 /** A runner group as `GET /orgs/{org}/actions/runner-groups` shows it. */
@@ -67,6 +76,8 @@ export class Actions {
   private readonly jobsById = new Map<number, ApiJob>();
   private readonly repos = new Map<string, number>();
   /** Every org has the group Default, id 1. */
+  /** Jobs whose runner was removed while it ran them, and when. */
+  private readonly orphanedJobs = new Map<number, number>();
   private readonly groups = new Map<number, { id: number; name: string; visibility: ApiRunnerGroup['visibility'] }>([[1, { id: 1, name: 'Default', visibility: 'all' }]]);
   private seq = 1000;
   private labelSeq = 1;
@@ -93,7 +104,10 @@ export class Actions {
         continue;
       }
       const rate = this.settings.offlineRatePerHour;
-      if (r.online && rate > 0 && now > r.drawnTo && this.random() < 1 - Math.exp((-rate * (now - r.drawnTo)) / 3_600_000)) r.online = false;
+      if (r.online && rate > 0 && now > r.drawnTo && this.random() < 1 - Math.exp((-rate * (now - r.drawnTo)) / 3_600_000)) {
+        r.online = false;
+        r.offlineSince = now;
+      }
       r.drawnTo = Math.max(r.drawnTo, now);
     }
   }
@@ -103,6 +117,7 @@ export class Actions {
     this.advance();
     const r = [...this.runnersById.values()].find((x) => x.name === name);
     if (!r) throw new Error(`no runner ${name}`);
+    if (r.online) r.offlineSince = Date.now();
     r.online = false;
   }
 
@@ -150,6 +165,7 @@ export class Actions {
 
   runners(): ApiRunner[] {
     this.advance();
+    this.failLostJobs();
     return [...this.runnersById.values()].sort((a, b) => a.id - b.id).map((r) => this.runnerView(r));
   }
 
@@ -170,6 +186,7 @@ export class Actions {
       groupId,
       labels: [{ id: this.labelSeq++, name: 'self-hosted', type: 'read-only' as const }, ...(labels as string[]).map((l) => ({ id: this.labelSeq++, name: l, type: 'custom' as const }))],
       online: false,
+      offlineSince: undefined,
       busySince: undefined,
       jobId: undefined,
       secret: randomBytes(24).toString('hex'),
@@ -189,10 +206,29 @@ export class Actions {
 
   deleteRunner(id: number): void {
     this.advance();
+    this.failLostJobs();
     const r = this.runnersById.get(id);
     if (!r) throw new HttpError(404, undefined, 'Not Found');
     if (r.jobId !== undefined && !this.settings.deleteBusySucceeds) throw new HttpError(422, undefined, `Bad request - Runner "${r.name}" is still running a job.`);
+    if (r.jobId !== undefined) this.orphanedJobs.set(r.jobId, Date.now());
     this.runnersById.delete(id);
+  }
+
+  /**
+   * Jobs whose runner went offline, or was removed, lostRunnerFailMs ago
+   * fail (GitHub: "The self-hosted runner lost communication with the
+   * server"); the ephemeral runner goes with its job.
+   */
+  private failLostJobs(now = Date.now()): void {
+    const wait = this.settings.lostRunnerFailMs;
+    for (const r of [...this.runnersById.values()]) {
+      if (r.jobId !== undefined && !r.online && r.offlineSince !== undefined && now - r.offlineSince >= wait) this.completeJob(r.jobId, 'failure');
+    }
+    for (const [jobId, since] of [...this.orphanedJobs]) {
+      if (now - since < wait) continue;
+      this.orphanedJobs.delete(jobId);
+      if (this.jobsById.get(jobId)?.status === 'in_progress') this.completeJob(jobId, 'failure');
+    }
   }
 
   /** Registers the runner a JIT config names; a config works once, and not for a deleted runner. */
@@ -215,6 +251,7 @@ export class Actions {
     r.registered = true;
     r.online = true;
     r.drawnTo = Date.now();
+    r.offlineSince = undefined;
     return this.fakeRunner(r);
   }
 
@@ -246,6 +283,7 @@ export class Actions {
         actions.completeJob(r.jobId, conclusion);
       },
       goOffline: () => {
+        if (r.online) r.offlineSince = Date.now();
         r.online = false;
       },
     };
@@ -265,7 +303,7 @@ export class Actions {
   queueRun(repo: string, jobs: { labels: string[]; name?: string }[]): { runId: number; jobIds: number[] } {
     this.addRepo(repo);
     const now = new Date().toISOString();
-    const run: RunState = { id: this.next(), repo, runNumber: this.runsById.size + 1, jobIds: [], createdAt: now, updatedAt: now };
+    const run: RunState = { id: this.next(), repo, runNumber: this.runsById.size + 1, attempt: 1, jobIds: [], createdAt: now, updatedAt: now };
     this.runsById.set(run.id, run);
     for (const [n, j] of jobs.entries()) {
       const job: ApiJob = {
@@ -314,14 +352,45 @@ export class Actions {
     const status = jobs.every((j) => j.status === 'completed') ? 'completed' : jobs.every((j) => j.status === 'queued') ? 'queued' : 'in_progress';
     const conclusion = status !== 'completed' ? null : jobs.some((j) => j.conclusion === 'failure') ? 'failure' : jobs.some((j) => j.conclusion === 'cancelled') ? 'cancelled' : 'success';
     const name = run.repo;
-    return { id: run.id, name: 'ci', run_number: run.runNumber, run_attempt: 1, status, conclusion, head_branch: 'main', created_at: run.createdAt, updated_at: run.updatedAt, repository: { id: this.repos.get(run.repo)!, name, full_name: `${this.org}/${name}` } };
+    return { id: run.id, name: 'ci', run_number: run.runNumber, run_attempt: run.attempt, status, conclusion, head_branch: 'main', created_at: run.createdAt, updated_at: run.updatedAt, repository: { id: this.repos.get(run.repo)!, name, full_name: `${this.org}/${name}` } };
   }
 
   runs(repo?: string): ApiRun[] {
+    this.failLostJobs();
     return [...this.runsById.values()].filter((r) => repo === undefined || r.repo === repo).sort((a, b) => b.id - a.id).map((r) => this.runView(r));
   }
 
+  run(runId: number): ApiRun | undefined {
+    this.failLostJobs();
+    const run = this.runsById.get(runId);
+    return run && this.runView(run);
+  }
+
+  /**
+   * POST .../rerun-failed-jobs: a completed run's failed and cancelled jobs
+   * are queued again as its next attempt (run_attempt + 1), the others kept;
+   * a run not completed, or with nothing failed, cannot be re-run (403).
+   */
+  rerunFailedJobs(runId: number): void {
+    this.failLostJobs();
+    const run = this.runsById.get(runId);
+    if (!run) throw new HttpError(404, undefined, 'Not Found');
+    const jobs = run.jobIds.map((id) => this.jobsById.get(id)!);
+    if (!jobs.every((j) => j.status === 'completed')) throw new HttpError(403, undefined, 'This workflow run is not completed and cannot be rerun.');
+    if (!jobs.some((j) => j.conclusion === 'failure' || j.conclusion === 'cancelled')) throw new HttpError(403, undefined, 'This workflow run has no failed jobs and cannot be rerun.');
+    run.attempt += 1;
+    const now = new Date().toISOString();
+    run.jobIds = jobs.map((j) => {
+      if (j.conclusion !== 'failure' && j.conclusion !== 'cancelled') return j.id;
+      const again: ApiJob = { ...j, labels: [...j.labels], id: this.next(), run_attempt: run.attempt, status: 'queued', conclusion: null, runner_id: null, runner_name: null, runner_group_id: null, created_at: now, started_at: null, completed_at: null };
+      this.jobsById.set(again.id, again);
+      return again.id;
+    });
+    this.touch(run.id);
+  }
+
   jobsOf(runId: number): ApiJob[] | undefined {
+    this.failLostJobs();
     const run = this.runsById.get(runId);
     return run?.jobIds.map((id) => ({ ...this.jobsById.get(id)!, labels: [...this.jobsById.get(id)!.labels] }));
   }
@@ -331,6 +400,7 @@ export class Actions {
   }
 
   jobs(): ApiJob[] {
+    this.failLostJobs();
     return [...this.jobsById.values()].map((j) => ({ ...j, labels: [...j.labels] }));
   }
 }

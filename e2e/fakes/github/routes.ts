@@ -145,6 +145,30 @@ export function githubRoutes(d: RouteDeps): Route[] {
     },
     {
       method: 'GET',
+      path: '/repos/:owner/:repo/actions/runs/:run_id',
+      op: 'get-run',
+      answer: route(tokenUsers, (call) => {
+        const repo = ourRepo(call);
+        const runId = Number(call.params.run_id);
+        const run = actions.runRepo(runId) === repo ? actions.run(runId) : undefined;
+        if (!run) throw new HttpError(404, undefined, 'Not Found');
+        return { status: 200, body: run };
+      }),
+    },
+    {
+      method: 'POST',
+      path: '/repos/:owner/:repo/actions/runs/:run_id/rerun-failed-jobs',
+      op: 'rerun-failed-jobs',
+      answer: route(tokenUsers, (call) => {
+        const repo = ourRepo(call);
+        const runId = Number(call.params.run_id);
+        if (actions.runRepo(runId) !== repo) throw new HttpError(404, undefined, 'Not Found');
+        actions.rerunFailedJobs(runId);
+        return { status: 201, body: {} };
+      }),
+    },
+    {
+      method: 'GET',
       path: '/repos/:owner/:repo/actions/runs/:run_id/jobs',
       op: 'list-jobs',
       answer: route(tokenUsers, (call) => {

@@ -53,6 +53,7 @@ describe('GitHub emulator', () => {
     gh.jitRemovalLagMs = 0;
     gh.zombieRemovalMs = 86_400_000;
     gh.offlineRatePerHour = 0;
+    gh.lostRunnerFailMs = 600_000;
   });
   const org = () => gh.org;
   const jit = (labels = ['linux', 'gce'], over: Record<string, unknown> = {}) => call(gh, gh.token, 'POST', `/orgs/${org()}/actions/runners/generate-jitconfig`, { name: `runner-${++n}`, runner_group_id: 1, labels, work_folder: '_work', ...over });
@@ -336,6 +337,49 @@ describe('GitHub emulator', () => {
       expect(body.workflow_runs).toHaveLength(1);
       expect(second.headers.get('link')).toMatch(/rel="prev"/);
       expect(second.headers.get('link')).not.toMatch(/rel="next"/);
+    });
+  });
+
+  describe('lost runners and re-runs', () => {
+    const repo = 'rerun';
+    const run = async (id: number) => (await call(gh, gh.token, 'GET', `/repos/${org()}/${repo}/actions/runs/${id}`)).body;
+    const rerun = (id: number) => call(gh, gh.token, 'POST', `/repos/${org()}/${repo}/actions/runs/${id}/rerun-failed-jobs`, {});
+
+    it('fails the job of a runner that went offline after lostRunnerFailMs; the run completes as failure', async () => {
+      gh.lostRunnerFailMs = 200;
+      const { runId } = gh.queueRun(repo, [{ labels: ['self-hosted', 'rerun-lost'] }]);
+      const r = await runner(['rerun-lost']);
+      r.takeJob();
+      r.goOffline();
+      expect(await run(runId)).toMatchObject({ status: 'in_progress', run_attempt: 1 });
+      await until('the lost job failed', async () => ((await run(runId)).status === 'completed' ? true : undefined));
+      expect(await run(runId)).toMatchObject({ conclusion: 'failure', run_attempt: 1 });
+    });
+
+    it('re-runs the failed jobs of a completed run as a new attempt, keeping the jobs that succeeded; 403 while it runs', async () => {
+      const { runId, jobIds } = gh.queueRun(repo, [{ labels: ['self-hosted', 'rerun-a'], name: 'a' }, { labels: ['self-hosted', 'rerun-b'], name: 'b' }]);
+      const a = await runner(['rerun-a']);
+      a.takeJob();
+      const refused = await rerun(runId);
+      expect(refused.status).toBe(403);
+      expect(refused.body.message).toMatch(/cannot be rerun/);
+      a.finishJob('failure');
+      gh.completeJob(jobIds[1]!, 'success');
+      expect(await run(runId)).toMatchObject({ status: 'completed', conclusion: 'failure' });
+      const ok = await rerun(runId);
+      expect(ok.status).toBe(201);
+      expect(await run(runId)).toMatchObject({ status: 'in_progress', conclusion: null, run_attempt: 2 });
+      const jobs = (await call(gh, gh.token, 'GET', `/repos/${org()}/${repo}/actions/runs/${runId}/jobs`)).body.jobs;
+      expect(jobs.map((j: any) => [j.name, j.status, j.run_attempt])).toEqual([['a', 'queued', 2], ['b', 'completed', 1]]);
+      expect((await rerun(runId)).status).toBe(403);
+      expect(gh.mutations.filter((m) => m.op === 'rerun-failed-jobs').map((m) => m.status)).toEqual([403, 201, 403]);
+    });
+
+    it('answers 404 for the run of another repository', async () => {
+      const { runId } = gh.queueRun('elsewhere', [{ labels: ['self-hosted'] }]);
+      gh.queueRun(repo, [{ labels: ['self-hosted'] }]);
+      expect((await call(gh, gh.token, 'GET', `/repos/${org()}/${repo}/actions/runs/${runId}`)).status).toBe(404);
+      expect((await rerun(runId)).status).toBe(404);
     });
   });
 

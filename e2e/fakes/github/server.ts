@@ -18,7 +18,7 @@ import type { GitHubEmulator, GitHubEmulatorOptions, GitHubOp, RequestRecord } f
 
 export type * from './types.js';
 
-const MUTATING: readonly GitHubOp[] = ['delete-runner', 'generate-jitconfig'];
+const MUTATING: readonly GitHubOp[] = ['delete-runner', 'generate-jitconfig', 'rerun-failed-jobs'];
 
 export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Promise<GitHubEmulator> {
   const settings = {
@@ -32,6 +32,7 @@ export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Pro
     jitRemovalLagMs: opts.jitRemovalLagMs ?? 3_000,
     zombieRemovalMs: opts.zombieRemovalMs ?? 86_400_000,
     offlineRatePerHour: opts.offlineRatePerHour ?? 0,
+    lostRunnerFailMs: opts.lostRunnerFailMs ?? 600_000,
   };
   let origin = '';
   const auth = new GitHubAuth(opts.token);

@@ -3,7 +3,7 @@
 import type { Fault as KitFault, FaultSpec as KitFaultSpec } from '../kit/faults.js';
 import type { RequestRecord as KitRequestRecord } from '../kit/log.js';
 
-export type GitHubOp = 'list-runners' | 'list-runner-groups' | 'delete-runner' | 'generate-jitconfig' | 'list-runs' | 'list-jobs' | 'access-token';
+export type GitHubOp = 'list-runners' | 'list-runner-groups' | 'delete-runner' | 'generate-jitconfig' | 'list-runs' | 'get-run' | 'list-jobs' | 'rerun-failed-jobs' | 'access-token';
 export type FaultSpec = KitFaultSpec<GitHubOp>;
 export type Fault = KitFault<GitHubOp>;
 export type RequestRecord = KitRequestRecord<GitHubOp>;
@@ -109,6 +109,8 @@ export interface GitHubEmulatorOptions {
   offlineRatePerHour?: number;
   /** Seeds which runners go offline at offlineRatePerHour (default 1). */
   seed?: number;
+  /** A job whose runner went offline (or was removed) fails this long after (default 10 minutes); Infinity: never. */
+  lostRunnerFailMs?: number;
 }
 
 export interface GitHubEmulator {
@@ -134,6 +136,7 @@ export interface GitHubEmulator {
   runnerOffline(name: string): void;
   /** Uses up a caller's primary limit for its window: by token, or every caller when omitted; `resetInMs` ends that window sooner than rateLimitWindowMs. */
   exhaustRateLimit(token?: string, resetInMs?: number): void;
+  lostRunnerFailMs: number;
   /** Every caller starts a fresh hour; an armed secondary limit is dropped. */
   resetRateLimits(): void;
   /** The next `times` (default 1) requests answer a secondary rate limit: 403 or 429 with retry-after. */

@@ -48,13 +48,14 @@ const RunnerSchema = z
 const RunnerGroupSchema = z.object({ id: z.number(), name: z.string(), default: z.boolean().default(false), visibility: z.string().default('all') }).passthrough();
 
 const RunSchema = z
-  .object({ id: z.number(), status: z.string().nullable(), conclusion: z.string().nullable().default(null), created_at: z.string().optional(), repository: z.object({ full_name: z.string() }).passthrough().optional() })
+  .object({ id: z.number(), status: z.string().nullable(), conclusion: z.string().nullable().default(null), run_attempt: z.number().optional(), created_at: z.string().optional(), repository: z.object({ full_name: z.string() }).passthrough().optional() })
   .passthrough();
 
 const JobSchema = z
   .object({
     id: z.number(),
     run_id: z.number(),
+    run_attempt: z.number().optional(),
     name: z.string().default(''),
     status: z.string(),
     conclusion: z.string().nullable().default(null),
@@ -136,7 +137,16 @@ export class GitHubClient implements GitHubActions {
 
   async listJobs(repo: string, runId: number, signal?: AbortSignal): Promise<WorkflowJob[]> {
     const jobs = await this.pages(`${repoPath(repo)}/actions/runs/${runId}/jobs`, 'jobs', JobSchema, 'list-jobs', signal, { filter: 'latest' });
-    return jobs.map((j) => ({ id: j.id, runId: j.run_id, name: j.name, status: j.status, conclusion: j.conclusion, labels: j.labels, runnerId: j.runner_id, runnerName: j.runner_name, startedAt: j.started_at }));
+    return jobs.map((j) => ({ id: j.id, runId: j.run_id, runAttempt: j.run_attempt, name: j.name, status: j.status, conclusion: j.conclusion, labels: j.labels, runnerId: j.runner_id, runnerName: j.runner_name, startedAt: j.started_at }));
+  }
+
+  async getRun(repo: string, runId: number, signal?: AbortSignal): Promise<WorkflowRun> {
+    const r = RunSchema.parse(await this.call('GET', `${repoPath(repo)}/actions/runs/${runId}`, undefined, `get-run ${runId}`, signal));
+    return { id: r.id, repo: r.repository?.full_name ?? repo, status: r.status ?? '', conclusion: r.conclusion, runAttempt: r.run_attempt, createdAt: r.created_at };
+  }
+
+  async rerunFailedJobs(repo: string, runId: number, signal?: AbortSignal): Promise<void> {
+    await this.call('POST', `${repoPath(repo)}/actions/runs/${runId}/rerun-failed-jobs`, {}, `rerun-failed-jobs ${runId}`, signal);
   }
 
   private async pages<S extends z.ZodTypeAny>(path: string, field: string, item: S, operation: string, signal?: AbortSignal, query: Record<string, string> = {}): Promise<z.infer<S>[]> {

@@ -1,7 +1,7 @@
 // The one interface RunnerTarget's controller has to GitHub: the org's
 // self-hosted runners (list, delete, a JIT config for a new one), its runner
 // groups, and the
-// queued work of the repositories it follows. Typed errors in errors.ts.
+// queued work of the repositories it follows, and re-runs of failed jobs. Typed errors in errors.ts.
 
 export interface GitHubRunner {
   id: number;
@@ -48,12 +48,15 @@ export interface WorkflowRun {
   repo: string;
   status: string;
   conclusion: string | null;
+  /** 1 for the first attempt; a re-run makes a new attempt. */
+  runAttempt?: number | undefined;
   createdAt: string | undefined;
 }
 
 export interface WorkflowJob {
   id: number;
   runId: number;
+  runAttempt?: number | undefined;
   name: string;
   status: string;
   conclusion: string | null;
@@ -91,6 +94,10 @@ export interface GitHubActions {
   listRuns(repo: string, status: RunStatus, signal?: AbortSignal): Promise<WorkflowRun[]>;
   /** The jobs of the run's latest attempt (all pages). */
   listJobs(repo: string, runId: number, signal?: AbortSignal): Promise<WorkflowJob[]>;
+  /** One run of `repo`; NotFound when it is gone. */
+  getRun(repo: string, runId: number, signal?: AbortSignal): Promise<WorkflowRun>;
+  /** Re-runs the failed jobs of a completed run (and the jobs that need them) as a new attempt; GitHub answers 403 while the run is not completed. */
+  rerunFailedJobs(repo: string, runId: number, signal?: AbortSignal): Promise<void>;
   /** From the last answer that carried x-ratelimit-* headers; undefined before any. */
   readonly rateLimit: RateLimitStatus | undefined;
   /** Until when the client sends nothing (a rate limit answered or used up); undefined when it may send. */
