@@ -108,6 +108,7 @@ registerRunnerTargetController(mgr, {
   followUpMs: flags.runnerFollowUpMs,
   checkLeaseMs: flags.runnerCheckLeaseMs,
   checkIntervalScale: flags.runnerCheckIntervalScale,
+  checkConcurrency: flags.runnerCheckConcurrency,
 });
 
 let signalled = false;

@@ -65,6 +65,12 @@ describe('parseControllerFlags', () => {
     expect(parseControllerFlags(['--runner-ssh-user', 'ci', '--runner-ssh-port', '2222'], {})).toMatchObject({ runnerSSHUser: 'ci', runnerSSHPort: 2222 });
   });
 
+  it('--runner-check-concurrency sets how many RunnerTarget checks run at once, at least 1', () => {
+    expect(parseControllerFlags([], {}).runnerCheckConcurrency).toBe(4);
+    expect(parseControllerFlags(['--runner-check-concurrency', '9'], {}).runnerCheckConcurrency).toBe(9);
+    expect(() => parseControllerFlags(['--runner-check-concurrency', '0'], {})).toThrow(FlagError);
+  });
+
   it('--runner-busy-flag-lag, --runner-boot-grace, --runner-offline-grace, --runner-follow-up and --runner-check-lease set the RunnerTarget times', () => {
     const f = parseControllerFlags(['--runner-busy-flag-lag', '5s', '--runner-boot-grace', '20s', '--runner-offline-grace', '8s', '--runner-follow-up', '1s', '--runner-check-lease', '6s'], {});
     expect(f).toMatchObject({ runnerBusyLagMs: 5000, runnerBootGraceMs: 20_000, runnerOfflineGraceMs: 8000, runnerFollowUpMs: 1000, runnerCheckLeaseMs: 6000 });

@@ -53,6 +53,7 @@ export interface ControllerFlags {
   runnerBusyLagMs: number;
   runnerBootGraceMs: number;
   runnerOfflineGraceMs: number;
+  runnerCheckConcurrency: number;
   /** How soon a RunnerTarget check follows one that left a launch open, and how long its check lease lasts unrenewed. */
   runnerFollowUpMs: number;
   runnerCheckLeaseMs: number;
@@ -112,6 +113,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'runner-busy-flag-lag': { type: 'string', default: '60s' },
       'runner-boot-grace': { type: 'string', default: '45m' },
       'runner-offline-grace': { type: 'string', default: '5m' },
+      'runner-check-concurrency': { type: 'string', default: '4' },
       'runner-follow-up': { type: 'string', default: '10s' },
       'runner-check-lease': { type: 'string', default: '30s' },
       'allowed-github-endpoints': { type: 'string', default: env.LEASEHOLD_ALLOWED_GITHUB_ENDPOINTS ?? 'https://api.github.com' },
@@ -216,6 +218,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     runnerBusyLagMs: duration('runner-busy-flag-lag'),
     runnerBootGraceMs: duration('runner-boot-grace'),
     runnerOfflineGraceMs: duration('runner-offline-grace'),
+    runnerCheckConcurrency: whole('runner-check-concurrency', 1, 'of at least 1'),
     runnerFollowUpMs: positive('runner-follow-up'),
     runnerCheckLeaseMs: positive('runner-check-lease'),
     allowedGitHubEndpoints: endpoints('allowed-github-endpoints'),

@@ -73,6 +73,8 @@ export class CheckRun {
     private readonly deps: RunnerTargetDeps,
     private target: RunnerTarget,
     private readonly history: CheckHistory = {},
+    /** Aborted when the controller stops and the shutdown grace has passed: the check ends where it is, as on a lost lease. */
+    private readonly shutdown?: AbortSignal,
   ) {
     this.key = `${target.metadata!.namespace}/${target.metadata!.name}`;
     this.status = target.status ?? {};
@@ -91,6 +93,8 @@ export class CheckRun {
       while (event) {
         if (this.lease?.signal.aborted && !this.released && snapshot.can({ type: 'LEASE_LOST', message: '' })) {
           event = { type: 'LEASE_LOST', message: `the check lease was lost (${errorText(this.lease.signal.reason)}); the check stopped where it was` };
+        } else if (this.shutdown?.aborted && snapshot.can({ type: 'LEASE_LOST', message: '' })) {
+          event = { type: 'LEASE_LOST', message: 'the controller stopped past its shutdown grace; the check stopped where it was and the next check continues it' };
         }
         const s = step(snapshot, event);
         if (!s.accepted) {
@@ -134,7 +138,7 @@ export class CheckRun {
         case 'observe':
           return await this.observe();
         case 'waitForSample':
-          await sleep(realClock, event.type === 'SAMPLE_EARLY' ? event.waitMs : 0, this.lease?.signal);
+          await sleep(realClock, event.type === 'SAMPLE_EARLY' ? event.waitMs : 0, this.signal);
           return { type: 'SAMPLE_DUE', message: 'the sample window opened; reading the runners again' };
         case 'plan':
           return await this.makePlan();
@@ -174,6 +178,12 @@ export class CheckRun {
     return { type: 'LEASE_HELD', holder: got.holder, message: `the check lease of ${this.key} is held by ${got.holder}; this check changed nothing` };
   }
 
+  /** What ends the check's provider calls: a lost lease, or the controller's shutdown past its grace. */
+  private get signal(): AbortSignal | undefined {
+    const signals = [this.lease?.signal, this.shutdown].filter((x): x is AbortSignal => x !== undefined);
+    return signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+  }
+
   /** Once per check; a lost lease is not ours to release. */
   private async releaseLease(): Promise<void> {
     const lease = this.lease;
@@ -201,8 +211,8 @@ export class CheckRun {
       });
       if (!gate.start) return this.rateLimited(gate.until, gate.message);
     }
-    const seen = await observePool(fresh, this.clients, this.deps.installationID, this.lease?.signal);
-    this.observation = { ...seen, probes: await probeHosts(this.status.hosts ?? [], seen, this.clients, await this.deps.hostAccess(fresh), this.lease?.signal) };
+    const seen = await observePool(fresh, this.clients, this.deps.installationID, this.signal);
+    this.observation = { ...seen, probes: await probeHosts(this.status.hosts ?? [], seen, this.clients, await this.deps.hostAccess(fresh), this.signal) };
     const timing = sampleTiming(this.status.lastSample?.at, this.observation.at, this.deps.settings?.window);
     if (timing.kind === 'wait' && !this.waited) {
       this.waited = true;
@@ -280,7 +290,7 @@ export class CheckRun {
         installationID: this.deps.installationID,
         host: await this.deps.hostAccess(this.target),
         guard: this.guard,
-        signal: this.lease?.signal,
+        signal: this.signal,
         now: () => this.now(),
         affordable,
         record: async (r, host) => {

@@ -1,7 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
 import type { RunnerTarget } from '../../src/api/index.js';
 import { CredentialsError, OWN_IDENTITY_DISABLED, TargetSpecError } from './operations.js';
-import { checkEveryMs, RunnerTargetReconciler, type RunnerTargetDeps } from './reconciler.js';
+import { EffectRunner } from '../../src/kube/effects.js';
+import { CHECK_SLOT_RETRY_MS, checkEveryMs, RunnerTargetReconciler, type FinishedCheck, type RunnerTargetDeps } from './reconciler.js';
 import { spec } from './testing/pool.js';
 
 function world(
@@ -154,3 +155,98 @@ describe('checkEveryMs', () => {
     expect(checkEveryMs(interval, scale)).toBe(ms);
   });
 });
+
+describe('RunnerTargetReconciler with checks on the effect runner', () => {
+  function pool(concurrency: number) {
+    const now = Date.parse('2026-12-03T12:00:00Z');
+    const make = (name: string, status: RunnerTarget['status'] = {}): RunnerTarget => ({
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'RunnerTarget',
+      metadata: { namespace: 'ci', name, uid: `u-${name}`, generation: 1, resourceVersion: '10' },
+      spec: { ...spec, checkInterval: '5m' },
+      status,
+    });
+    const targets = new Map(['slow', 'a', 'b'].map((n) => [n, make(n)]));
+    let letGo!: () => void;
+    const slowLease = new Promise<void>((r) => (letGo = r));
+    const started: string[] = [];
+    const requeued: string[] = [];
+    const effects = new EffectRunner<FinishedCheck>();
+    const deps: RunnerTargetDeps = {
+      targets: { get: (_ns: string, name: string) => targets.get(name), list: () => [...targets.values()] } as never,
+      read: async (_ns, name) => structuredClone(targets.get(name)),
+      status: { write: async (_ref, obj, status) => ({ ...obj, status }) as never },
+      events: { record: async () => {} },
+      providers: { clients: async () => Promise.reject(new CredentialsError('Secret ci/gh (spec.github.tokenSecretRef) does not exist')), forget: () => {} },
+      leases: {
+        acquire: async (name) => {
+          started.push(name);
+          // The slow target's check holds here as a long check would (SSH probes, a boot).
+          if (name === 'runnertarget-u-slow') await slowLease;
+          return { held: true, lease: { signal: new AbortController().signal, release: async () => {} } };
+        },
+      },
+      identity: 'me',
+      installationID: 'abcd',
+      hostAccess: async () => ({ privateKey: '', publicKey: 'ssh-ed25519 AAAA', user: 'leasehold', port: 22 }),
+      now: () => now,
+      checks: { effects, concurrency, requeue: (key) => void requeued.push(key) },
+    };
+    return { reconciler: new RunnerTargetReconciler(deps), effects, started, requeued, letGo, targets, make };
+  }
+
+  it('a long check of one target does not hold the worker: the pass returns and the next target is checked', async () => {
+    const p = pool(4);
+    expect(await p.reconciler.reconcile('ci/slow')).toBeUndefined();
+    expect(await p.reconciler.reconcile('ci/a')).toBeUndefined();
+    await waitUntil(() => p.requeued.includes('ci/a'));
+    // a's check ended while slow's still runs; a's result is taken by its next pass.
+    expect(p.effects.get('u-slow')).toEqual({ state: 'running', id: 'check/ci/slow' });
+    expect(await p.reconciler.reconcile('ci/a')).toEqual({ requeueAfter: 300_000 });
+    // A pass of the slow target while its check runs starts nothing.
+    expect(await p.reconciler.reconcile('ci/slow')).toBeUndefined();
+    expect(p.started.filter((n) => n === 'runnertarget-u-slow')).toHaveLength(1);
+    p.letGo();
+    await waitUntil(() => p.requeued.includes('ci/slow'));
+    expect(await p.reconciler.reconcile('ci/slow')).toEqual({ requeueAfter: 300_000 });
+  });
+
+  it('at most the configured number of checks run at once; a target past them is looked at again a second later', async () => {
+    const p = pool(1);
+    await p.reconciler.reconcile('ci/slow');
+    expect(await p.reconciler.reconcile('ci/a')).toEqual({ requeueAfter: CHECK_SLOT_RETRY_MS });
+    expect(p.started).toEqual(['runnertarget-u-slow']);
+    p.letGo();
+    await p.effects.idle();
+    expect(await p.reconciler.reconcile('ci/a')).toBeUndefined();
+    expect(p.started).toEqual(['runnertarget-u-slow', 'runnertarget-u-a']);
+  });
+
+  it('a check due just before its sample window is started when the window opens, not started to wait inside', async () => {
+    const p = pool(4);
+    // The last counted sample 4 min ago: the window opens in 1 min.
+    p.targets.set('b', p.make('b', { lastSample: { at: '2026-12-03T11:56:00Z', queued: 0, running: 0, idleRunners: 0, busyRunners: 0 } }));
+    expect(await p.reconciler.reconcile('ci/b')).toEqual({ requeueAfter: 60_000 });
+    expect(p.started).toEqual([]);
+  });
+
+  it('a deleted target\'s running check is cancelled and its result dropped', async () => {
+    const p = pool(4);
+    await p.reconciler.reconcile('ci/slow');
+    p.targets.delete('slow');
+    await p.reconciler.reconcile('ci/slow');
+    p.letGo();
+    await p.effects.idle();
+    expect(p.requeued).toEqual(['ci/slow']);
+    await p.reconciler.reconcile('ci/slow');
+    expect(p.effects.get('u-slow')).toBeUndefined();
+  });
+});
+
+async function waitUntil(probe: () => boolean, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((r) => setImmediate(r));
+  }
+}

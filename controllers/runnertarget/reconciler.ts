@@ -1,21 +1,27 @@
 // The RunnerTarget reconciler: when a target's check is due (every
 // checkInterval, or at once after its spec changed), one check runs
-// (check.ts). The work queue never runs one key twice at once, and the
-// check lease keeps two replicas apart; status writes of our own wake the
-// target but start no check before its time.
+// (check.ts). The check runs on the shared effect runner, off the reconcile
+// workers, so that a long check of one target never delays another's turn:
+// a worker only decides whether a check is due, starts it, and takes its
+// result on a later pass (the check's end enqueues the target). At most one
+// check per target runs (the runner's rule per owner), the check lease keeps
+// two replicas apart, and status writes of our own wake the target but start
+// no check before its time.
 import type { Logger } from 'pino';
 import { durationMs, MIN_CHECK_INTERVAL_MS, type RunnerTarget } from '../../src/api/index.js';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
+import type { EffectRunner } from '../../src/kube/effects.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
 import type { StatusWriter } from '../../src/kube/status.js';
-import { CheckRun } from './check.js';
+import { CheckRun, type CheckResult } from './check.js';
 import type { HostAccess } from './deliver.js';
 import type { CheckLeases } from './checklease.js';
 import type { RunnerTargetMetrics } from './metrics.js';
 import type { TargetClients } from './operations.js';
 import type { PlanSettings } from './plan.js';
 import { openReceipts } from './receipts.js';
+import { SAMPLE_WINDOW, sampleTiming } from './sample.js';
 import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
 
 /**
@@ -53,9 +59,24 @@ export interface RunnerTargetDeps {
   metrics?: RunnerTargetMetrics;
   log?: Logger;
   now?: () => number;
+  /**
+   * Where checks run, and how many at once; absent, a check runs on the
+   * reconcile worker (unit tests). `requeue` enqueues a target when its check ends.
+   */
+  checks?: { effects: EffectRunner<FinishedCheck>; concurrency: number; requeue(key: string): void };
   /** Keeps RUNNER_HOSTS_FINALIZER on targets until their pool is gone; absent, none is added. */
   finalizers?: { add(target: RunnerTarget): Promise<unknown>; remove(target: RunnerTarget): Promise<unknown> };
 }
+
+/** A check's result with what the pass that started it knew. */
+export interface FinishedCheck {
+  result: CheckResult;
+  generation: number | undefined;
+  deleting: boolean;
+}
+
+/** How soon a pass looks again when every check slot is taken. */
+export const CHECK_SLOT_RETRY_MS = 1_000;
 
 export class RunnerTargetReconciler {
   /** When each target's last check ended here, and the generation it checked. */
@@ -64,6 +85,8 @@ export class RunnerTargetReconciler {
   private readonly limitedUntil = new Map<string, number>();
   /** What each target's last finished check counted against GitHub's primary limit. */
   private readonly githubRequests = new Map<string, number>();
+  /** The UIDs each key's checks ran for: a target deleted and created again under its name is another owner. */
+  private readonly uids = new Map<string, Set<string>>();
 
   constructor(private readonly deps: RunnerTargetDeps) {}
 
@@ -74,12 +97,32 @@ export class RunnerTargetReconciler {
   async reconcile(key: string): Promise<ReconcileResult | void> {
     const [namespace = '', name = ''] = key.split('/');
     const target = this.deps.targets.get(namespace, name);
+    const checks = this.deps.checks;
     if (!target) {
       this.checked.delete(key);
       this.limitedUntil.delete(key);
       this.githubRequests.delete(key);
       this.deps.providers.forget(key);
+      // A check still running is cancelled; its end enqueues the key again, and that pass drops its result.
+      const left = new Set<string>();
+      for (const uid of this.uids.get(key) ?? []) {
+        checks?.effects.forget(uid);
+        if (checks?.effects.get(uid)) left.add(uid);
+      }
+      if (left.size) this.uids.set(key, left);
+      else this.uids.delete(key);
       return;
+    }
+    const uid = target.metadata!.uid!;
+    if (checks) {
+      const uids = this.uids.get(key) ?? new Set<string>();
+      uids.add(uid);
+      this.uids.set(key, uids);
+      const state = checks.effects.get(uid);
+      // Its end enqueues the target again.
+      if (state?.state === 'running') return;
+      const done = checks.effects.take(uid);
+      if (done) return this.finish(key, done.result);
     }
     const deleting = !!target.metadata?.deletionTimestamp;
     const followUp = this.deps.followUpMs ?? LAUNCH_FOLLOW_UP_MS;
@@ -97,7 +140,25 @@ export class RunnerTargetReconciler {
     // An open launch is followed sooner than the interval: its host waits for its runner config.
     const every = openReceipts(target.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, followUp) : interval;
     if (Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
-    const result = await new CheckRun(this.deps, target, { lastGitHubRequests: this.githubRequests.get(key) }).run();
+    const history = { lastGitHubRequests: this.githubRequests.get(key) };
+    if (!checks) return this.finish(key, { result: await new CheckRun(this.deps, target, history).run(), generation, deleting });
+    // A check due just before its sample window would wait for it inside; it is started when the window opens instead.
+    const timing = sampleTiming(target.status?.lastSample?.at, now, this.deps.settings?.window ?? SAMPLE_WINDOW);
+    if (timing.kind === 'wait' && !deleting) return { requeueAfter: timing.waitMs };
+    if (checks.effects.inFlight('check') >= checks.concurrency) return { requeueAfter: CHECK_SLOT_RETRY_MS };
+    const started = checks.effects.start(
+      uid,
+      `check/${key}`,
+      async (signal) => ({ result: await new CheckRun(this.deps, target, history, signal).run(), generation, deleting }),
+      () => checks.requeue(key),
+    );
+    // Refused only while the controller stops: the next replica checks it.
+    if (!started) return;
+  }
+
+  /** What a finished check leaves: the rate limit it met, the finalizer once the pool is gone, when to look again. */
+  private async finish(key: string, { result, generation, deleting }: FinishedCheck): Promise<ReconcileResult | void> {
+    const [namespace = '', name = ''] = key.split('/');
     if (result.limitedUntil !== undefined) {
       this.limitedUntil.set(key, result.limitedUntil);
       // Checked again as soon as the limit ends, not an interval after the limited attempt.
@@ -114,7 +175,10 @@ export class RunnerTargetReconciler {
     }
     // A check that found the lease held elsewhere did nothing: it is tried again soon, not after a whole interval.
     if (result.state !== 'Held') this.checked.set(key, { at: this.now(), generation });
-    const fresh = this.deps.targets.get(namespace, name) ?? target;
+    const fresh = this.deps.targets.get(namespace, name) ?? result.target;
+    const followUp = this.deps.followUpMs ?? LAUNCH_FOLLOW_UP_MS;
+    const checkEvery = checkEveryMs(fresh.spec.checkInterval, this.deps.checkIntervalScale);
+    const interval = fresh.metadata?.deletionTimestamp ? Math.min(checkEvery, followUp) : checkEvery;
     const follow = openReceipts(fresh.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, followUp) : interval;
     return { requeueAfter: result.retryAfterMs ?? follow };
   }

@@ -12,7 +12,8 @@ import { RunnerTargetMetrics } from './metrics.js';
 import type { TargetEndpointPolicy } from './endpoints.js';
 import { TargetProviders } from './operations.js';
 import type { PlanSettings } from './plan.js';
-import { RunnerTargetReconciler } from './reconciler.js';
+import { RunnerTargetReconciler, type FinishedCheck } from './reconciler.js';
+import type { WorkQueue } from '../../src/kube/workqueue.js';
 import { TargetKeys } from './targetkey.js';
 import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
 
@@ -25,6 +26,8 @@ export interface RunnerTargetOptions {
   endpoints: TargetEndpointPolicy;
   settings?: Partial<PlanSettings>;
   concurrency?: number;
+  /** Checks running at once across every target (--runner-check-concurrency); each runs off the reconcile workers. */
+  checkConcurrency?: number;
   /** The login user and SSH port of hosts (default leasehold, 22); tests reach emulated hosts elsewhere. */
   hostSSH?: { user?: string | undefined; port?: number | undefined };
   /** The controller's own Compute Engine identity and the endpoint its tokens may go to, for targets without spec.gce.credentialsSecretRef (--runner-gce-own-identity); absent: they are refused. */
@@ -43,6 +46,7 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
   const targets = mgr.informer<RunnerTarget>(resourcePath(RUNNERTARGET_RESOURCE, mgr.watchNamespace));
   const { group, version, plural } = RUNNERTARGET_RESOURCE;
   const keys = new TargetKeys(mgr.core, opts.controllerNamespace);
+  let queue: WorkQueue | undefined;
   const reconciler = new RunnerTargetReconciler({
     targets,
     read: async (namespace, name) => {
@@ -69,6 +73,7 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
     ...(opts.settings ? { settings: opts.settings } : {}),
     ...(opts.followUpMs ? { followUpMs: opts.followUpMs } : {}),
     ...(opts.checkIntervalScale ? { checkIntervalScale: opts.checkIntervalScale } : {}),
+    checks: { effects: mgr.effects<FinishedCheck>('runnertarget'), concurrency: opts.checkConcurrency ?? 4, requeue: (key) => queue?.add(key) },
     metrics: new RunnerTargetMetrics(mgr.metrics.registry, () => targets.list()),
     log: mgr.log.child({ controller: 'runnertarget' }),
     finalizers: {
@@ -76,8 +81,8 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
       remove: (t) => mgr.finalizers.remove(RUNNERTARGET_RESOURCE, t, RUNNER_HOSTS_FINALIZER),
     },
   });
-  const queue = mgr.add({ name: 'runnertarget', concurrency: opts.concurrency ?? 4, reconcile: (k) => reconciler.reconcile(k) });
-  const enqueue = (t: RunnerTarget) => queue.add(objectKey(t));
+  const q = (queue = mgr.add({ name: 'runnertarget', concurrency: opts.concurrency ?? 4, reconcile: (k) => reconciler.reconcile(k) }));
+  const enqueue = (t: RunnerTarget) => q.add(objectKey(t));
   targets.on('add', enqueue).on('update', enqueue).on('delete', enqueue);
   return reconciler;
 }

@@ -63,7 +63,7 @@ export interface RunnerTargetWorld {
   stop(): Promise<void>;
 }
 
-export async function startRunnerTargetWorld(prefix: string): Promise<RunnerTargetWorld> {
+export async function startRunnerTargetWorld(prefix: string, extraArgs: string[] = []): Promise<RunnerTargetWorld> {
   const kubectl = testKubectl();
   const root = await mkdtemp(join(tmpdir(), `${prefix}-hosts-`));
   const sshPort = await freePort();
@@ -112,7 +112,7 @@ export async function startRunnerTargetWorld(prefix: string): Promise<RunnerTarg
   await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gce-key', namespace: ns }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } }));
   const controllerArgs = ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
     '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(sshPort), '--runner-sample-window-scale', '0.01',
-    ...emulatorEndpointArgs(gce, gh), ...TEST_CHECK_INTERVAL_ARGS];
+    ...emulatorEndpointArgs(gce, gh), ...TEST_CHECK_INTERVAL_ARGS, ...extraArgs];
 
   const world: RunnerTargetWorld = {
     gce,
