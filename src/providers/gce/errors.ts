@@ -44,6 +44,13 @@ export class QuotaExceeded extends GceApiError {
   }
 }
 
+/** The name is taken (409 alreadyExists): for an insert, a VM of that name exists already (perhaps this very insert, sent again after its requestId was forgotten). */
+export class AlreadyExists extends GceApiError {
+  constructor(message: string, status: number, reason: string) {
+    super('InvalidRequest', message, status, reason);
+  }
+}
+
 interface GoogleErrorBody {
   code?: number;
   message?: string;
@@ -82,6 +89,7 @@ function classify(what: string, status: number, reasons: string[], message: stri
     const after = retryAfterMs(retryAfter);
     return new RateLimitedError(text, after === undefined ? undefined : new Date(Date.now() + after));
   }
+  if (status === 409 && reasons.includes('alreadyExists')) return new AlreadyExists(text, status, 'alreadyExists');
   if (status === 401 || status === 403) return new GceApiError('Unauthorized', text, status, reason);
   if (status === 404) return new GceApiError('NotFound', text, status, reason);
   if (status >= 500) return new GceApiError('Unknown', text, status, reason, { answerLost: true });
