@@ -80,6 +80,8 @@ async function resume(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutco
       return failed(receipt, 'ReceiptFailed', next.message);
     case 'waitForBoot':
       return { ok: true, receiptID: receipt.id, message: next.message, event: { type: 'Normal', reason: 'LaunchWaiting', message: next.message } };
+    case 'wait':
+      return { ok: true, receiptID: receipt.id, message: next.message, event: { type: 'Warning', reason: 'ReceiptWaiting', message: next.message } };
     case 'deliverConfig': {
       const zone = receipt.zone ?? ctx.observation.vms.find((v) => v.name === name)?.zone ?? '';
       return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host, next.stale);

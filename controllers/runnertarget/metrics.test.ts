@@ -34,7 +34,7 @@ describe('RunnerTargetMetrics', () => {
     const registry = new Registry();
     new RunnerTargetMetrics(registry, () => [target]);
     const hosts = await scrape(registry, 'leasehold_runnertarget_hosts');
-    expect(hosts).toHaveLength(6);
+    expect(hosts).toHaveLength(7);
     expect(hosts).toEqual(expect.arrayContaining([expect.objectContaining({ labels: expect.objectContaining({ state: 'Busy' }), value: 2 }), expect.objectContaining({ labels: expect.objectContaining({ state: 'Launching' }), value: 0 })]));
   });
 

@@ -10,7 +10,7 @@ import { affordableLaunches, budgetCondition, LAUNCH_HORIZON_MS, spendToday, typ
 import { busyRunners, demand, type Demand } from './demand.js';
 import { observeHosts } from './hosts.js';
 import { hostNames, namePrefix } from './naming.js';
-import type { Observation } from './observation.js';
+import { vmPhase, type Observation } from './observation.js';
 import { BOOT_GRACE_MS, findOrphans } from './orphans.js';
 import { placementOrder, type Placement } from './placement.js';
 import { poolPressure, PRESSURE_THRESHOLDS, TIER_RULE, tierStep, type PressureEvidence, type PressureThresholds, type TierRule, type TierStep } from './pressure.js';
@@ -99,7 +99,11 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   // ended before its receipt, or every placement failed): it costs nothing and is no capacity.
   const planned = (status.hosts ?? []).filter((h) => h.state !== 'Launching' || vms.has(h.name) || launching.has(h.name));
   let hosts = observeHosts(planned, observation, spec.gce.machineTypeTiers);
-  const orphans = findOrphans({ hosts, vms: observation.vms, runners: observation.runners, launching, now, bootGraceMs: settings.bootGraceMs });
+  const orphans = findOrphans({ hosts, vms: observation.vms, runners: observation.runners, launching, now, bootGraceMs: settings.bootGraceMs, unreachableZones: observation.unreachableZones });
+  for (const zone of observation.unreachableZones ?? []) events.push({ type: 'Warning', reason: 'ZoneUnreachable', message: `Compute Engine could not list zone ${zone} this check; its VMs are treated as unseen, not gone` });
+  for (const vm of observation.vms) {
+    if (vmPhase(vm) === 'unknown') events.push({ type: 'Warning', reason: 'UnknownVMStatus', message: `VM ${vm.name} in ${vm.zone} shows status ${vm.reportedStatus ?? vm.status}, which this controller does not know: left alone, not counted as capacity` });
+  }
 
   // Hosts that left: preempted, or deleted and now gone. Their hours of today stay in spend.
   const leaving = new Set([...orphans.preempted, ...hosts.filter((h) => h.state === 'Deleting' && !vms.has(h.name) && !resuming.has(h.name)).map((h) => h.name)]);

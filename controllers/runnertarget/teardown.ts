@@ -5,7 +5,7 @@
 // and no launch is continued; a VM that never got a runner is deleted at
 // once, since no job can run there.
 import type { RunnerTargetSpec } from '../../src/api/index.js';
-import type { Observation } from './observation.js';
+import { vmPhase, type Observation } from './observation.js';
 import type { Change, CheckPlan } from './plan.js';
 
 /** Kept on a RunnerTarget until none of its VMs and runner registrations is left. */
@@ -21,7 +21,8 @@ export function teardownPlan(base: CheckPlan, observation: Pick<Observation, 'vm
   const touched = new Set(changes.flatMap((c) => (c.kind === 'resume' ? c.receipt.hosts : c.intent.hosts)));
   const runners = new Set(observation.runners.map((r) => r.name));
   for (const vm of observation.vms) {
-    if (touched.has(vm.name) || runners.has(vm.name) || vm.status === 'STOPPING') continue;
+    // Leaving VMs are on their way out already; an unknown status is left alone, as everywhere.
+    if (touched.has(vm.name) || runners.has(vm.name) || vmPhase(vm) === 'leaving' || vmPhase(vm) === 'unknown') continue;
     changes.push({ kind: 'delete', intent: { action: 'Delete', hosts: [vm.name], zone: vm.zone, message: 'the RunnerTarget is being deleted and this VM has no runner' }, reason: 'Orphan' });
   }
   const hosts = base.hosts.filter((h) => h.state !== 'Launching' || observation.vms.some((v) => v.name === h.name));
@@ -29,4 +30,5 @@ export function teardownPlan(base: CheckPlan, observation: Pick<Observation, 'vm
 }
 
 /** Nothing of the pool is left: the finalizer may go. */
-export const poolGone = (observation: Pick<Observation, 'vms' | 'runners'>) => observation.vms.length === 0 && observation.runners.length === 0;
+export const poolGone = (observation: Pick<Observation, 'vms' | 'runners' | 'unreachableZones'>) =>
+  observation.vms.length === 0 && observation.runners.length === 0 && (observation.unreachableZones ?? []).length === 0;

@@ -27,7 +27,7 @@ const CHECK_INTERVAL_MESSAGE = `checkInterval must be at least ${MIN_CHECK_INTER
 export const DEFAULT_GITHUB_API_URL = 'https://api.github.com';
 export const DEFAULT_GCE_ENDPOINT = 'https://compute.googleapis.com/compute/v1';
 
-export const RUNNER_HOST_STATES = ['Launching', 'Registering', 'Idle', 'Busy', 'Draining', 'Deleting'] as const;
+export const RUNNER_HOST_STATES = ['Launching', 'Registering', 'Idle', 'Busy', 'Draining', 'Deleting', 'Unknown'] as const;
 /**
  * Provider changes a receipt records: Launch (insert the VM), Register (a JIT
  * runner config delivered to a host), Deregister (remove a host's runner
@@ -297,7 +297,7 @@ export const RunnerHostSchema = z
     pricePerHour: usd('Price of the host when it was launched, in US dollars per hour; spend is counted with it.'),
     state: z
       .enum(RUNNER_HOST_STATES)
-      .describe('Launching, Registering (booted, runner not yet registered), Idle, Busy, Draining (runner removed, confirming no job runs) or Deleting.'),
+      .describe('Launching, Registering (booted, runner not yet registered), Idle, Busy, Draining (runner removed, confirming no job runs), Deleting, or Unknown (its VM shows a status the controller does not know: left alone, not counted as capacity).'),
     createdAt: timestamp('When the VM was created.'),
     runnerID: count('ID of the host\'s runner registration at GitHub, once registered.').optional(),
     idleSince: timestamp('Since when the runner has been seen idle at every check; absent while busy.').optional(),
