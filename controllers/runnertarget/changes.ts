@@ -7,12 +7,13 @@
 import type { Receipt, RunnerHost, RunnerTarget } from '../../src/api/index.js';
 import { errorText } from '../../src/kube/errors.js';
 import { isProviderError, ProviderError } from '../../src/providers/errors.js';
-import { CAPACITY_CODES, CapacityExhausted, GceApiError, QuotaExceeded } from '../../src/providers/gce/errors.js';
+import { AlreadyExists, CAPACITY_CODES, CapacityExhausted, GceApiError, QuotaExceeded } from '../../src/providers/gce/errors.js';
 import { RunnerBusyError } from '../../src/providers/github/errors.js';
 import type { DurabilityGuard } from './durability.js';
 import type { Observation } from './observation.js';
 import { deliverRunnerConfig, type HostAccess } from './deliver.js';
-import { DEFAULT_IMAGE, vmLabels, type TargetClients } from './operations.js';
+import { maxRunDurationMs } from './lifetime.js';
+import { DEFAULT_IMAGE, INSTALLATION_LABEL, TARGET_UID_LABEL, vmLabels, type TargetClients } from './operations.js';
 import { nextPlacement, type LaunchFailure, type Placement } from './placement.js';
 import type { Change, PlanEvent } from './plan.js';
 import { receiptFor } from './receipts.js';
@@ -133,6 +134,7 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
           sshPublicKey: ctx.host.publicKey,
           labels: vmLabels(target, ctx.installationID),
           requestId: receipt.requestId ?? '',
+          maxRunDurationSeconds: maxRunDurationMs(target.spec) / 1000,
         },
         signal,
       );
@@ -140,6 +142,9 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
       const message = `VM ${name} inserted in ${placement.zone} (${placement.machineType}, ${placement.provisioningModel}); its receipt stays Intended until its runner registers`;
       return { ok: true, receiptID: receipt.id, message, event: { type: 'Normal', reason: 'Launched', message } };
     } catch (err) {
+      // The name is taken: most often this very insert, sent again after Compute Engine forgot its requestId
+      // (a long outage). The VM is then ours and launched; only one that is not ours fails the launch.
+      if (err instanceof AlreadyExists) return existing(name, placement, receipt, ctx);
       // No answer: the insert may have been made; the next check looks and repeats it with the same requestId.
       if (isProviderError(err) && err.answerLost) return failed(receipt, 'LaunchUnknown', `inserting VM ${name} got no answer (${errorText(err)}); the next check continues it`, true);
       if (!(err instanceof ProviderError)) throw err;
@@ -156,6 +161,24 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
       if (!(await ctx.record(receipt, host))) return failed(receipt, 'LaunchFailed', `the receipt of ${name}'s next placement could not be written`, true);
     }
   }
+}
+
+/** An insert answered alreadyExists: the VM of that name is looked up, and is the launch when it carries this target's labels. */
+async function existing(name: string, placement: Placement, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+  let vm;
+  try {
+    vm = await ctx.clients.gce.get(placement.zone, name, ctx.signal);
+  } catch (err) {
+    // Gone again (deleted or preempted since), or not readable now: the receipt stays open and the next check looks.
+    return failed(receipt, 'LaunchUnknown', `inserting VM ${name} answered alreadyExists, and reading it failed (${errorText(err)}); the next check continues it`, true);
+  }
+  const mine = vmLabels(ctx.target, ctx.installationID);
+  const ours = vm.labels[TARGET_UID_LABEL] === mine[TARGET_UID_LABEL] && vm.labels[INSTALLATION_LABEL] === mine[INSTALLATION_LABEL];
+  if (!ours) {
+    return failed(receipt, 'LaunchFailed', `VM ${name} in ${placement.zone} already exists and is not this RunnerTarget's (its labels differ); set spec.gce.namePrefix to a prefix no other VM of the project uses`);
+  }
+  const message = `VM ${name} in ${placement.zone} already existed (its insert was answered alreadyExists: a repeated insert whose requestId Compute Engine no longer remembered); it is this launch, and its receipt stays Intended until its runner registers`;
+  return { ok: true, receiptID: receipt.id, message, event: { type: 'Normal', reason: 'Launched', message } };
 }
 
 async function deleteVM(name: string, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {

@@ -11,6 +11,7 @@ import { busyRunners, demand, type Demand } from './demand.js';
 import { observeHosts } from './hosts.js';
 import { hostNames, namePrefix } from './naming.js';
 import { vmPhase, type Observation } from './observation.js';
+import { lifetimeDrains } from './lifetime.js';
 import { BOOT_GRACE_MS, findOrphans } from './orphans.js';
 import { placementOrder, type Placement } from './placement.js';
 import { poolPressure, PRESSURE_THRESHOLDS, TIER_RULE, tierStep, type PressureEvidence, type PressureThresholds, type TierRule, type TierStep } from './pressure.js';
@@ -180,6 +181,12 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   for (const n of picked.drain) {
     changes.push({ kind: 'deregister', intent: { action: 'Deregister', hosts: [n], message: 'more hosts than the jobs need' }, runnerID: runners.get(n)!.id });
     drain.push(n);
+  }
+  // Idle hosts near the lifetime Compute Engine enforces go now, while idle; the next check's demand replaces them.
+  for (const old of lifetimeDrains(live.filter((h) => !resuming.has(h.name) && !drain.includes(h.name)), observation.runners, busy, spec, now)) {
+    changes.push({ kind: 'deregister', intent: { action: 'Deregister', hosts: [old.name], message: old.reason }, runnerID: runners.get(old.name)!.id });
+    drain.push(old.name);
+    events.push({ type: 'Normal', reason: 'HostRenewed', message: old.reason });
   }
 
   hosts = hosts.map((h) => (deleting.has(h.name) && h.state !== 'Deleting' ? { ...h, state: 'Deleting' } : h));

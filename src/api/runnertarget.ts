@@ -26,6 +26,12 @@ export const MIN_CHECK_INTERVAL_MS = 30_000;
 const CHECK_INTERVAL_MESSAGE = `checkInterval must be at least ${MIN_CHECK_INTERVAL}: every check reads all of the pool's VMs, runners and jobs, and shorter intervals spend the org's and the project's API rate limits; set spec.checkInterval to ${MIN_CHECK_INTERVAL} or more`;
 export const DEFAULT_GITHUB_API_URL = 'https://api.github.com';
 export const DEFAULT_GCE_ENDPOINT = 'https://compute.googleapis.com/compute/v1';
+/** Compute Engine deletes a host this long after it starts running, whatever becomes of the controller. */
+export const DEFAULT_MAX_RUN_DURATION = '24h';
+export const MIN_MAX_RUN_DURATION = '1h';
+/** Compute Engine's own upper limit for scheduling.maxRunDuration: 120 days. */
+export const MAX_MAX_RUN_DURATION = '2880h';
+const MAX_RUN_DURATION_MESSAGE = `maxRunDuration must be between ${MIN_MAX_RUN_DURATION} and ${MAX_MAX_RUN_DURATION} (Compute Engine allows at most 120 days): set spec.gce.maxRunDuration within that range, above the longest job`;
 
 export const RUNNER_HOST_STATES = ['Launching', 'Registering', 'Idle', 'Busy', 'Draining', 'Deleting', 'Unknown'] as const;
 /**
@@ -222,8 +228,12 @@ export const GCESchema = kube(
         .max(2048)
         .default(DEFAULT_GCE_ENDPOINT)
         .describe('Base URL of the Compute Engine API. Defaults to https://compute.googleapis.com/compute/v1.'),
+      maxRunDuration: duration(
+        `Longest a host lives: every VM is inserted with scheduling.maxRunDuration set to this and instanceTerminationAction DELETE, so Compute Engine deletes it even if the controller is gone. The controller replaces an idle host before then; a job still running at that age is cut off, so keep it above your longest job. ${MIN_MAX_RUN_DURATION} to ${MAX_MAX_RUN_DURATION}; defaults to ${DEFAULT_MAX_RUN_DURATION}.`,
+      ).default(DEFAULT_MAX_RUN_DURATION),
     })
     .strict()
+    .refine((g) => runDurationInRange(g.maxRunDuration), { message: MAX_RUN_DURATION_MESSAGE, path: ['maxRunDuration'] })
     .refine((g) => !g.fallbackToStandard || g.machineTypeTiers.every((t) => t.standardPricePerHour !== undefined), {
       message: STANDARD_PRICE_MESSAGE,
       path: ['fallbackToStandard'],
@@ -235,6 +245,11 @@ export const GCESchema = kube(
         rule: '!has(self.fallbackToStandard) || !self.fallbackToStandard || self.machineTypeTiers.all(t, has(t.standardPricePerHour))',
         message: STANDARD_PRICE_MESSAGE,
         fieldPath: '.fallbackToStandard',
+      },
+      {
+        rule: `!has(self.maxRunDuration) || (duration(self.maxRunDuration) >= duration('${MIN_MAX_RUN_DURATION}') && duration(self.maxRunDuration) <= duration('${MAX_MAX_RUN_DURATION}'))`,
+        message: MAX_RUN_DURATION_MESSAGE,
+        fieldPath: '.maxRunDuration',
       },
     ],
   },
@@ -275,6 +290,16 @@ export const RunnerTargetSpecSchema = kube(
   },
 );
 export type RunnerTargetSpec = z.infer<typeof RunnerTargetSpecSchema>;
+
+function runDurationInRange(d: string): boolean {
+  try {
+    const ms = parseDuration(d);
+    return ms >= parseDuration(MIN_MAX_RUN_DURATION) && ms <= parseDuration(MAX_MAX_RUN_DURATION);
+  } catch {
+    // An unreadable duration is the field's own refusal, said once.
+    return true;
+  }
+}
 
 function atLeastMinimum(interval: string): boolean {
   try {

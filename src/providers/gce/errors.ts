@@ -89,7 +89,7 @@ function classify(what: string, status: number, reasons: string[], message: stri
     const after = retryAfterMs(retryAfter);
     return new RateLimitedError(text, after === undefined ? undefined : new Date(Date.now() + after));
   }
-  if (status === 409 && reasons.includes('alreadyExists')) return new AlreadyExists(text, status, 'alreadyExists');
+  if (reasons.includes('alreadyExists') || reasons.includes('RESOURCE_ALREADY_EXISTS')) return new AlreadyExists(text, status, reasons.includes('alreadyExists') ? 'alreadyExists' : 'RESOURCE_ALREADY_EXISTS');
   if (status === 401 || status === 403) return new GceApiError('Unauthorized', text, status, reason);
   if (status === 404) return new GceApiError('NotFound', text, status, reason);
   if (status >= 500) return new GceApiError('Unknown', text, status, reason, { answerLost: true });
