@@ -29,11 +29,19 @@ describe('lifetimeDrains', () => {
     ['a busy host past it (the job is not cut by the controller)', host('a', 'Busy', { createdAt: ago(23.9 * H) }), false, false],
     ['an idle host whose runner the busy flag shows busy', idle('a', 23.9 * H), false, true],
     ['a Registering host past it (no runner online to remove)', host('a', 'Registering', { createdAt: ago(23.9 * H) }), false, false],
+    ['an idle host past it, seen idle for less than the busy-flag lag', idle('a', 23.9 * H, { idleSince: ago(30) }), false, false],
   ])('%s', (_what, h, drained, busy) => {
-    const got = lifetimeDrains([h], [runner('a', busy)], new Set(busy ? ['a'] : []), spec, NOW);
+    const got = lifetimeDrains([h], [runner('a', busy)], new Set(busy ? ['a'] : []), spec, NOW, { lagMs: 60_000 });
     expect(got.map((d) => d.name)).toEqual(drained ? ['a'] : []);
     if (drained) expect(got[0]!.reason).toMatch(/spec\.gce\.maxRunDuration \(24h\)/);
   });
+});
+
+it('scales the bound and the margin with --runner-lifetime-scale', () => {
+  const h = host('a', 'Idle', { createdAt: ago(12), idleSince: ago(10) });
+  // 24h at 1/3600 is 24 s, less a 30 s margin at the same scale (0.5 s): 23.5 s.
+  expect(lifetimeDrains([h], [runner('a')], new Set(), spec, NOW, { lagMs: 5_000, scale: 1 / 3600 })).toEqual([]);
+  expect(lifetimeDrains([{ ...h, createdAt: ago(24) }], [runner('a')], new Set(), spec, NOW, { lagMs: 5_000, scale: 1 / 3600 }).map((d) => d.name)).toEqual(['a']);
 });
 
 describe('planCheck and the lifetime bound', () => {

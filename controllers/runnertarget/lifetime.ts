@@ -22,13 +22,28 @@ export function lifetimeMarginMs(spec: Pick<RunnerTargetSpec, 'gce' | 'checkInte
   return Math.min(bound / 2, Math.max(LIFETIME_MARGIN_MIN_MS, 2 * durationMs(spec.checkInterval)));
 }
 
+export interface LifetimeOptions {
+  /** How long a host must have been seen idle first: GitHub's busy flag lags this much behind a job's start. */
+  lagMs: number;
+  /** The bound and margin times this (--runner-lifetime-scale; below 1 only for tests). Default 1. */
+  scale?: number;
+}
+
 /** Idle hosts with an online runner that are old enough to be replaced before Compute Engine deletes them, with why. */
-export function lifetimeDrains(hosts: readonly RunnerHost[], runners: readonly PoolRunner[], busy: ReadonlySet<string>, spec: Pick<RunnerTargetSpec, 'gce' | 'checkInterval'>, now: number): { name: string; reason: string }[] {
-  const bound = maxRunDurationMs(spec);
-  const margin = lifetimeMarginMs(spec);
+export function lifetimeDrains(
+  hosts: readonly RunnerHost[],
+  runners: readonly PoolRunner[],
+  busy: ReadonlySet<string>,
+  spec: Pick<RunnerTargetSpec, 'gce' | 'checkInterval'>,
+  now: number,
+  { lagMs, scale = 1 }: LifetimeOptions,
+): { name: string; reason: string }[] {
+  const bound = maxRunDurationMs(spec) * scale;
+  const margin = lifetimeMarginMs(spec) * scale;
   const online = new Set(runners.filter((r) => r.status === 'online').map((r) => r.name));
+  const idleLongEnough = (h: RunnerHost) => now - Date.parse(h.idleSince ?? '') >= lagMs;
   return hosts
-    .filter((h) => h.state === 'Idle' && online.has(h.name) && !busy.has(h.name) && now - Date.parse(h.createdAt) >= bound - margin)
+    .filter((h) => h.state === 'Idle' && online.has(h.name) && !busy.has(h.name) && idleLongEnough(h) && now - Date.parse(h.createdAt) >= bound - margin)
     .map((h) => ({
       name: h.name,
       reason: `host ${h.name} is ${Math.floor((now - Date.parse(h.createdAt)) / 60_000)} min old and idle; Compute Engine deletes it at spec.gce.maxRunDuration (${spec.gce.maxRunDuration ?? DEFAULT_MAX_RUN_DURATION}), so it is replaced now, while no job runs on it`,

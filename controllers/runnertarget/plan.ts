@@ -26,6 +26,8 @@ export interface PlanSettings {
   launchHorizonMs: number;
   tierRule: TierRule;
   thresholds: PressureThresholds;
+  /** spec.gce.maxRunDuration as the controller reads it, times this (--runner-lifetime-scale; below 1 only for tests). */
+  lifetimeScale: number;
 }
 
 export const PLAN_SETTINGS: PlanSettings = {
@@ -35,6 +37,7 @@ export const PLAN_SETTINGS: PlanSettings = {
   launchHorizonMs: LAUNCH_HORIZON_MS,
   tierRule: TIER_RULE,
   thresholds: PRESSURE_THRESHOLDS,
+  lifetimeScale: 1,
 };
 
 /** One provider change, with the receipt it needs first (a resumed one already has its receipt). */
@@ -183,7 +186,7 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
     drain.push(n);
   }
   // Idle hosts near the lifetime Compute Engine enforces go now, while idle; the next check's demand replaces them.
-  for (const old of lifetimeDrains(live.filter((h) => !resuming.has(h.name) && !drain.includes(h.name)), observation.runners, busy, spec, now)) {
+  for (const old of lifetimeDrains(live.filter((h) => !resuming.has(h.name) && !drain.includes(h.name)), observation.runners, busy, spec, now, { lagMs: settings.busyLagMs, scale: settings.lifetimeScale })) {
     changes.push({ kind: 'deregister', intent: { action: 'Deregister', hosts: [old.name], message: old.reason }, runnerID: runners.get(old.name)!.id });
     drain.push(old.name);
     events.push({ type: 'Normal', reason: 'HostRenewed', message: old.reason });

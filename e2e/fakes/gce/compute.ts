@@ -18,6 +18,7 @@ export interface Settings {
   refuseRegexAcrossFields: boolean;
   requestIdRetentionMs: number;
   enforceMaxRunDuration: boolean;
+  maxRunDurationScale: number;
 }
 
 interface OperationState extends ApiOperation {
@@ -213,7 +214,7 @@ export class Compute {
   private async expireAfter(i: EmulatedInstance): Promise<void> {
     const seconds = Number(i.scheduling.maxRunDuration?.seconds ?? 0) + (i.scheduling.maxRunDuration?.nanos ?? 0) / 1e9;
     if (!(seconds > 0) || !this.settings.enforceMaxRunDuration) return;
-    await this.sleep(seconds * 1000);
+    await this.sleep(seconds * 1000 * this.settings.maxRunDurationScale);
     if (this.stopped || this.instances.get(this.key(i.zone, i.name)) !== i || i.status === 'STOPPING' || i.status === 'TERMINATED') return;
     i.expired = true;
     i.status = 'STOPPING';

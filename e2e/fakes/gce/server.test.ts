@@ -282,23 +282,32 @@ describe('Compute Engine emulator', () => {
       }
     });
 
-    it('deletes a VM once its scheduling.maxRunDuration has passed since it turned RUNNING', async () => {
-      const ttl = { provisioningModel: 'SPOT', instanceTerminationAction: 'DELETE', maxRunDuration: { seconds: '30' } };
-      const fast = await startGceEmulator();
+    it('ends a VM once its scheduling.maxRunDuration has passed since it turned RUNNING (DELETE: gone; STOP: TERMINATED), not with enforceMaxRunDuration off', async () => {
+      // An hour at 1/1800: 2 s.
+      const fast = await startGceEmulator({ maxRunDurationScale: 1 / 1800 });
       try {
         const t = await tokenFor(fast);
-        // 30 s is Compute Engine's least; the emulator's clock is not faked, so the wait is real but bounded.
-        expect((await call(fast, t, 'POST', `/zones/${ZONE}/instances?requestId=${randomUUID()}`, instanceBody('ttl-1', { scheduling: ttl }))).status).toBe(200);
+        const put = (name: string, action: string) =>
+          call(fast, t, 'POST', `/zones/${ZONE}/instances?requestId=${randomUUID()}`, instanceBody(name, { scheduling: { provisioningModel: 'SPOT', instanceTerminationAction: action, maxRunDuration: { seconds: '3600' } } }));
+        expect((await put('ttl-1', 'DELETE')).status).toBe(200);
+        expect((await put('ttl-2', 'STOP')).status).toBe(200);
         await fast.waitForStatus(ZONE, 'ttl-1', 'RUNNING');
         const running = Date.now();
-        await fast.waitForStatus(ZONE, 'ttl-1', 'GONE', 90_000);
-        expect(Date.now() - running).toBeGreaterThanOrEqual(29_000);
+        await fast.waitForStatus(ZONE, 'ttl-1', 'GONE', 30_000);
+        expect(Date.now() - running).toBeGreaterThanOrEqual(1_900);
+        await fast.waitForStatus(ZONE, 'ttl-2', 'TERMINATED', 30_000);
+        expect(fast.instance(ZONE, 'ttl-2')!.expired).toBe(true);
+        fast.enforceMaxRunDuration = false;
+        expect((await put('ttl-3', 'DELETE')).status).toBe(200);
+        await fast.waitForStatus(ZONE, 'ttl-3', 'RUNNING');
+        await new Promise((r) => setTimeout(r, 3_000));
+        expect(fast.instance(ZONE, 'ttl-3')!.status).toBe('RUNNING');
       } finally {
         await fast.stop();
       }
-    }, 120_000);
+    });
 
-    it('keeps a VM past its maxRunDuration with enforceMaxRunDuration off, and refuses a bad maxRunDuration', async () => {
+    it('refuses a maxRunDuration under 30 s or without a termination action', async () => {
       expectGoogleError(await insert('ttl-bad-1', { scheduling: { provisioningModel: 'SPOT', instanceTerminationAction: 'DELETE', maxRunDuration: { seconds: '5' } } }), 400, 'invalid');
       expectGoogleError(await insert('ttl-bad-2', { scheduling: { provisioningModel: 'SPOT', maxRunDuration: { seconds: '60' } } }), 400, 'invalid');
     });

@@ -49,6 +49,7 @@ export async function startGceEmulator(opts: GceEmulatorOptions = {}): Promise<G
     refuseRegexAcrossFields: opts.refuseRegexAcrossFields ?? true,
     requestIdRetentionMs: opts.requestIdRetentionMs ?? 3_600_000,
     enforceMaxRunDuration: opts.enforceMaxRunDuration ?? true,
+    maxRunDurationScale: opts.maxRunDurationScale ?? 1,
   };
   let origin = '';
   const accounts = new Accounts(project, () => `${origin}/token`, () => settings.tokenTtlSeconds);
@@ -110,6 +111,7 @@ export async function startGceEmulator(opts: GceEmulatorOptions = {}): Promise<G
     refuseRegexAcrossFields: true,
     requestIdRetentionMs: 0,
     enforceMaxRunDuration: true,
+    maxRunDurationScale: 1,
     fault: (spec) => api.faults.add(spec),
     clearFaults: () => api.faults.clear(),
     get requests() {
@@ -137,6 +139,6 @@ export async function startGceEmulator(opts: GceEmulatorOptions = {}): Promise<G
       await server.close();
     },
   };
-  for (const k of ['pendingMs', 'runningMs', 'bootMs', 'requestsPerSecond', 'tokenTtlSeconds', 'refuseRegexAcrossFields', 'requestIdRetentionMs', 'enforceMaxRunDuration'] as const) Object.defineProperty(handle, k, { ...setting(k), enumerable: true });
+  for (const k of ['pendingMs', 'runningMs', 'bootMs', 'requestsPerSecond', 'tokenTtlSeconds', 'refuseRegexAcrossFields', 'requestIdRetentionMs', 'enforceMaxRunDuration', 'maxRunDurationScale'] as const) Object.defineProperty(handle, k, { ...setting(k), enumerable: true });
   return handle;
 }

@@ -94,6 +94,8 @@ export interface GceEmulatorOptions {
   requestIdRetentionMs?: number;
   /** scheduling.maxRunDuration ends the VM (its instanceTerminationAction) that long after it turned RUNNING (default true). */
   enforceMaxRunDuration?: boolean;
+  /** A VM's maxRunDuration passes this much faster (default 1), so tests see a 24 h bound end; read when the VM turns RUNNING. */
+  maxRunDurationScale?: number;
   /**
    * Called when an instance turns RUNNING; what it returns is the machine's
    * host keys and SSH port. Without it the emulator makes an ed25519 host key
@@ -202,6 +204,7 @@ export interface GceEmulator {
   refuseRegexAcrossFields: boolean;
   requestIdRetentionMs: number;
   enforceMaxRunDuration: boolean;
+  maxRunDurationScale: number;
   fault(spec: FaultSpec): string;
   clearFaults(): void;
   readonly requests: readonly RequestRecord[];
