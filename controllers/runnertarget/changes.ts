@@ -9,6 +9,7 @@ import { errorText } from '../../src/kube/errors.js';
 import { isProviderError, ProviderError } from '../../src/providers/errors.js';
 import { AlreadyExists, CAPACITY_CODES, CapacityExhausted, GceApiError, QuotaExceeded } from '../../src/providers/gce/errors.js';
 import { RunnerBusyError } from '../../src/providers/github/errors.js';
+import { RateLimitedError } from '../../src/providers/ratelimit.js';
 import type { DurabilityGuard } from './durability.js';
 import type { Observation } from './observation.js';
 import { deliverRunnerConfig, type HostAccess } from './deliver.js';
@@ -35,6 +36,19 @@ export interface ChangeContext {
   record(receipt: Receipt, host?: Partial<RunnerHost>): Promise<boolean>;
   /** Settles a receipt Done or Failed; false when status is no longer durable. */
   settle(id: string, phase: 'Done' | 'Failed', message: string): Promise<boolean>;
+  /** The first wait before an insert Compute Engine throttled is sent again, doubling each time (default 1000; tests shorten it). */
+  throttleBackoffMs?: number;
+}
+
+/** How often one launch sends an insert again after Compute Engine throttled it, before leaving it to the next check. */
+export const LAUNCH_THROTTLE_RETRIES = 3;
+const MAX_THROTTLE_WAIT_MS = 30_000;
+
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+  });
 }
 
 export interface ChangeOutcome {
@@ -119,6 +133,7 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
   let receipt = first;
   let placement = placements[0]!;
   const failures: LaunchFailure[] = [];
+  let throttled = 0;
   for (;;) {
     ctx.guard.permit(`compute.instances.insert ${placement.zone}/${name}`);
     try {
@@ -148,6 +163,22 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
       // No answer: the insert may have been made; the next check looks and repeats it with the same requestId.
       if (isProviderError(err) && err.answerLost) return failed(receipt, 'LaunchUnknown', `inserting VM ${name} got no answer (${errorText(err)}); the next check continues it`, true);
       if (!(err instanceof ProviderError)) throw err;
+      // Throttled (a 429, or a DONE Operation whose errors include a rate code): nothing was made, and the same
+      // placement is fine. Its requestId would only answer the same failed Operation again, so each try gets a new receipt.
+      if (err instanceof RateLimitedError) {
+        throttled++;
+        const note = `${placement.zone} ${placement.machineType}: throttled (${throttled} of ${LAUNCH_THROTTLE_RETRIES + 1}): ${errorText(err)}`.slice(0, 4000);
+        if (!(await ctx.settle(receipt.id, 'Failed', note))) return failed(receipt, 'LaunchFailed', `launching ${name} was throttled and its receipt could not be settled`, true);
+        if (throttled > LAUNCH_THROTTLE_RETRIES) return failed(receipt, 'LaunchThrottled', `Compute Engine throttled the insert of ${name} ${throttled} times (${errorText(err)}); the next check launches again if jobs still wait`, true);
+        const backoff = (ctx.throttleBackoffMs ?? 1000) * 2 ** (throttled - 1);
+        const until = err.retryAt ? err.retryAt.getTime() - ctx.now() : 0;
+        await pause(Math.min(MAX_THROTTLE_WAIT_MS, Math.max(backoff, until)), signal);
+        if (signal?.aborted) return failed(receipt, 'LaunchThrottled', `launching ${name} was throttled and the check ended while waiting`, true);
+        receipt = receiptFor({ action: 'Launch', hosts: [name], zone: placement.zone, machineType: placement.machineType, provisioningModel: placement.provisioningModel }, ctx.now(), target.metadata!.uid!);
+        const host = { zone: placement.zone, machineType: placement.machineType, provisioningModel: placement.provisioningModel, pricePerHour: placement.pricePerHour };
+        if (!(await ctx.record(receipt, host))) return failed(receipt, 'LaunchFailed', `the receipt of ${name}'s next try could not be written`, true);
+        continue;
+      }
       const code = launchCode(err);
       failures.push({ placement, code, message: errorText(err) });
       const choice = nextPlacement(placements, failures, ctx.affordable);

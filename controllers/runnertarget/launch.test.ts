@@ -6,6 +6,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { Receipt, RunnerTarget } from '../../src/api/index.js';
 import { parseServiceAccountKey } from '../../src/providers/gce/auth.js';
 import { GceClient } from '../../src/providers/gce/client.js';
+import { errorForOperation } from '../../src/providers/gce/errors.js';
+import { RateLimitedError } from '../../src/providers/ratelimit.js';
 import { startGceEmulator, type GceEmulator } from '../../e2e/fakes/gce/server.js';
 import { runChange, type ChangeContext } from './changes.js';
 import { DurabilityGuard } from './durability.js';
@@ -20,6 +22,7 @@ describe('launch against the Compute Engine emulator', () => {
   let g: GceEmulator;
   let gce: GceClient;
   const settled: string[] = [];
+  const recorded: string[] = [];
   const target: RunnerTarget = {
     apiVersion: 'leasehold.dev/v1alpha1',
     kind: 'RunnerTarget',
@@ -36,8 +39,9 @@ describe('launch against the Compute Engine emulator', () => {
     guard: new DurabilityGuard(),
     now: () => Date.now(),
     affordable: () => true,
-    record: async () => true,
+    record: async (r) => (recorded.push(r.id), true),
     settle: async (id, phase, message) => (settled.push(`${id} ${phase} ${message}`), true),
+    throttleBackoffMs: 20,
   });
   const launch = (name: string): [Receipt, Promise<Awaited<ReturnType<typeof runChange>>>] => {
     const receipt = receiptFor({ action: 'Launch', hosts: [name], zone: ZONE, machineType: 'e2-standard-4', provisioningModel: 'SPOT' }, Date.now(), 'u-1');
@@ -68,6 +72,35 @@ describe('launch against the Compute Engine emulator', () => {
     expect(g.requests.filter((r) => r.op === 'insert').map((r) => r.status).slice(-1)).toEqual([409]);
     expect(g.requests.at(-1)).toMatchObject({ op: 'get', status: 200 });
     expect(g.instances(ZONE).filter((i) => i.name === 'pool-again')).toHaveLength(1);
+  });
+
+  it('an insert whose DONE Operation says RESOURCE_OPERATION_RATE_EXCEEDED is tried again after a backoff, each try with a receipt of its own', async () => {
+    g.refuse({ zone: ZONE, code: 'RESOURCE_OPERATION_RATE_EXCEEDED', as: 'operation', times: 2 });
+    settled.length = 0;
+    recorded.length = 0;
+    const [receipt, outcome] = launch('pool-throttled');
+    const got = await outcome;
+    expect(got).toMatchObject({ ok: true, event: { reason: 'Launched' } });
+    expect(settled).toEqual([expect.stringMatching(new RegExp(`^${receipt.id} Failed ${ZONE} e2-standard-4: throttled \\(1 of 4\\)`)), expect.stringMatching(/ Failed .*throttled \(2 of 4\)/)]);
+    expect(recorded).toHaveLength(2);
+    expect(got.receiptID).toBe(recorded[1]);
+    expect(g.inserts().filter((i) => i.name === 'pool-throttled').map((i) => i.refused ?? 'made')).toEqual(['RESOURCE_OPERATION_RATE_EXCEEDED', 'RESOURCE_OPERATION_RATE_EXCEEDED', 'made']);
+  });
+
+  it('a launch throttled past its retries is left to the next check, not failed over to another placement', async () => {
+    g.refuse({ code: 'RESOURCE_OPERATION_RATE_EXCEEDED', as: 'operation' });
+    try {
+      const [, outcome] = launch('pool-throttled-2');
+      expect(await outcome).toMatchObject({ ok: false, event: { reason: 'LaunchThrottled' } });
+      expect(g.inserts().filter((i) => i.name === 'pool-throttled-2')).toHaveLength(4);
+    } finally {
+      g.clearRefusals();
+    }
+  });
+
+  it('a throttling code mixed with others in one Operation is throttling', () => {
+    const e = errorForOperation('insert us-central1-a/x', { error: { errors: [{ code: 'RESOURCE_OPERATION_RATE_EXCEEDED', message: 'rate' }, { code: 'INTERNAL_ERROR', message: 'x' }] }, httpErrorStatusCode: 403 });
+    expect(e).toBeInstanceOf(RateLimitedError);
   });
 
   it("a VM of that name that is not the target's fails the launch, naming spec.gce.namePrefix", async () => {

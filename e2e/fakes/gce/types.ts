@@ -14,7 +14,8 @@ export type InstanceStatus = 'PROVISIONING' | 'STAGING' | 'RUNNING' | 'STOPPING'
 export type OperationStatus = 'PENDING' | 'RUNNING' | 'DONE';
 
 /** The capacity and quota errors a launch can be refused with. */
-export type CapacityCode = 'ZONE_RESOURCE_POOL_EXHAUSTED' | 'ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS' | 'QUOTA_EXCEEDED';
+/** The capacity, quota and throttling errors a launch can be refused with (RESOURCE_OPERATION_RATE_EXCEEDED: too many operations on the resource at once). */
+export type CapacityCode = 'ZONE_RESOURCE_POOL_EXHAUSTED' | 'ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS' | 'QUOTA_EXCEEDED' | 'RESOURCE_OPERATION_RATE_EXCEEDED';
 
 /** A refusal armed on demand: inserts matching zone and machine type fail with `code`. */
 export interface RefusalSpec {

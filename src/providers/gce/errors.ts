@@ -8,7 +8,8 @@ import { retryAfterMs, sanitize } from '../rest.js';
 
 export const CAPACITY_CODES = ['ZONE_RESOURCE_POOL_EXHAUSTED', 'ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS'] as const;
 export const QUOTA_CODES = ['QUOTA_EXCEEDED', 'quotaExceeded'] as const;
-const RATE_CODES = ['rateLimitExceeded', 'userRateLimitExceeded', 'RATE_LIMIT_EXCEEDED'];
+/** Throttling, as a request's reason or inside a DONE Operation (RESOURCE_OPERATION_RATE_EXCEEDED: too many operations at once); the same call later succeeds. */
+export const RATE_CODES = ['rateLimitExceeded', 'userRateLimitExceeded', 'RATE_LIMIT_EXCEEDED', 'RESOURCE_OPERATION_RATE_EXCEEDED', 'OPERATION_RATE_EXCEEDED'];
 
 /** Where a launch was refused, for the capacity and quota errors. */
 export interface Placement {
