@@ -102,9 +102,8 @@ function costOf(c: Check, prev: Check | undefined, hosts: RunnerHosts) {
 type Cost = ReturnType<typeof costOf>;
 
 /**
- * The calls a check strictly needs, whatever it decides: one instances.list
- * per zone (Compute Engine lists per zone; aggregatedList, which the
- * emulator does not serve, would make it one), one page of the org's
+ * The calls a check strictly needs, whatever it decides: one
+ * instances.aggregatedList for every zone (a page per 500 VMs), one page of the org's
  * runners per 100, per followed repository one runs listing for queued and
  * one for in_progress plus one jobs listing per such run, and one SSH
  * session per host to read its job process and pressure. The address and
@@ -114,7 +113,7 @@ type Cost = ReturnType<typeof costOf>;
  */
 function floorOf(hostsProbed: number, runners: number, activeRuns: number, drained = 0) {
   return {
-    gce: ZONES.length + drained,
+    gce: 1 + drained,
     github: Math.max(1, Math.ceil(runners / 100)) + 2 + activeRuns + drained,
     ssh: hostsProbed + drained,
   };

@@ -102,7 +102,7 @@ registerRunnerTargetController(mgr, {
     gce: { allowed: flags.allowedGceEndpoints, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
     gceToken: { allowed: flags.allowedGceTokenEndpoints, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
   },
-  settings: { window: sampleWindow(flags.runnerSampleWindowScale), busyLagMs: flags.runnerBusyLagMs, bootGraceMs: flags.runnerBootGraceMs, offlineGraceMs: flags.runnerOfflineGraceMs },
+  settings: { window: sampleWindow(flags.runnerSampleWindowScale), busyLagMs: flags.runnerBusyLagMs, bootGraceMs: flags.runnerBootGraceMs, offlineGraceMs: flags.runnerOfflineGraceMs, lifetimeScale: flags.runnerLifetimeScale },
   hostSSH: { user: flags.runnerSSHUser, port: flags.runnerSSHPort },
   ...(flags.runnerGceOwnIdentity ? { gceOwnIdentity: { tokens: new MetadataTokenSource(), endpoint: DEFAULT_GCE_ENDPOINT } } : {}),
   followUpMs: flags.runnerFollowUpMs,

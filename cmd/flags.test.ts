@@ -57,6 +57,11 @@ describe('parseControllerFlags', () => {
     expect(parseControllerFlags(['--runner-check-interval-scale', '0.1'], {}).runnerCheckIntervalScale).toBe(0.1);
   });
 
+  it('--runner-lifetime-scale scales how the controller reads spec.gce.maxRunDuration', () => {
+    expect(parseControllerFlags([], {}).runnerLifetimeScale).toBe(1);
+    expect(parseControllerFlags(['--runner-lifetime-scale', '0.01'], {}).runnerLifetimeScale).toBe(0.01);
+  });
+
   it('--runner-sample-window-scale scales the RunnerTarget sample window', () => {
     expect(parseControllerFlags(['--runner-sample-window-scale', '0.01'], {}).runnerSampleWindowScale).toBe(0.01);
   });
@@ -99,6 +104,7 @@ describe('parseControllerFlags', () => {
     [['--orphans', 'delete'], /--orphans delete must be terminate or report/],
     [['--runner-sample-window-scale', '0'], /--runner-sample-window-scale 0 must be a positive number/],
     [['--runner-check-interval-scale', '0'], /--runner-check-interval-scale 0 must be a positive number/],
+    [['--runner-lifetime-scale', '0'], /--runner-lifetime-scale 0 must be a positive number/],
     [['--runner-sample-window-scale', 'fast'], /--runner-sample-window-scale fast must be a positive number/],
     [['--runner-ssh-port', '0'], /--runner-ssh-port 0 must be a whole number from 1 to 65535/],
     [['--runner-ssh-port', '70000'], /--runner-ssh-port 70000 must be a whole number from 1 to 65535/],

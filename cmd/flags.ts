@@ -42,6 +42,8 @@ export interface ControllerFlags {
   peerLending: boolean;
   /** RunnerTarget's sample window (300-450 s, waits up to 2 min) times this; below 1 only for tests. */
   runnerSampleWindowScale: number;
+  /** The controller's reading of spec.gce.maxRunDuration times this, for replacing idle hosts before it (tests only; VMs are inserted with the spec's value). */
+  runnerLifetimeScale: number;
   /** RunnerTarget checkInterval (at least 30 s) times this; below 1 only for tests. */
   runnerCheckIntervalScale: number;
   /** The login user and SSH port of RunnerTarget hosts. */
@@ -107,6 +109,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'shutdown-grace': { type: 'string', default: '25s' },
       'runner-sample-window-scale': { type: 'string', default: '1' },
       'runner-check-interval-scale': { type: 'string', default: '1' },
+      'runner-lifetime-scale': { type: 'string', default: '1' },
       'runner-ssh-user': { type: 'string', default: 'leasehold' },
       'runner-ssh-port': { type: 'string', default: '22' },
       'runner-gce-own-identity': { type: 'boolean', default: false },
@@ -148,6 +151,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
   if (!(scale > 0) || !Number.isFinite(scale)) throw new FlagError(`--runner-sample-window-scale ${text('runner-sample-window-scale')} must be a positive number (1: the 300-450 s window)`);
   const checkScale = Number(text('runner-check-interval-scale'));
   if (!(checkScale > 0) || !Number.isFinite(checkScale)) throw new FlagError(`--runner-check-interval-scale ${text('runner-check-interval-scale')} must be a positive number (1: spec.checkInterval as written)`);
+  const lifetimeScale = Number(text('runner-lifetime-scale'));
+  if (!(lifetimeScale > 0) || !Number.isFinite(lifetimeScale)) throw new FlagError(`--runner-lifetime-scale ${text('runner-lifetime-scale')} must be a positive number (1: spec.gce.maxRunDuration as written)`);
   const port = (name: keyof typeof values): number => {
     const n = whole(name, 1, 'from 1 to 65535');
     if (n > 65535) throw new FlagError(`--${name} ${n} must be a whole number from 1 to 65535`);
@@ -212,6 +217,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     peerLending: !values['no-peer-lending'],
     runnerSampleWindowScale: scale,
     runnerCheckIntervalScale: checkScale,
+    runnerLifetimeScale: lifetimeScale,
     runnerSSHUser: sshUser,
     runnerSSHPort: port('runner-ssh-port'),
     runnerGceOwnIdentity: values['runner-gce-own-identity'] === true,

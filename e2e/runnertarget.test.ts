@@ -47,7 +47,9 @@ describe('RunnerTarget checks', () => {
     // Read-only everywhere: no insert or delete, no runner removed or JIT config made, no check lease taken.
     expect(pool.gce.mutations).toHaveLength(0);
     expect(pool.gh.mutations).toHaveLength(0);
-    expect(pool.gce.requests.filter((r) => r.op === 'list').length).toBeGreaterThanOrEqual(2);
+    // Each check reads every zone with one aggregatedList, never a list per zone.
+    expect(pool.gce.requests.filter((r) => r.op === 'aggregated-list').length).toBeGreaterThanOrEqual(1);
+    expect(pool.gce.requests.filter((r) => r.op === 'list')).toEqual([]);
     const leases = JSON.parse(await must(['get', 'leases.coordination.k8s.io', '-n', pool.ns, '-o', 'json'])).items;
     expect(leases.filter((l: any) => l.metadata.name.startsWith('runnertarget-'))).toEqual([]);
   });

@@ -7,12 +7,14 @@
 import type { Receipt, RunnerHost, RunnerTarget } from '../../src/api/index.js';
 import { errorText } from '../../src/kube/errors.js';
 import { isProviderError, ProviderError } from '../../src/providers/errors.js';
-import { CAPACITY_CODES, CapacityExhausted, GceApiError, QuotaExceeded } from '../../src/providers/gce/errors.js';
+import { AlreadyExists, CAPACITY_CODES, CapacityExhausted, GceApiError, QuotaExceeded } from '../../src/providers/gce/errors.js';
 import { RunnerBusyError } from '../../src/providers/github/errors.js';
+import { RateLimitedError } from '../../src/providers/ratelimit.js';
 import type { DurabilityGuard } from './durability.js';
 import type { Observation } from './observation.js';
 import { deliverRunnerConfig, type HostAccess } from './deliver.js';
-import { DEFAULT_IMAGE, vmLabels, type TargetClients } from './operations.js';
+import { maxRunDurationMs } from './lifetime.js';
+import { DEFAULT_IMAGE, INSTALLATION_LABEL, TARGET_UID_LABEL, vmLabels, type TargetClients } from './operations.js';
 import { nextPlacement, type LaunchFailure, type Placement } from './placement.js';
 import type { Change, PlanEvent } from './plan.js';
 import { rerunStep } from './preemption.js';
@@ -35,6 +37,19 @@ export interface ChangeContext {
   record(receipt: Receipt, host?: Partial<RunnerHost>): Promise<boolean>;
   /** Settles a receipt Done or Failed; false when status is no longer durable. */
   settle(id: string, phase: 'Done' | 'Failed', message: string): Promise<boolean>;
+  /** The first wait before an insert Compute Engine throttled is sent again, doubling each time (default 1000; tests shorten it). */
+  throttleBackoffMs?: number;
+}
+
+/** How often one launch sends an insert again after Compute Engine throttled it, before leaving it to the next check. */
+export const LAUNCH_THROTTLE_RETRIES = 3;
+const MAX_THROTTLE_WAIT_MS = 30_000;
+
+function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
+  return new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+  });
 }
 
 export interface ChangeOutcome {
@@ -82,6 +97,8 @@ async function resume(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutco
       return failed(receipt, 'ReceiptFailed', next.message);
     case 'waitForBoot':
       return { ok: true, receiptID: receipt.id, message: next.message, event: { type: 'Normal', reason: 'LaunchWaiting', message: next.message } };
+    case 'wait':
+      return { ok: true, receiptID: receipt.id, message: next.message, event: { type: 'Warning', reason: 'ReceiptWaiting', message: next.message } };
     case 'deliverConfig': {
       const zone = receipt.zone ?? ctx.observation.vms.find((v) => v.name === name)?.zone ?? '';
       return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host, next.stale);
@@ -153,6 +170,7 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
   let receipt = first;
   let placement = placements[0]!;
   const failures: LaunchFailure[] = [];
+  let throttled = 0;
   for (;;) {
     ctx.guard.permit(`compute.instances.insert ${placement.zone}/${name}`);
     try {
@@ -168,6 +186,7 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
           sshPublicKey: ctx.host.publicKey,
           labels: vmLabels(target, ctx.installationID),
           requestId: receipt.requestId ?? '',
+          maxRunDurationSeconds: maxRunDurationMs(target.spec) / 1000,
         },
         signal,
       );
@@ -175,9 +194,28 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
       const message = `VM ${name} inserted in ${placement.zone} (${placement.machineType}, ${placement.provisioningModel}); its receipt stays Intended until its runner registers`;
       return { ok: true, receiptID: receipt.id, message, event: { type: 'Normal', reason: 'Launched', message } };
     } catch (err) {
+      // The name is taken: most often this very insert, sent again after Compute Engine forgot its requestId
+      // (a long outage). The VM is then ours and launched; only one that is not ours fails the launch.
+      if (err instanceof AlreadyExists) return existing(name, placement, receipt, ctx);
       // No answer: the insert may have been made; the next check looks and repeats it with the same requestId.
       if (isProviderError(err) && err.answerLost) return failed(receipt, 'LaunchUnknown', `inserting VM ${name} got no answer (${errorText(err)}); the next check continues it`, true);
       if (!(err instanceof ProviderError)) throw err;
+      // Throttled (a 429, or a DONE Operation whose errors include a rate code): nothing was made, and the same
+      // placement is fine. Its requestId would only answer the same failed Operation again, so each try gets a new receipt.
+      if (err instanceof RateLimitedError) {
+        throttled++;
+        const note = `${placement.zone} ${placement.machineType}: throttled (${throttled} of ${LAUNCH_THROTTLE_RETRIES + 1}): ${errorText(err)}`.slice(0, 4000);
+        if (!(await ctx.settle(receipt.id, 'Failed', note))) return failed(receipt, 'LaunchFailed', `launching ${name} was throttled and its receipt could not be settled`, true);
+        if (throttled > LAUNCH_THROTTLE_RETRIES) return failed(receipt, 'LaunchThrottled', `Compute Engine throttled the insert of ${name} ${throttled} times (${errorText(err)}); the next check launches again if jobs still wait`, true);
+        const backoff = (ctx.throttleBackoffMs ?? 1000) * 2 ** (throttled - 1);
+        const until = err.retryAt ? err.retryAt.getTime() - ctx.now() : 0;
+        await pause(Math.min(MAX_THROTTLE_WAIT_MS, Math.max(backoff, until)), signal);
+        if (signal?.aborted) return failed(receipt, 'LaunchThrottled', `launching ${name} was throttled and the check ended while waiting`, true);
+        receipt = receiptFor({ action: 'Launch', hosts: [name], zone: placement.zone, machineType: placement.machineType, provisioningModel: placement.provisioningModel }, ctx.now(), target.metadata!.uid!);
+        const host = { zone: placement.zone, machineType: placement.machineType, provisioningModel: placement.provisioningModel, pricePerHour: placement.pricePerHour };
+        if (!(await ctx.record(receipt, host))) return failed(receipt, 'LaunchFailed', `the receipt of ${name}'s next try could not be written`, true);
+        continue;
+      }
       const code = launchCode(err);
       failures.push({ placement, code, message: errorText(err) });
       const choice = nextPlacement(placements, failures, ctx.affordable);
@@ -191,6 +229,24 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
       if (!(await ctx.record(receipt, host))) return failed(receipt, 'LaunchFailed', `the receipt of ${name}'s next placement could not be written`, true);
     }
   }
+}
+
+/** An insert answered alreadyExists: the VM of that name is looked up, and is the launch when it carries this target's labels. */
+async function existing(name: string, placement: Placement, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+  let vm;
+  try {
+    vm = await ctx.clients.gce.get(placement.zone, name, ctx.signal);
+  } catch (err) {
+    // Gone again (deleted or preempted since), or not readable now: the receipt stays open and the next check looks.
+    return failed(receipt, 'LaunchUnknown', `inserting VM ${name} answered alreadyExists, and reading it failed (${errorText(err)}); the next check continues it`, true);
+  }
+  const mine = vmLabels(ctx.target, ctx.installationID);
+  const ours = vm.labels[TARGET_UID_LABEL] === mine[TARGET_UID_LABEL] && vm.labels[INSTALLATION_LABEL] === mine[INSTALLATION_LABEL];
+  if (!ours) {
+    return failed(receipt, 'LaunchFailed', `VM ${name} in ${placement.zone} already exists and is not this RunnerTarget's (its labels differ); set spec.gce.namePrefix to a prefix no other VM of the project uses`);
+  }
+  const message = `VM ${name} in ${placement.zone} already existed (its insert was answered alreadyExists: a repeated insert whose requestId Compute Engine no longer remembered); it is this launch, and its receipt stays Intended until its runner registers`;
+  return { ok: true, receiptID: receipt.id, message, event: { type: 'Normal', reason: 'Launched', message } };
 }
 
 async function deleteVM(name: string, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {

@@ -10,11 +10,12 @@
 import type { RunnerHost, RunnerTargetSpec } from '../../src/api/index.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
 import { busyRunners } from './demand.js';
-import type { Observation, PoolVM } from './observation.js';
+import { vmPhase, type Observation, type PoolVM } from './observation.js';
 
-const GONE: readonly PoolVM['status'][] = ['TERMINATED', 'STOPPED'];
 /** States in which the host's runner has been seen online: one missing or offline now has gone away, not yet to come. */
 const WAS_ONLINE: readonly RunnerHost['state'][] = ['Idle', 'Busy', 'Offline'];
+const unknownMessage = (vm: PoolVM) =>
+  `VM status ${vm.reportedStatus ?? vm.status} is not one this controller knows: the host is left alone (not capacity, not deleted) until Compute Engine shows a known status`;
 
 /** A tier's price for a VM, or the dearest price of the spec when its machine type is not a tier any more. */
 export function priceOf(vm: Pick<PoolVM, 'machineType' | 'provisioningModel'>, tiers: RunnerTargetSpec['gce']['machineTypeTiers']): number {
@@ -34,7 +35,12 @@ export function observeHosts(hosts: readonly RunnerHost[], observation: Observat
   const next = hosts.map((h): RunnerHost => {
     if (h.state === 'Draining' || h.state === 'Deleting') return h;
     const vm = vms.get(h.name);
-    if (!vm || GONE.includes(vm.status)) return h;
+    // Leaving and ended VMs are the orphan policy's (the host leaves status there).
+    if (!vm || vmPhase(vm) === 'leaving' || vmPhase(vm) === 'ended') return h;
+    if (vmPhase(vm) === 'unknown') {
+      const { idleSince: _idle, ...rest } = h;
+      return { ...rest, state: 'Unknown', message: unknownMessage(vm) };
+    }
     if (h.state === 'Launching' && vm.status !== 'RUNNING') return h;
     const runner = runners.get(h.name);
     const { idleSince: _idle, message: _message, offlineSince: _offline, ...rest } = h;
@@ -57,8 +63,12 @@ export function observeHosts(hosts: readonly RunnerHost[], observation: Observat
 
   const known = new Set(hosts.map((h) => h.name));
   for (const vm of observation.vms) {
-    if (known.has(vm.name) || GONE.includes(vm.status)) continue;
+    if (known.has(vm.name) || vmPhase(vm) === 'leaving' || vmPhase(vm) === 'ended') continue;
     const runner = runners.get(vm.name);
+    if (vmPhase(vm) === 'unknown') {
+      next.push({ name: vm.name, zone: vm.zone, machineType: vm.machineType, provisioningModel: vm.provisioningModel, pricePerHour: priceOf(vm, tiers), state: 'Unknown', createdAt: vm.createdAt, ...(runner ? { runnerID: runner.id } : {}), message: `adopted: ${unknownMessage(vm)}` });
+      continue;
+    }
     next.push({
       name: vm.name,
       zone: vm.zone,

@@ -28,8 +28,36 @@ export interface PoolRunner {
   labels: readonly string[];
 }
 
-export const VM_STATUSES = ['PROVISIONING', 'STAGING', 'RUNNING', 'STOPPING', 'STOPPED', 'SUSPENDING', 'SUSPENDED', 'REPAIRING', 'TERMINATED'] as const;
-export type VMStatus = (typeof VM_STATUSES)[number];
+/**
+ * What each Compute Engine instance status means to the pool:
+ * - booting: on its way to RUNNING (PENDING waits for resources; REPAIRING comes back by itself);
+ * - running: the only status a runner host works in;
+ * - leaving: Compute Engine is taking it down or stopping it already: no capacity, and no delete is sent;
+ * - ended: stopped for good (preempted, suspended, stopped): no capacity, deleted once;
+ * - unknown: a status this controller does not know: no capacity, left alone and reported.
+ */
+export const VM_PHASES = {
+  PENDING: 'booting',
+  PROVISIONING: 'booting',
+  STAGING: 'booting',
+  REPAIRING: 'booting',
+  RUNNING: 'running',
+  STOPPING: 'leaving',
+  PENDING_STOP: 'leaving',
+  SUSPENDING: 'leaving',
+  DEPROVISIONING: 'leaving',
+  STOPPED: 'ended',
+  SUSPENDED: 'ended',
+  TERMINATED: 'ended',
+  UNKNOWN: 'unknown',
+} as const;
+export type VMStatus = keyof typeof VM_PHASES;
+export type VMPhase = (typeof VM_PHASES)[VMStatus];
+export const VM_STATUSES = Object.keys(VM_PHASES) as VMStatus[];
+
+export const vmPhase = (vm: Pick<PoolVM, 'status'>): VMPhase => VM_PHASES[vm.status] ?? 'unknown';
+/** A VM that is, or becomes, a runner host: booting or running. */
+export const vmServes = (vm: Pick<PoolVM, 'status'>) => vmPhase(vm) === 'booting' || vmPhase(vm) === 'running';
 
 /** A Compute Engine instance labelled with the target. */
 export interface PoolVM {
@@ -42,6 +70,8 @@ export interface PoolVM {
   provisioningModel: 'SPOT' | 'STANDARD';
   /** Where SSH reaches it, as the list gave it; absent before one is assigned. */
   address?: string | undefined;
+  /** The status Compute Engine gave when it is not one VM_PHASES knows (status is then UNKNOWN). */
+  reportedStatus?: string | undefined;
 }
 
 /** What SSH found on a host. */
@@ -63,4 +93,6 @@ export interface Observation {
   runnerGroupId?: number | undefined;
   /** Followed repositories GitHub answered 404 for (renamed, deleted, or out of the token's sight); their jobs are not in `jobs`. */
   missingRepositories?: readonly string[] | undefined;
+  /** Zones the instance list could not read this check: a VM there may exist though it is not in `vms`. */
+  unreachableZones?: readonly string[] | undefined;
 }

@@ -157,9 +157,20 @@ export function vmLabels(target: RunnerTarget, installationID: string): Record<s
   return { [TARGET_UID_LABEL]: value(target.metadata!.uid!), [TARGET_NAME_LABEL]: value(target.metadata!.name!), [INSTALLATION_LABEL]: value(installationID) };
 }
 
-function poolVM(i: GceInstance): PoolVM {
-  const status = ((VM_STATUSES as readonly string[]).includes(i.status) ? i.status : 'PROVISIONING') as VMStatus;
-  return { name: i.name, zone: i.zone, machineType: i.machineType, status, createdAt: i.creationTimestamp ?? new Date().toISOString(), provisioningModel: i.spot ? 'SPOT' : 'STANDARD', address: i.address };
+/** An instance as the pool sees it: a status not in VM_PHASES is UNKNOWN (never capacity), with what Compute Engine said kept for the report. */
+export function poolVM(i: GceInstance): PoolVM {
+  const known = (VM_STATUSES as readonly string[]).includes(i.status) && i.status !== 'UNKNOWN';
+  const status: VMStatus = known ? (i.status as VMStatus) : 'UNKNOWN';
+  return {
+    name: i.name,
+    zone: i.zone,
+    machineType: i.machineType,
+    status,
+    createdAt: i.creationTimestamp ?? new Date().toISOString(),
+    provisioningModel: i.spot ? 'SPOT' : 'STANDARD',
+    address: i.address,
+    ...(known ? {} : { reportedStatus: i.status.replace(/[^A-Za-z0-9_-]/g, '?').slice(0, 40) || '(empty)' }),
+  };
 }
 
 /** Everything a check reads from the providers: the target's VMs in every zone, the pool's runners, the jobs of the followed repositories. */
@@ -167,7 +178,10 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
   const { spec } = target;
   const labels = vmLabels(target, installationID);
   const filter = { labels: { [TARGET_UID_LABEL]: labels[TARGET_UID_LABEL]!, [INSTALLATION_LABEL]: labels[INSTALLATION_LABEL]! } };
-  const vms = (await Promise.all(spec.gce.zones.map((z) => clients.gce.list(z, filter, signal)))).flat().map(poolVM);
+  // One aggregatedList for every zone; a zone it could not read is reported, and the policies treat its VMs as unseen, not gone.
+  const listing = await clients.gce.listAll(filter, signal);
+  const vms = listing.instances.map(poolVM);
+  const unreachableZones = listing.unreachable.map((u) => u.zone);
   const prefix = namePrefix(target.metadata!.name!, spec.gce.namePrefix);
   // Orphans, ghosts, scale-down and teardown all start from this list: a runner of the same name but another target or installation is never in it.
   const owner = ownerLabels(target.metadata!.uid!, installationID);
@@ -195,7 +209,7 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
   }
   // A job seen in both lists (it started between them) counts once.
   const unique = [...new Map(jobs.map((j) => [j.id, j])).values()];
-  return { at: Date.now(), jobs: unique, runners, vms, probes: new Map(), ...(runnerGroupId === undefined ? {} : { runnerGroupId }), ...(missingRepositories.length ? { missingRepositories } : {}) };
+  return { at: Date.now(), jobs: unique, runners, vms, probes: new Map(), ...(runnerGroupId === undefined ? {} : { runnerGroupId }), ...(missingRepositories.length ? { missingRepositories } : {}), ...(unreachableZones.length ? { unreachableZones } : {}) };
 }
 
 async function repositoryJobs(github: GitHubActions, repo: string, signal?: AbortSignal): Promise<WorkflowJob[]> {

@@ -6,7 +6,7 @@
 // host) is removed. A VM that is TERMINATED, or a host whose VM vanished, was
 // preempted: it leaves status, and demand replaces it if jobs wait.
 import type { RunnerHost } from '../../src/api/index.js';
-import type { PoolRunner, PoolVM } from './observation.js';
+import { vmPhase, type PoolRunner, type PoolVM } from './observation.js';
 
 /** How long a new VM may run without a registered runner: the boot and the JIT delivery take up to 40 min. */
 export const BOOT_GRACE_MS = 45 * 60_000;
@@ -35,11 +35,11 @@ export interface OrphanInput {
   launching: ReadonlySet<string>;
   now: number;
   bootGraceMs?: number;
+  /** Zones the list could not read: a VM missing there is unseen, not gone. */
+  unreachableZones?: readonly string[] | undefined;
 }
 
-const GONE: readonly PoolVM['status'][] = ['TERMINATED', 'STOPPED'];
-
-export function findOrphans({ hosts, vms, runners, launching, now, bootGraceMs = BOOT_GRACE_MS }: OrphanInput): OrphanReport {
+export function findOrphans({ hosts, vms, runners, launching, now, bootGraceMs = BOOT_GRACE_MS, unreachableZones = [] }: OrphanInput): OrphanReport {
   const report: OrphanReport = { mark: [], unmark: [], deleteVMs: [], removeRunners: [], preempted: [] };
   const vmByName = new Map(vms.map((v) => [v.name, v]));
   const runnerByName = new Map(runners.map((r) => [r.name, r]));
@@ -47,12 +47,20 @@ export function findOrphans({ hosts, vms, runners, launching, now, bootGraceMs =
 
   for (const vm of vms) {
     const host = hostByName.get(vm.name);
-    if (GONE.includes(vm.status)) {
-      // A spot VM stopped by preemption (instanceTerminationAction DELETE removes most; some stay TERMINATED).
+    const phase = vmPhase(vm);
+    if (phase === 'ended') {
+      // A spot VM stopped by preemption (instanceTerminationAction DELETE removes most; some stay TERMINATED), or suspended or stopped.
       if (host && !LEAVING.includes(host.state)) report.preempted.push(vm.name);
-      report.deleteVMs.push({ name: vm.name, reason: 'Preempted', message: `VM ${vm.name} in ${vm.zone} is ${vm.status}: preempted` });
+      report.deleteVMs.push({ name: vm.name, reason: 'Preempted', message: `VM ${vm.name} in ${vm.zone} is ${vm.status}: preempted or stopped` });
       continue;
     }
+    // Compute Engine is taking it down already: it is no capacity, and a delete sent now would be a second one.
+    if (phase === 'leaving') {
+      if (host && !LEAVING.includes(host.state)) report.preempted.push(vm.name);
+      continue;
+    }
+    // A status nobody here knows: neither an orphan nor gone; the host reports it.
+    if (phase === 'unknown') continue;
     const runner = runnerByName.get(vm.name);
     // Offline on a host that never got past Registering: GitHub keeps such a registration about a day, and the VM would bill all along.
     const zombie = runner?.status === 'offline' && (!host || host.state === 'Registering' || host.state === 'Launching');
@@ -74,16 +82,20 @@ export function findOrphans({ hosts, vms, runners, launching, now, bootGraceMs =
     }
   }
 
+  const unseen = new Set(unreachableZones);
   for (const host of hosts) {
-    if (vmByName.has(host.name) || launching.has(host.name)) continue;
+    if (vmByName.has(host.name) || launching.has(host.name) || unseen.has(host.zone)) continue;
     if (host.state === 'Launching' || host.state === 'Deleting') continue;
     report.preempted.push(host.name);
   }
 
   for (const r of runners) {
     const vm = vmByName.get(r.name);
-    if (vm && !GONE.includes(vm.status)) continue;
+    if (vm && vmPhase(vm) !== 'ended' && vmPhase(vm) !== 'leaving') continue;
     if (launching.has(r.name)) continue;
+    // Its VM may be in a zone the list could not read: where the host lives is known only from status.
+    const zone = hostByName.get(r.name)?.zone;
+    if (!vm && unseen.size > 0 && (zone === undefined || unseen.has(zone))) continue;
     report.removeRunners.push({ name: r.name, id: r.id, message: `runner ${r.name} is registered but its VM is ${vm ? vm.status : 'gone'}` });
   }
   return report;

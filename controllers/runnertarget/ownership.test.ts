@@ -31,7 +31,7 @@ describe('observePool', () => {
     };
     const runner = (id: number, name: string, labels: string[]) => ({ id, name, status: 'online', busy: false, labels, runnerGroupId: 1, ephemeral: true });
     const clients = {
-      gce: { list: async () => [] },
+      gce: { list: async () => [], listAll: async () => ({ instances: [], unreachable: [] }) },
       github: {
         listRunnerGroups: async () => [{ id: 1, name: 'Default', default: true }],
         listRunners: async () => [

@@ -10,7 +10,8 @@ import { affordableLaunches, budgetCondition, LAUNCH_HORIZON_MS, spendToday, typ
 import { busyRunners, demand, type Demand } from './demand.js';
 import { observeHosts } from './hosts.js';
 import { hostNames, namePrefix } from './naming.js';
-import type { Observation } from './observation.js';
+import { vmPhase, type Observation } from './observation.js';
+import { lifetimeDrains } from './lifetime.js';
 import { BOOT_GRACE_MS, findOrphans } from './orphans.js';
 import { placementOrder, type Placement } from './placement.js';
 import { poolPressure, PRESSURE_THRESHOLDS, TIER_RULE, tierStep, type PressureEvidence, type PressureThresholds, type TierRule, type TierStep } from './pressure.js';
@@ -28,6 +29,8 @@ export interface PlanSettings {
   launchHorizonMs: number;
   tierRule: TierRule;
   thresholds: PressureThresholds;
+  /** spec.gce.maxRunDuration as the controller reads it, times this (--runner-lifetime-scale; below 1 only for tests). */
+  lifetimeScale: number;
 }
 
 export const PLAN_SETTINGS: PlanSettings = {
@@ -38,6 +41,7 @@ export const PLAN_SETTINGS: PlanSettings = {
   launchHorizonMs: LAUNCH_HORIZON_MS,
   tierRule: TIER_RULE,
   thresholds: PRESSURE_THRESHOLDS,
+  lifetimeScale: 1,
 };
 
 /** One provider change, with the receipt it needs first (a resumed one already has its receipt). */
@@ -108,7 +112,11 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   // ended before its receipt, or every placement failed): it costs nothing and is no capacity.
   const planned = (status.hosts ?? []).filter((h) => h.state !== 'Launching' || vms.has(h.name) || launching.has(h.name));
   let hosts = observeHosts(planned, observation, spec.gce.machineTypeTiers);
-  const orphans = findOrphans({ hosts, vms: observation.vms, runners: observation.runners, launching, now, bootGraceMs: settings.bootGraceMs });
+  const orphans = findOrphans({ hosts, vms: observation.vms, runners: observation.runners, launching, now, bootGraceMs: settings.bootGraceMs, unreachableZones: observation.unreachableZones });
+  for (const zone of observation.unreachableZones ?? []) events.push({ type: 'Warning', reason: 'ZoneUnreachable', message: `Compute Engine could not list zone ${zone} this check; its VMs are treated as unseen, not gone` });
+  for (const vm of observation.vms) {
+    if (vmPhase(vm) === 'unknown') events.push({ type: 'Warning', reason: 'UnknownVMStatus', message: `VM ${vm.name} in ${vm.zone} shows status ${vm.reportedStatus ?? vm.status}, which this controller does not know: left alone, not counted as capacity` });
+  }
 
   // Hosts that left: preempted, or deleted and now gone. Their hours of today stay in spend.
   const leaving = new Set([...orphans.preempted, ...hosts.filter((h) => h.state === 'Deleting' && !vms.has(h.name) && !resuming.has(h.name)).map((h) => h.name)]);
@@ -192,6 +200,12 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   for (const n of picked.drain) {
     changes.push({ kind: 'deregister', intent: { action: 'Deregister', hosts: [n], message: 'more hosts than the jobs need' }, runnerID: runners.get(n)!.id });
     drain.push(n);
+  }
+  // Idle hosts near the lifetime Compute Engine enforces go now, while idle; the next check's demand replaces them.
+  for (const old of lifetimeDrains(live.filter((h) => !resuming.has(h.name) && !drain.includes(h.name)), observation.runners, busy, spec, now, { lagMs: settings.busyLagMs, scale: settings.lifetimeScale })) {
+    changes.push({ kind: 'deregister', intent: { action: 'Deregister', hosts: [old.name], message: old.reason }, runnerID: runners.get(old.name)!.id });
+    drain.push(old.name);
+    events.push({ type: 'Normal', reason: 'HostRenewed', message: old.reason });
   }
 
   hosts = hosts.map((h) => (deleting.has(h.name) && h.state !== 'Deleting' ? { ...h, state: 'Deleting' } : h));

@@ -28,7 +28,10 @@ describe('resumeStep', () => {
     ['remove runner: gone: done', receipt('RemoveRunner'), seen({}), 'done'],
     ['remove runner: still there: again', receipt('RemoveRunner'), seen({ runners: [runner('a', true)] }), 'repeat'],
     ['delete: VM gone: done', receipt('Delete'), seen({}), 'done'],
-    ['delete: VM still there: again', receipt('Delete'), seen({ vms: [vm('a', 'STOPPING')] }), 'repeat'],
+    ['delete: VM still there: again', receipt('Delete'), seen({ vms: [vm('a', 'RUNNING')] }), 'repeat'],
+    ['delete: VM STOPPING: done, no second delete', receipt('Delete'), seen({ vms: [vm('a', 'STOPPING')] }), 'done'],
+    ['delete: VM DEPROVISIONING: done, no second delete', receipt('Delete'), seen({ vms: [vm('a', 'DEPROVISIONING')] }), 'done'],
+    ['delete: VM TERMINATED: again', receipt('Delete'), seen({ vms: [vm('a', 'TERMINATED')] }), 'repeat'],
   ])('%s', (_name, r, observation, step) => {
     expect(resumeStep(r, observation).step).toBe(step);
   });

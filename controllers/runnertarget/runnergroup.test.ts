@@ -66,7 +66,7 @@ describe('runner group against the GitHub emulator', () => {
     metadata: { namespace: 'ci', name: 'pool', uid: 'u-1', ...(deleting ? { deletionTimestamp: new Date(NOW).toISOString() as never } : {}) },
     spec: { ...spec, github: { ...spec.github, runnerGroup } },
   });
-  const clients = () => ({ gce: { list: async () => [] } as never, github });
+  const clients = () => ({ gce: { list: async () => [], listAll: async () => ({ instances: [], unreachable: [] }) } as never, github });
   const groupLookups = () => gh.requests.filter((r) => r.op === 'list-runner-groups').length;
 
   it('a check looks the group up once and observes its id', async () => {

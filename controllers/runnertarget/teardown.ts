@@ -8,7 +8,7 @@
 // deleted at once, since no job can run there; a runner registered but not
 // online is removed first and its host drained, since it may come online.
 import type { RunnerTargetSpec } from '../../src/api/index.js';
-import type { Observation } from './observation.js';
+import { vmPhase, type Observation } from './observation.js';
 import type { Change, CheckPlan, PlanEvent } from './plan.js';
 import { openReceipts, settled, type Receipt } from './receipts.js';
 
@@ -39,7 +39,7 @@ export interface Abandoned {
  * the rest), Failed once its VM exists (deleted or drained below) or once
  * no VM can appear any more; left open only while an insert may still land.
  */
-export function abandonLaunches(receipts: readonly Receipt[] | undefined, observation: Pick<Observation, 'vms' | 'runners' | 'at'>, deletingSince: number, abandonAfterMs = ABANDON_AFTER_MS): Abandoned {
+export function abandonLaunches(receipts: readonly Receipt[] | undefined, observation: Pick<Observation, 'vms' | 'runners' | 'at' | 'unreachableZones'>, deletingSince: number, abandonAfterMs = ABANDON_AFTER_MS): Abandoned {
   let list = [...(receipts ?? [])];
   const events: PlanEvent[] = [];
   for (const r of openReceipts(list)) {
@@ -63,6 +63,9 @@ export function abandonLaunches(receipts: readonly Receipt[] | undefined, observ
     } else if (vm) {
       phase = 'Failed';
       message = `the RunnerTarget is being deleted: the launch of ${name} is abandoned and its VM (${vm.status}) removed`;
+    } else if (r.zone && observation.unreachableZones?.includes(r.zone)) {
+      // Its zone went unread this check: the VM may be there.
+      continue;
     } else if (observation.at - since >= abandonAfterMs) {
       phase = 'Failed';
       message = `the RunnerTarget is being deleted: the launch of ${name} is abandoned; no VM appeared within ${abandonAfterMs / 1000} s`;
@@ -81,7 +84,8 @@ export function teardownPlan(base: CheckPlan, observation: Pick<Observation, 'vm
   for (const vm of observation.vms) {
     const host = known.get(vm.name);
     const runner = runners.get(vm.name);
-    if (touched.has(vm.name) || vm.status === 'STOPPING') continue;
+    // Leaving VMs are on their way out already; an unknown status is left alone, as everywhere.
+    if (touched.has(vm.name) || vmPhase(vm) === 'leaving' || vmPhase(vm) === 'unknown') continue;
     if (runner) {
       // A registration not online (a config delivered, a runner not started, a runner gone offline) may come
       // online and take a job: it is removed, and the host then drains, SSH confirming no job before the delete.
@@ -97,6 +101,6 @@ export function teardownPlan(base: CheckPlan, observation: Pick<Observation, 'vm
   return { ...base, hosts, changes, plan: { ...base.plan, launch: 0, reason: `the RunnerTarget is being deleted: its hosts drain and go; ${base.plan.reason}` } };
 }
 
-/** Nothing of the pool is left and no change may still land: the finalizer may go. */
-export const poolGone = (observation: Pick<Observation, 'vms' | 'runners'>, receipts?: readonly Receipt[]) =>
-  observation.vms.length === 0 && observation.runners.length === 0 && openReceipts(receipts).length === 0;
+/** Nothing of the pool is left, no zone went unread and no change may still land: the finalizer may go. */
+export const poolGone = (observation: Pick<Observation, 'vms' | 'runners' | 'unreachableZones'>, receipts?: readonly Receipt[]) =>
+  observation.vms.length === 0 && observation.runners.length === 0 && (observation.unreachableZones ?? []).length === 0 && openReceipts(receipts).length === 0;

@@ -26,8 +26,14 @@ export const MIN_CHECK_INTERVAL_MS = 30_000;
 const CHECK_INTERVAL_MESSAGE = `checkInterval must be at least ${MIN_CHECK_INTERVAL}: every check reads all of the pool's VMs, runners and jobs, and shorter intervals spend the org's and the project's API rate limits; set spec.checkInterval to ${MIN_CHECK_INTERVAL} or more`;
 export const DEFAULT_GITHUB_API_URL = 'https://api.github.com';
 export const DEFAULT_GCE_ENDPOINT = 'https://compute.googleapis.com/compute/v1';
+/** Compute Engine deletes a host this long after it starts running, whatever becomes of the controller. */
+export const DEFAULT_MAX_RUN_DURATION = '24h';
+export const MIN_MAX_RUN_DURATION = '1h';
+/** Compute Engine's own upper limit for scheduling.maxRunDuration: 120 days. */
+export const MAX_MAX_RUN_DURATION = '2880h';
+const MAX_RUN_DURATION_MESSAGE = `maxRunDuration must be between ${MIN_MAX_RUN_DURATION} and ${MAX_MAX_RUN_DURATION} (Compute Engine allows at most 120 days): set spec.gce.maxRunDuration within that range, above the longest job`;
 
-export const RUNNER_HOST_STATES = ['Launching', 'Registering', 'Idle', 'Busy', 'Offline', 'Draining', 'Deleting'] as const;
+export const RUNNER_HOST_STATES = ['Launching', 'Registering', 'Idle', 'Busy', 'Offline', 'Draining', 'Deleting', 'Unknown'] as const;
 /**
  * Provider changes a receipt records: Launch (insert the VM), Register (a JIT
  * runner config delivered to a host), Deregister (remove a host's runner
@@ -229,8 +235,12 @@ export const GCESchema = kube(
         .max(2048)
         .default(DEFAULT_GCE_ENDPOINT)
         .describe('Base URL of the Compute Engine API. Defaults to https://compute.googleapis.com/compute/v1.'),
+      maxRunDuration: duration(
+        `Longest a host lives: every VM is inserted with scheduling.maxRunDuration set to this and instanceTerminationAction DELETE, so Compute Engine deletes it even if the controller is gone. The controller replaces an idle host before then; a job still running at that age is cut off, so keep it above your longest job. ${MIN_MAX_RUN_DURATION} to ${MAX_MAX_RUN_DURATION}; defaults to ${DEFAULT_MAX_RUN_DURATION}.`,
+      ).default(DEFAULT_MAX_RUN_DURATION),
     })
     .strict()
+    .refine((g) => runDurationInRange(g.maxRunDuration), { message: MAX_RUN_DURATION_MESSAGE, path: ['maxRunDuration'] })
     .refine((g) => !g.fallbackToStandard || g.machineTypeTiers.every((t) => t.standardPricePerHour !== undefined), {
       message: STANDARD_PRICE_MESSAGE,
       path: ['fallbackToStandard'],
@@ -242,6 +252,11 @@ export const GCESchema = kube(
         rule: '!has(self.fallbackToStandard) || !self.fallbackToStandard || self.machineTypeTiers.all(t, has(t.standardPricePerHour))',
         message: STANDARD_PRICE_MESSAGE,
         fieldPath: '.fallbackToStandard',
+      },
+      {
+        rule: `!has(self.maxRunDuration) || (duration(self.maxRunDuration) >= duration('${MIN_MAX_RUN_DURATION}') && duration(self.maxRunDuration) <= duration('${MAX_MAX_RUN_DURATION}'))`,
+        message: MAX_RUN_DURATION_MESSAGE,
+        fieldPath: '.maxRunDuration',
       },
     ],
   },
@@ -283,6 +298,16 @@ export const RunnerTargetSpecSchema = kube(
 );
 export type RunnerTargetSpec = z.infer<typeof RunnerTargetSpecSchema>;
 
+function runDurationInRange(d: string): boolean {
+  try {
+    const ms = parseDuration(d);
+    return ms >= parseDuration(MIN_MAX_RUN_DURATION) && ms <= parseDuration(MAX_MAX_RUN_DURATION);
+  } catch {
+    // An unreadable duration is the field's own refusal, said once.
+    return true;
+  }
+}
+
 function atLeastMinimum(interval: string): boolean {
   try {
     return parseDuration(interval) >= MIN_CHECK_INTERVAL_MS;
@@ -304,7 +329,7 @@ export const RunnerHostSchema = z
     pricePerHour: usd('Price of the host when it was launched, in US dollars per hour; spend is counted with it.'),
     state: z
       .enum(RUNNER_HOST_STATES)
-      .describe('Launching, Registering (booted, runner not yet registered), Idle, Busy, Offline (its runner was online and GitHub now lists it offline; no capacity, drained after the offline grace), Draining (runner removed, confirming no job runs) or Deleting.'),
+      .describe('Launching, Registering (booted, runner not yet registered), Idle, Busy, Offline (its runner was online and GitHub now lists it offline; no capacity, drained after the offline grace), Draining (runner removed, confirming no job runs), Deleting, or Unknown (its VM shows a status the controller does not know: left alone, not counted as capacity).'),
     createdAt: timestamp('When the VM was created.'),
     runnerID: count('ID of the host\'s runner registration at GitHub, once registered.').optional(),
     idleSince: timestamp('Since when the runner has been seen idle at every check; absent while busy.').optional(),

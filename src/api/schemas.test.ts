@@ -216,6 +216,7 @@ describe('RunnerTarget', () => {
     expect(rt.spec.github.apiURL).toBe('https://api.github.com');
     expect(rt.spec.dryRun).toBe(false);
     expect(rt.spec.gce.fallbackToStandard).toBe(false);
+    expect(rt.spec.gce.maxRunDuration).toBe('24h');
   });
 
   it('parses a status with hosts, receipts, sample, tier, plan and spend', () => {
@@ -260,7 +261,13 @@ describe('RunnerTarget', () => {
     ['a label the controller sets itself', { ...runners, github: { ...runners.github, labels: ['Leasehold-target-x'] } }, /^github\.labels\.0: labels must not start with leasehold-/],
     ['a checkInterval of 0s', { ...runners, checkInterval: '0s' }, /^checkInterval: checkInterval must be at least 30s: .*set spec\.checkInterval to 30s or more/],
     ['a checkInterval under 30s', { ...runners, checkInterval: '29s' }, /^checkInterval: checkInterval must be at least 30s/],
+    ['a maxRunDuration under 1h', { ...runners, gce: { ...runners.gce, maxRunDuration: '59m' } }, /^gce\.maxRunDuration: maxRunDuration must be between 1h and 2880h .*set spec\.gce\.maxRunDuration/],
+    ['a maxRunDuration past 120 days', { ...runners, gce: { ...runners.gce, maxRunDuration: '2881h' } }, /^gce\.maxRunDuration: maxRunDuration must be between 1h and 2880h/],
+    ['a maxRunDuration that is not a duration', { ...runners, gce: { ...runners.gce, maxRunDuration: 'a day' } }, /^gce\.maxRunDuration: /],
   ];
+  it.each(['1h', '24h', '2880h'])('takes a maxRunDuration of %s', (maxRunDuration) => {
+    expect(first(RunnerTargetSpecSchema, { ...runners, gce: { ...runners.gce, maxRunDuration } })).toBe('ok');
+  });
   it('takes a checkInterval of 30s, the shortest', () => {
     expect(first(RunnerTargetSpecSchema, { ...runners, checkInterval: '30s' })).toBe('ok');
   });

@@ -18,6 +18,7 @@ export const spec: RunnerTargetSpec = {
     serviceAccount: 'spot-runner-host@my-project.iam.gserviceaccount.com',
     fallbackToStandard: false,
     endpoint: 'https://compute.googleapis.com/compute/v1',
+    maxRunDuration: '24h',
   },
   floor: 1,
   maxHosts: 10,

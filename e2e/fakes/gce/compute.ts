@@ -15,6 +15,10 @@ export interface Settings {
   waitMaxMs: number;
   tokenTtlSeconds: number;
   requestsPerSecond: number;
+  refuseRegexAcrossFields: boolean;
+  requestIdRetentionMs: number;
+  enforceMaxRunDuration: boolean;
+  maxRunDurationScale: number;
 }
 
 interface OperationState extends ApiOperation {
@@ -39,7 +43,10 @@ const numericId = () => String(BigInt(`0x${randomBytes(8).toString('hex')}`) >> 
 export class Compute {
   readonly instances = new Map<string, EmulatedInstance>();
   readonly operations = new Map<string, OperationState>();
-  private readonly byRequestId = new Map<string, OperationState>();
+  private byRequestId = new Map<string, { op: OperationState; at: number }>();
+  /** Instances whose status a test set: the lifecycle leaves them so. */
+  private readonly pinned = new Set<EmulatedInstance>();
+  readonly unreachableZones = new Set<string>();
   readonly inserts: InsertRecord[] = [];
   private refusals: (RefusalSpec & { id: string; hits: number; passed: number })[] = [];
   private refusalSeq = 0;
@@ -91,7 +98,22 @@ export class Compute {
   }
 
   operationByRequestId(requestId: string): OperationState | undefined {
-    return this.byRequestId.get(requestId);
+    const seen = this.byRequestId.get(requestId);
+    if (!seen) return undefined;
+    if (Date.now() - seen.at > this.settings.requestIdRetentionMs) {
+      this.byRequestId.delete(requestId);
+      return undefined;
+    }
+    return seen.op;
+  }
+
+  forgetRequestIds(): void {
+    this.byRequestId = new Map();
+  }
+
+  setStatus(i: EmulatedInstance, status: InstanceStatus): void {
+    this.pinned.add(i);
+    i.status = status;
   }
 
   key(zone: string, name: string): string {
@@ -99,8 +121,8 @@ export class Compute {
   }
 
   /** Accepts an insert: the instance exists (PROVISIONING) from now on, unless its Operation fails. */
-  insert(user: string, instance: Omit<EmulatedInstance, 'id' | 'status' | 'address' | 'sshPort' | 'hostKeys' | 'preempted' | 'creationTimestamp'>): OperationState {
-    const i: EmulatedInstance = { ...instance, id: numericId(), status: 'PROVISIONING', address: this.nextAddress(), sshPort: undefined, hostKeys: [], preempted: false, creationTimestamp: new Date().toISOString() };
+  insert(user: string, instance: Omit<EmulatedInstance, 'id' | 'status' | 'address' | 'sshPort' | 'hostKeys' | 'preempted' | 'expired' | 'creationTimestamp'>): OperationState {
+    const i: EmulatedInstance = { ...instance, id: numericId(), status: 'PROVISIONING', address: this.nextAddress(), sshPort: undefined, hostKeys: [], preempted: false, expired: false, creationTimestamp: new Date().toISOString() };
     this.instances.set(this.key(i.zone, i.name), i);
     const op = this.newOperation(user, 'insert', i, i.requestId);
     // Decided now, so that a refusal armed later does not hit inserts already under way.
@@ -116,7 +138,7 @@ export class Compute {
         return;
       }
       await this.sleep(this.settings.runningMs);
-      if (i.status === 'PROVISIONING') i.status = 'STAGING';
+      if (i.status === 'PROVISIONING' && !this.pinned.has(i)) i.status = 'STAGING';
       void this.boot(i);
     });
     return op;
@@ -124,6 +146,7 @@ export class Compute {
 
   delete(user: string, i: EmulatedInstance, requestId: string | undefined): OperationState {
     const op = this.newOperation(user, 'delete', i, requestId);
+    this.pinned.delete(i);
     void this.run(op, async () => {
       i.status = 'STOPPING';
       await this.sleep(this.settings.runningMs);
@@ -172,18 +195,35 @@ export class Compute {
 
   private async boot(i: EmulatedInstance): Promise<void> {
     await this.sleep(this.settings.bootMs);
-    if (i.status !== 'STAGING' || this.stopped) return;
+    if (i.status !== 'STAGING' || this.stopped || this.pinned.has(i)) return;
     let machine: BootedMachine;
     try {
       machine = this.hooks.onInstanceRunning ? await this.hooks.onInstanceRunning({ ...i }) : { hostKeys: [ed25519HostKey(`root@${i.name}`)], sshPort: 22 };
     } catch {
       return; // a machine that never boots stays STAGING, as a real one whose boot hangs
     }
-    if (i.status !== 'STAGING') return;
+    if (i.status !== 'STAGING' || this.pinned.has(i)) return;
     i.hostKeys = [...machine.hostKeys];
     i.sshPort = machine.sshPort;
     if (machine.address) i.address = machine.address;
     i.status = 'RUNNING';
+    void this.expireAfter(i);
+  }
+
+  /** scheduling.maxRunDuration: counted from RUNNING, then the termination action, as Compute Engine does. */
+  private async expireAfter(i: EmulatedInstance): Promise<void> {
+    const seconds = Number(i.scheduling.maxRunDuration?.seconds ?? 0) + (i.scheduling.maxRunDuration?.nanos ?? 0) / 1e9;
+    if (!(seconds > 0) || !this.settings.enforceMaxRunDuration) return;
+    await this.sleep(seconds * 1000 * this.settings.maxRunDurationScale);
+    if (this.stopped || this.instances.get(this.key(i.zone, i.name)) !== i || i.status === 'STOPPING' || i.status === 'TERMINATED') return;
+    i.expired = true;
+    i.status = 'STOPPING';
+    await this.sleep(this.settings.runningMs);
+    if (i.scheduling.instanceTerminationAction === 'DELETE') await this.remove(i);
+    else {
+      i.status = 'TERMINATED';
+      await this.hooks.onInstanceGone?.(i);
+    }
   }
 
   private async remove(i: EmulatedInstance): Promise<void> {
@@ -220,7 +260,7 @@ export class Compute {
       finish,
     };
     this.operations.set(name, op);
-    if (requestId) this.byRequestId.set(requestId, op);
+    if (requestId) this.byRequestId.set(requestId, { op, at: Date.now() });
     return op;
   }
 

@@ -65,6 +65,16 @@ export const GOOGLE_ERRORS: ErrorStyle = {
 /** What a capacity or quota refusal says, for the zone and machine type of the insert. */
 export function capacityError(code: CapacityCode, project: string, zone: string, machineType: string) {
   const region = zone.replace(/-[a-z]$/, '');
+  if (code === 'RESOURCE_OPERATION_RATE_EXCEEDED') {
+    return {
+      httpStatus: 429,
+      httpMessage: 'TOO MANY REQUESTS',
+      message: `Operation rate exceeded for resource 'projects/${project}/zones/${zone}/instances'. Too frequent operations from the source resource.`,
+      details: [] as unknown[],
+      reason: 'RESOURCE_OPERATION_RATE_EXCEEDED',
+      domain: 'global',
+    };
+  }
   if (code === 'QUOTA_EXCEEDED') {
     return {
       httpStatus: 403,

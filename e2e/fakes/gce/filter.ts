@@ -21,9 +21,19 @@ function fieldOf(i: InstanceFields, field: string): string | undefined {
   return i.labels[field.slice('labels.'.length)];
 }
 
+export interface FilterRules {
+  /**
+   * Regular-expression terms on more than one field are a 400, as the API
+   * reference's `filter` parameter says ("You cannot combine constraints on
+   * multiple fields using regular expressions"). Default true.
+   */
+  refuseRegexAcrossFields?: boolean;
+}
+
 /** A predicate for the filter; an empty filter matches everything. */
-export function parseFilter(filter: string): Term {
+export function parseFilter(filter: string, rules: FilterRules = {}): Term {
   const terms: Term[] = [];
+  const regexFields = new Set<string>();
   let at = 0;
   let style: 'aip' | 'regex' | undefined;
   while (at < filter.length) {
@@ -41,6 +51,8 @@ export function parseFilter(filter: string): Term {
     if (style && style !== termStyle) throw invalid(filter, 'Regular expression (eq, ne) and comparison (=, !=, :) terms cannot be mixed.');
     style = termStyle;
     if (op === 'eq' || op === 'ne') {
+      regexFields.add(field);
+      if (regexFields.size > 1 && rules.refuseRegexAcrossFields !== false) throw invalid(filter, 'Constraints on multiple fields cannot be combined using regular expressions.');
       let re: RegExp;
       try {
         re = new RegExp(`^(?:${value})$`);

@@ -5,7 +5,7 @@ import { createHash } from 'node:crypto';
 import type { ApiCall, ApiRoute } from '../kit/api.js';
 import { HttpError, type Reply } from '../kit/http.js';
 import { Accounts, type ServiceAccount } from './auth.js';
-import type { Compute } from './compute.js';
+import { COMPUTE_BASE, type Compute } from './compute.js';
 import { capacityReply } from './errors.js';
 import { parseFilter } from './filter.js';
 import type { EmulatedInstance, GceOp, Scheduling } from './types.js';
@@ -100,6 +100,12 @@ export function gceRoutes(compute: Compute): Route[] {
     const scheduling = obj(b.scheduling) as Scheduling;
     if (scheduling.provisioningModel !== undefined && !['STANDARD', 'SPOT'].includes(scheduling.provisioningModel)) throw invalid('resource.scheduling.provisioningModel', scheduling.provisioningModel, 'Must be STANDARD or SPOT.');
     if (scheduling.instanceTerminationAction !== undefined && !['STOP', 'DELETE'].includes(scheduling.instanceTerminationAction)) throw invalid('resource.scheduling.instanceTerminationAction', scheduling.instanceTerminationAction, 'Must be STOP or DELETE.');
+    if (scheduling.maxRunDuration !== undefined) {
+      const seconds = Number(obj(scheduling.maxRunDuration).seconds);
+      // Compute Engine's limits for a VM's run duration: 30 seconds to 120 days, and it needs a termination action.
+      if (!Number.isInteger(seconds) || seconds < 30 || seconds > 120 * 86_400) throw invalid('resource.scheduling.maxRunDuration.seconds', obj(scheduling.maxRunDuration).seconds, 'Must be 30 seconds to 120 days.');
+      if (scheduling.instanceTerminationAction === undefined) throw invalid('resource.scheduling.instanceTerminationAction', undefined, 'Required with maxRunDuration.');
+    }
     if (compute.instances.has(compute.key(zone, b.name))) throw new HttpError(409, 'alreadyExists', `The resource '${resource(zone, 'instances', b.name)}' already exists`);
     const refusal = compute.refusalFor(zone, b.name, machineType, scheduling.provisioningModel, 'http');
     if (refusal) return capacityReply(refusal, project, zone, machineType);
@@ -119,13 +125,51 @@ export function gceRoutes(compute: Compute): Route[] {
     return ok(compute.view(op));
   };
 
-  const list = (call: Call, zone: string): Reply => {
-    const match = parseFilter(call.query.get('filter') ?? '');
+  const paging = (call: Call) => {
+    const match = parseFilter(call.query.get('filter') ?? '', { refuseRegexAcrossFields: compute.settings.refuseRegexAcrossFields });
     const max = Number(call.query.get('maxResults') ?? MAX_RESULTS);
     if (!Number.isInteger(max) || max < 1 || max > MAX_RESULTS) throw invalid('maxResults', call.query.get('maxResults'), `Must be 1 to ${MAX_RESULTS}.`);
     const token = call.query.get('pageToken');
     const from = token ? Number(Buffer.from(token, 'base64url').toString('utf8')) : 0;
     if (!Number.isInteger(from) || from < 0) throw invalid('pageToken', token, 'Not a page token this list gave.');
+    return { match, max, from };
+  };
+
+  // instances.aggregatedList: every zone's instances under items["zones/Z"], an empty zone as a
+  // NO_RESULTS_ON_PAGE warning; an unreachable zone is an UNREACHABLE warning and in unreachables
+  // with returnPartialSuccess, else the whole call fails. Pages run over the instances of all zones.
+  const aggregatedList = (call: Call): Reply => {
+    if (!Accounts.canUseCompute(call.caller.scopes)) throw new HttpError(403, 'insufficientPermissions', 'Request had insufficient authentication scopes.');
+    if (call.params.project !== project) throw notFound(`projects/${call.params.project}`);
+    const { match, max, from } = paging(call);
+    const partial = call.query.get('returnPartialSuccess') === 'true';
+    const down = compute.zones.filter((z) => compute.unreachableZones.has(z));
+    if (down.length > 0 && !partial) throw new HttpError(503, 'backendError', `Zones ${down.join(', ')} could not be reached; retry, or ask with returnPartialSuccess=true.`);
+    const all = [...compute.instances.values()]
+      .filter((i) => !compute.unreachableZones.has(i.zone) && match(i))
+      .sort((a, b) => a.zone.localeCompare(b.zone) || a.name.localeCompare(b.name));
+    const page = all.slice(from, from + max);
+    const next = from + max < all.length ? Buffer.from(String(from + max)).toString('base64url') : undefined;
+    const items: Record<string, unknown> = {};
+    for (const zone of compute.zones) {
+      const scope = `zones/${zone}`;
+      const here = page.filter((i) => i.zone === zone);
+      if (compute.unreachableZones.has(zone)) items[scope] = { warning: { code: 'UNREACHABLE', message: `Scope '${scope}' is unreachable.`, data: [{ key: 'scope', value: scope }] } };
+      else if (here.length) items[scope] = { instances: here.map(apiInstance) };
+      else items[scope] = { warning: { code: 'NO_RESULTS_ON_PAGE', message: `There are no results for scope '${scope}' on this page.`, data: [{ key: 'scope', value: scope }] } };
+    }
+    return ok({
+      kind: 'compute#instanceAggregatedList',
+      id: `projects/${project}/aggregated/instances`,
+      items,
+      ...(next ? { nextPageToken: next } : {}),
+      ...(down.length ? { unreachables: down.map((z) => `zones/${z}`) } : {}),
+      selfLink: `${COMPUTE_BASE}/projects/${project}/aggregated/instances`,
+    });
+  };
+
+  const list = (call: Call, zone: string): Reply => {
+    const { match, max, from } = paging(call);
     const all = [...compute.instances.values()].filter((i) => i.zone === zone && match(i)).sort((a, b) => a.name.localeCompare(b.name));
     const page = all.slice(from, from + max);
     const next = from + max < all.length ? Buffer.from(String(from + max)).toString('base64url') : undefined;
@@ -163,6 +207,7 @@ export function gceRoutes(compute: Compute): Route[] {
   return [
     { method: 'POST', path: `${base}/instances`, op: 'insert', answer: scoped(insert) },
     { method: 'GET', path: `${base}/instances`, op: 'list', answer: scoped(list) },
+    { method: 'GET', path: '/projects/:project/aggregated/instances', op: 'aggregated-list', answer: aggregatedList },
     { method: 'GET', path: `${base}/instances/:instance`, op: 'get', answer: scoped((call, zone) => ok(apiInstance(instanceOf(zone, call.params.instance!)))) },
     {
       method: 'DELETE',

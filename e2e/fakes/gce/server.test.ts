@@ -264,6 +264,64 @@ describe('Compute Engine emulator', () => {
       expectGoogleError(await insert('dup-1'), 409, 'alreadyExists');
     });
 
+    it('forgets a requestId after requestIdRetentionMs (or forgetRequestIds): the same insert again is a 409 alreadyExists', async () => {
+      const id = randomUUID();
+      expect((await insert('forget-1', {}, id)).status).toBe(200);
+      expect((await insert('forget-1', {}, id)).status).toBe(200);
+      g.forgetRequestIds();
+      expectGoogleError(await insert('forget-1', {}, id), 409, 'alreadyExists');
+      const short = await startGceEmulator({ requestIdRetentionMs: 50 });
+      try {
+        const t = await tokenFor(short);
+        const again = () => call(short, t, 'POST', `/zones/${ZONE}/instances?requestId=${id}`, instanceBody('forget-2'));
+        expect((await again()).status).toBe(200);
+        await new Promise((r) => setTimeout(r, 120));
+        expectGoogleError(await again(), 409, 'alreadyExists');
+      } finally {
+        await short.stop();
+      }
+    });
+
+    it('ends a VM once its scheduling.maxRunDuration has passed since it turned RUNNING (DELETE: gone; STOP: TERMINATED), not with enforceMaxRunDuration off', async () => {
+      // An hour at 1/1800: 2 s.
+      const fast = await startGceEmulator({ maxRunDurationScale: 1 / 1800 });
+      try {
+        const t = await tokenFor(fast);
+        const put = (name: string, action: string) =>
+          call(fast, t, 'POST', `/zones/${ZONE}/instances?requestId=${randomUUID()}`, instanceBody(name, { scheduling: { provisioningModel: 'SPOT', instanceTerminationAction: action, maxRunDuration: { seconds: '3600' } } }));
+        expect((await put('ttl-1', 'DELETE')).status).toBe(200);
+        expect((await put('ttl-2', 'STOP')).status).toBe(200);
+        await fast.waitForStatus(ZONE, 'ttl-1', 'RUNNING');
+        const running = Date.now();
+        await fast.waitForStatus(ZONE, 'ttl-1', 'GONE', 30_000);
+        expect(Date.now() - running).toBeGreaterThanOrEqual(1_900);
+        await fast.waitForStatus(ZONE, 'ttl-2', 'TERMINATED', 30_000);
+        expect(fast.instance(ZONE, 'ttl-2')!.expired).toBe(true);
+        fast.enforceMaxRunDuration = false;
+        expect((await put('ttl-3', 'DELETE')).status).toBe(200);
+        await fast.waitForStatus(ZONE, 'ttl-3', 'RUNNING');
+        await new Promise((r) => setTimeout(r, 3_000));
+        expect(fast.instance(ZONE, 'ttl-3')!.status).toBe('RUNNING');
+      } finally {
+        await fast.stop();
+      }
+    });
+
+    it('refuses a maxRunDuration under 30 s or without a termination action', async () => {
+      expectGoogleError(await insert('ttl-bad-1', { scheduling: { provisioningModel: 'SPOT', instanceTerminationAction: 'DELETE', maxRunDuration: { seconds: '5' } } }), 400, 'invalid');
+      expectGoogleError(await insert('ttl-bad-2', { scheduling: { provisioningModel: 'SPOT', maxRunDuration: { seconds: '60' } } }), 400, 'invalid');
+    });
+
+    it('shows any status a test sets (SUSPENDED, DEPROVISIONING, one not documented) and stops moving it', async () => {
+      await insert('status-1');
+      g.setStatus(ZONE, 'status-1', 'DEPROVISIONING');
+      expect((await call(g, token, 'GET', `/zones/${ZONE}/instances/status-1`)).body.status).toBe('DEPROVISIONING');
+      await new Promise((r) => setTimeout(r, 600));
+      expect(g.instance(ZONE, 'status-1')!.status).toBe('DEPROVISIONING');
+      g.setStatus(ZONE, 'status-1', 'HIBERNATING');
+      expect((await call(g, token, 'GET', `/zones/${ZONE}/instances/status-1`)).body.status).toBe('HIBERNATING');
+    });
+
     it('answers 404 notFound for an unknown instance or operation, and an operation asked in another zone', async () => {
       expectGoogleError(await call(g, token, 'GET', `/zones/${ZONE}/instances/nothing-here`), 404, 'notFound');
       expectGoogleError(await call(g, token, 'DELETE', `/zones/${ZONE}/instances/nothing-here`), 404, 'notFound');
@@ -315,8 +373,9 @@ describe('Compute Engine emulator', () => {
     it.each([
       ['labels.leasehold-installation = list AND labels.leasehold-target = alpha', ['list-a-1', 'list-a-2']],
       ['(labels.leasehold-installation = "list") (labels.leasehold-target != alpha)', ['list-b-1']],
-      ['(labels.leasehold-installation eq list)(name eq list-a-.*)', ['list-a-1', 'list-a-2']],
-      ['labels.leasehold-installation eq list name ne list-a-.*', ['list-b-1']],
+      ['(name eq list-a-.*)', ['list-a-1', 'list-a-2']],
+      ['(name eq list-.*) (name ne list-a-.*)', ['list-b-1']],
+      ['(name eq list-.*) (name ne list-a-2)', ['list-a-1', 'list-b-1']],
       ['name = list-b-1', ['list-b-1']],
       ['labels.leasehold-installation : * AND labels.leasehold-target = beta', ['list-b-1']],
       ['labels.leasehold-target = nobody', []],
@@ -327,8 +386,66 @@ describe('Compute Engine emulator', () => {
       if (want.length === 0) expect(a.body.items).toBeUndefined();
     });
 
-    it.each([['name = a OR name = b'], ['(name eq a) (labels.x = b)'], ['zone = x'], ['name eq (']])('refuses the filter %s with 400', async (filter) => {
-      expectGoogleError(await list({ filter }), 400, 'invalid');
+    it.each([['name = a OR name = b'], ['(name eq a) (labels.x = b)'], ['zone = x'], ['name eq ('], ['(labels.leasehold-installation eq list) (labels.leasehold-target eq alpha)'], ['(labels.leasehold-installation eq list)(name eq list-a-.*)']])(
+      'refuses the filter %s with 400',
+      async (filter) => {
+        expectGoogleError(await list({ filter }), 400, 'invalid');
+      },
+    );
+
+    it('takes regular-expression terms across fields with refuseRegexAcrossFields off', async () => {
+      g.refuseRegexAcrossFields = false;
+      try {
+        expect(names(await list({ filter: '(labels.leasehold-installation eq list) (labels.leasehold-target eq alpha)' }))).toEqual(['list-a-1', 'list-a-2']);
+      } finally {
+        g.refuseRegexAcrossFields = true;
+      }
+    });
+
+    describe('aggregatedList', () => {
+      const aggregated = (q: Record<string, string>) => call(g, token, 'GET', `/aggregated/instances?${new URLSearchParams(q)}`);
+      const all = (a: Answer) => Object.values(a.body.items as Record<string, { instances?: { name: string }[] }>).flatMap((s) => (s.instances ?? []).map((i) => i.name));
+      beforeAll(async () => {
+        const r = await call(g, token, 'POST', `/zones/us-central1-b/instances?requestId=${randomUUID()}`, instanceBody('list-c-1', { machineType: 'zones/us-central1-b/machineTypes/e2-standard-4', labels: { 'leasehold-target': 'alpha', 'leasehold-installation': 'list' } }));
+        expect(r.status).toBe(200);
+      });
+      afterEach(() => g.unreachableZones.clear());
+
+      it('keys every zone under items["zones/Z"]: instances, or a NO_RESULTS_ON_PAGE warning', async () => {
+        const a = await aggregated({ filter: 'labels.leasehold-installation = "list" AND labels.leasehold-target = "alpha"' });
+        expect(a.status).toBe(200);
+        expect(a.body.kind).toBe('compute#instanceAggregatedList');
+        expect(Object.keys(a.body.items).sort()).toEqual(g.zones.map((z) => `zones/${z}`).sort());
+        expect(a.body.items[`zones/${ZONE}`].instances.map((i: { name: string }) => i.name)).toEqual(['list-a-1', 'list-a-2']);
+        expect(a.body.items['zones/us-central1-b'].instances.map((i: { name: string }) => i.name)).toEqual(['list-c-1']);
+        expect(a.body.items['zones/us-central1-c']).toEqual({ warning: { code: 'NO_RESULTS_ON_PAGE', message: expect.any(String), data: [{ key: 'scope', value: 'zones/us-central1-c' }] } });
+        expect(a.body.unreachables).toBeUndefined();
+      });
+
+      it('pages across zones with maxResults and nextPageToken', async () => {
+        const seen: string[] = [];
+        let pageToken: string | undefined;
+        do {
+          const a = await aggregated({ filter: 'labels.leasehold-installation = list', maxResults: '2', ...(pageToken ? { pageToken } : {}) });
+          seen.push(...all(a));
+          pageToken = a.body.nextPageToken;
+        } while (pageToken);
+        expect(seen).toEqual(['list-a-1', 'list-a-2', 'list-b-1', 'list-c-1']);
+      });
+
+      it('answers an unreachable zone as an UNREACHABLE warning with returnPartialSuccess, else fails the call', async () => {
+        g.unreachableZones.add('us-central1-b');
+        const a = await aggregated({ filter: 'labels.leasehold-installation = list', returnPartialSuccess: 'true' });
+        expect(a.status).toBe(200);
+        expect(all(a)).toEqual(['list-a-1', 'list-a-2', 'list-b-1']);
+        expect(a.body.items['zones/us-central1-b'].warning).toMatchObject({ code: 'UNREACHABLE' });
+        expect(a.body.unreachables).toEqual(['zones/us-central1-b']);
+        expectGoogleError(await aggregated({ filter: 'labels.leasehold-installation = list' }), 503, 'backendError');
+      });
+
+      it('refuses regular-expression terms on two fields with 400, as instances.list does', async () => {
+        expectGoogleError(await aggregated({ filter: '(labels.leasehold-installation eq list) (labels.leasehold-target eq alpha)' }), 400, 'invalid');
+      });
     });
 
     it('pages with maxResults and nextPageToken', async () => {

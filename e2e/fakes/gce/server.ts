@@ -46,6 +46,10 @@ export async function startGceEmulator(opts: GceEmulatorOptions = {}): Promise<G
     waitMaxMs: opts.waitMaxMs ?? 120_000,
     tokenTtlSeconds: opts.tokenTtlSeconds ?? 3600,
     requestsPerSecond: opts.requestsPerSecond ?? 0,
+    refuseRegexAcrossFields: opts.refuseRegexAcrossFields ?? true,
+    requestIdRetentionMs: opts.requestIdRetentionMs ?? 3_600_000,
+    enforceMaxRunDuration: opts.enforceMaxRunDuration ?? true,
+    maxRunDurationScale: opts.maxRunDurationScale ?? 1,
   };
   let origin = '';
   const accounts = new Accounts(project, () => `${origin}/token`, () => settings.tokenTtlSeconds);
@@ -97,6 +101,17 @@ export async function startGceEmulator(opts: GceEmulatorOptions = {}): Promise<G
       if (!i) throw new Error(`no instance ${name} in ${zone}`);
       compute.preempt(i);
     },
+    setStatus: (zone, name, status) => {
+      const i = compute.instances.get(compute.key(zone, name));
+      if (!i) throw new Error(`no instance ${name} in ${zone}`);
+      compute.setStatus(i, status);
+    },
+    unreachableZones: compute.unreachableZones,
+    forgetRequestIds: () => compute.forgetRequestIds(),
+    refuseRegexAcrossFields: true,
+    requestIdRetentionMs: 0,
+    enforceMaxRunDuration: true,
+    maxRunDurationScale: 1,
     fault: (spec) => api.faults.add(spec),
     clearFaults: () => api.faults.clear(),
     get requests() {
@@ -124,6 +139,6 @@ export async function startGceEmulator(opts: GceEmulatorOptions = {}): Promise<G
       await server.close();
     },
   };
-  for (const k of ['pendingMs', 'runningMs', 'bootMs', 'requestsPerSecond', 'tokenTtlSeconds'] as const) Object.defineProperty(handle, k, { ...setting(k), enumerable: true });
+  for (const k of ['pendingMs', 'runningMs', 'bootMs', 'requestsPerSecond', 'tokenTtlSeconds', 'refuseRegexAcrossFields', 'requestIdRetentionMs', 'enforceMaxRunDuration', 'maxRunDurationScale'] as const) Object.defineProperty(handle, k, { ...setting(k), enumerable: true });
   return handle;
 }

@@ -4,16 +4,18 @@ import type { Fault as KitFault, FaultSpec as KitFaultSpec } from '../kit/faults
 import type { RequestRecord as KitRequestRecord } from '../kit/log.js';
 
 /** The API's operations, as faults and the request log name them. */
-export type GceOp = 'insert' | 'get' | 'list' | 'delete' | 'guest-attributes' | 'get-operation' | 'wait-operation' | 'token' | 'metadata-token' | 'metadata-email';
+export type GceOp = 'insert' | 'get' | 'list' | 'aggregated-list' | 'delete' | 'guest-attributes' | 'get-operation' | 'wait-operation' | 'token' | 'metadata-token' | 'metadata-email';
 export type FaultSpec = KitFaultSpec<GceOp>;
 export type Fault = KitFault<GceOp>;
 export type RequestRecord = KitRequestRecord<GceOp>;
 
-export type InstanceStatus = 'PROVISIONING' | 'STAGING' | 'RUNNING' | 'STOPPING' | 'TERMINATED';
+/** The statuses the emulator's own lifecycle uses; setStatus may put any other string (PENDING, SUSPENDED, DEPROVISIONING, one not yet documented). */
+export type InstanceStatus = 'PROVISIONING' | 'STAGING' | 'RUNNING' | 'STOPPING' | 'TERMINATED' | (string & {});
 export type OperationStatus = 'PENDING' | 'RUNNING' | 'DONE';
 
 /** The capacity and quota errors a launch can be refused with. */
-export type CapacityCode = 'ZONE_RESOURCE_POOL_EXHAUSTED' | 'ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS' | 'QUOTA_EXCEEDED';
+/** The capacity, quota and throttling errors a launch can be refused with (RESOURCE_OPERATION_RATE_EXCEEDED: too many operations on the resource at once). */
+export type CapacityCode = 'ZONE_RESOURCE_POOL_EXHAUSTED' | 'ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS' | 'QUOTA_EXCEEDED' | 'RESOURCE_OPERATION_RATE_EXCEEDED';
 
 /** A refusal armed on demand: inserts matching zone and machine type fail with `code`. */
 export interface RefusalSpec {
@@ -83,6 +85,18 @@ export interface GceEmulatorOptions {
   tokenTtlSeconds?: number;
   /** API requests per service account per second, else 429 (default 0: no limit). */
   requestsPerSecond?: number;
+  /** A filter with regular-expression terms on more than one field is a 400, as the API reference says (default true). */
+  refuseRegexAcrossFields?: boolean;
+  /**
+   * How long a requestId is remembered (default 3600000: Google keeps one at
+   * least 60 minutes). An insert repeated after that is a new insert, and a
+   * 409 alreadyExists when its VM is there.
+   */
+  requestIdRetentionMs?: number;
+  /** scheduling.maxRunDuration ends the VM (its instanceTerminationAction) that long after it turned RUNNING (default true). */
+  enforceMaxRunDuration?: boolean;
+  /** A VM's maxRunDuration passes this much faster (default 1), so tests see a 24 h bound end; read when the VM turns RUNNING. */
+  maxRunDurationScale?: number;
   /**
    * Called when an instance turns RUNNING; what it returns is the machine's
    * host keys and SSH port. Without it the emulator makes an ed25519 host key
@@ -95,6 +109,8 @@ export interface GceEmulatorOptions {
 
 export interface Scheduling {
   provisioningModel?: string;
+  /** A Duration: seconds as a string (JSON of int64), nanos. */
+  maxRunDuration?: { seconds?: string | number; nanos?: number };
   instanceTerminationAction?: string;
   preemptible?: boolean;
   automaticRestart?: boolean;
@@ -119,6 +135,8 @@ export interface EmulatedInstance {
   /** The insert's body as sent. */
   body: Record<string, unknown>;
   preempted: boolean;
+  /** Ended by its scheduling.maxRunDuration. */
+  expired: boolean;
   requestId: string | undefined;
   /** RFC 3339, when the insert made it (the API's creationTimestamp). */
   creationTimestamp: string;
@@ -178,6 +196,16 @@ export interface GceEmulator {
   clearRefusals(): void;
   /** Preempts a spot instance: TERMINATED, or gone if its instanceTerminationAction is DELETE. */
   preempt(zone: string, name: string): void;
+  /** Sets an instance's status as Compute Engine would show it (SUSPENDED, DEPROVISIONING, REPAIRING, or a status not yet documented); the lifecycle no longer moves it. */
+  setStatus(zone: string, name: string, status: InstanceStatus): void;
+  /** Zones aggregatedList cannot reach: with returnPartialSuccess their scope carries an UNREACHABLE warning and is in `unreachables`; without it the call is a 503. */
+  readonly unreachableZones: Set<string>;
+  /** Forgets every requestId seen, as after an outage longer than Google keeps them. */
+  forgetRequestIds(): void;
+  refuseRegexAcrossFields: boolean;
+  requestIdRetentionMs: number;
+  enforceMaxRunDuration: boolean;
+  maxRunDurationScale: number;
   fault(spec: FaultSpec): string;
   clearFaults(): void;
   readonly requests: readonly RequestRecord[];

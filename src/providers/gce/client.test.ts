@@ -10,7 +10,7 @@ import { isProviderError, ProviderError } from '../errors.js';
 import { RateLimitedError } from '../ratelimit.js';
 import { parseServiceAccountKey } from './auth.js';
 import { GceClient, HOST_SCOPES, filterExpression } from './client.js';
-import { CapacityExhausted, GceApiError, QuotaExceeded } from './errors.js';
+import { AlreadyExists, CapacityExhausted, GceApiError, QuotaExceeded } from './errors.js';
 import type { GceInstanceSpec } from './types.js';
 
 const ZONE = 'us-central1-a';
@@ -203,9 +203,56 @@ describe('GceClient against the Compute Engine emulator', () => {
     expect(isProviderError(e, 'NotFound')).toBe(true);
   });
 
-  it('builds filters Compute Engine accepts: regular-expression terms only', () => {
-    expect(filterExpression({ labels: { a: 'x', b: 'y' }, namePrefix: 'lh-i1-' })).toBe('(labels.a eq x) (labels.b eq y) (name eq lh-i1-.*)');
+  it('builds filters Compute Engine accepts: label comparisons joined by AND, no regular expression across fields', () => {
+    expect(filterExpression({ labels: { a: 'x', b: 'y' }, namePrefix: 'lh-i1-' })).toBe('labels.a = "x" AND labels.b = "y"');
     expect(filterExpression({})).toBe('');
+  });
+
+  it('lists every zone in one aggregatedList call with returnPartialSuccess, across pages, by two labels and a name prefix', async () => {
+    const labels = { 'leasehold-target': 'agg', 'leasehold-installation': 'i1' };
+    for (const [zone, n] of [[ZONE, 'agg-1'], ['us-central1-b', 'agg-2'], ['us-central1-c', 'agg-3'], ['us-central1-c', 'nope-1']] as const) {
+      await client.insert(spec(n, { zone, labels }));
+    }
+    await client.insert(spec('agg-4', { labels: { ...labels, 'leasehold-target': 'other' } }));
+    const paged = new GceClient({ key: parseServiceAccountKey(JSON.stringify(g.serviceAccountKey)), endpoint: g.url, tokenUrl: g.tokenUrl, pageSize: 2 });
+    const before = g.requests.length;
+    const got = await paged.listAll({ labels, namePrefix: 'agg-' });
+    expect(got.instances.map((i) => `${i.zone}/${i.name}`).sort()).toEqual([`${ZONE}/agg-1`, 'us-central1-b/agg-2', 'us-central1-c/agg-3']);
+    expect(got.unreachable).toEqual([]);
+    const calls = g.requests.slice(before).filter((r) => r.op !== 'token');
+    expect(calls.every((r) => r.op === 'aggregated-list' && r.status === 200)).toBe(true);
+    expect(calls.length).toBe(2);
+  });
+
+  // Without returnPartialSuccess the emulator fails the whole call, as the API does.
+  it('reports a zone aggregatedList could not reach and still returns the others', async () => {
+    const labels = { 'leasehold-target': 'agg-down', 'leasehold-installation': 'i1' };
+    await client.insert(spec('aggd-1', { labels }));
+    await client.insert(spec('aggd-2', { zone: 'us-central1-b', labels }));
+    g.unreachableZones.add('us-central1-b');
+    try {
+      const got = await client.listAll({ labels });
+      expect(got.instances.map((i) => i.name)).toEqual(['aggd-1']);
+      expect(got.unreachable).toEqual([{ zone: 'us-central1-b', message: expect.stringMatching(/^UNREACHABLE: /) }]);
+    } finally {
+      g.unreachableZones.clear();
+    }
+  });
+
+  it('types an insert answered 409 alreadyExists (its requestId forgotten) as AlreadyExists', async () => {
+    const s = spec('client-forgotten-1');
+    await client.insert(s);
+    g.forgetRequestIds();
+    const e = await caught(client.insert(s));
+    expect(e).toBeInstanceOf(AlreadyExists);
+    expect(e).toMatchObject({ status: 409, reason: 'alreadyExists' });
+  });
+
+  it('asks Compute Engine to delete the VM after maxRunDurationSeconds, spot or standard', async () => {
+    await client.insert(spec('client-ttl-1', { maxRunDurationSeconds: 86_400 }));
+    expect(g.instance(ZONE, 'client-ttl-1')!.scheduling).toMatchObject({ provisioningModel: 'SPOT', instanceTerminationAction: 'DELETE', maxRunDuration: { seconds: '86400' } });
+    await client.insert(spec('client-ttl-2', { spot: false, maxRunDurationSeconds: 3600 }));
+    expect(g.instance(ZONE, 'client-ttl-2')!.scheduling).toMatchObject({ provisioningModel: 'STANDARD', instanceTerminationAction: 'DELETE', maxRunDuration: { seconds: '3600' } });
   });
 
   it('reads the host keys from guest attributes once published, NotFound before, and drops malformed ones', async () => {

@@ -4,10 +4,10 @@
 // typed (errors.ts). No token or key reaches a message.
 import { z } from 'zod';
 import { ProviderError } from '../errors.js';
-import { sendRest } from '../rest.js';
+import { sanitize, sendRest } from '../rest.js';
 import { COMPUTE_SCOPE, GoogleTokenSource, type AccessTokens, type ServiceAccountKey } from './auth.js';
 import { errorForAnswer, errorForOperation, type Placement } from './errors.js';
-import type { ComputeInstances, GceInstance, GceInstanceSpec, GceOperation, InstanceFilter } from './types.js';
+import type { ComputeInstances, GceInstance, GceInstanceSpec, GceOperation, InstanceFilter, InstanceListing } from './types.js';
 
 export const COMPUTE_ENDPOINT = 'https://compute.googleapis.com/compute/v1';
 export const HOST_SCOPES = ['https://www.googleapis.com/auth/logging.write', 'https://www.googleapis.com/auth/monitoring.write'];
@@ -83,16 +83,29 @@ function toOperation(o: ApiOperation): GceOperation {
   return { name: o.name, zone: lastSegment(o.zone), operationType: o.operationType, status: o.status, target: lastSegment(o.targetLink) };
 }
 
-/** The `filter` for instances.list: regular-expression terms, which Compute Engine cannot mix with comparisons. */
+/**
+ * The `filter` of instances.list and aggregatedList, in the comparison form
+ * (AIP-160): Compute Engine cannot combine regular-expression constraints on
+ * more than one field, so the labels are compared for equality and a name
+ * prefix is applied to the answer instead (matchesFilter).
+ */
 export function filterExpression(f: InstanceFilter): string {
-  const terms = Object.entries(f.labels ?? {}).map(([k, v]) => `(labels.${k} eq ${escapeRegex(v)})`);
-  if (f.namePrefix) terms.push(`(name eq ${escapeRegex(f.namePrefix)}.*)`);
-  return terms.join(' ');
+  return Object.entries(f.labels ?? {})
+    .map(([k, v]) => `labels.${k} = ${JSON.stringify(v)}`)
+    .join(' AND ');
 }
 
-function escapeRegex(s: string): string {
-  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+const matchesFilter = (f: InstanceFilter) => (i: GceInstance) => !f.namePrefix || i.name.startsWith(f.namePrefix);
+
+/** The zone of an aggregatedList scope ("zones/us-central1-a"), or undefined for another kind of scope. */
+function zoneOfScope(scope: string): string | undefined {
+  const m = /(?:^|\/)zones\/([^/]+)$/.exec(scope);
+  return m?.[1];
 }
+
+const WarningSchema = z
+  .object({ code: z.string().default(''), message: z.string().default(''), data: z.array(z.object({ key: z.string().optional(), value: z.string().optional() }).passthrough()).default([]) })
+  .passthrough();
 
 export class GceClient implements ComputeInstances {
   private readonly base: string;
@@ -128,9 +141,13 @@ export class GceClient implements ComputeInstances {
         ],
       },
       serviceAccounts: [{ email: spec.serviceAccountEmail, scopes: HOST_SCOPES }],
-      scheduling: spec.spot
-        ? { provisioningModel: 'SPOT', instanceTerminationAction: 'DELETE', automaticRestart: false, onHostMaintenance: 'TERMINATE' }
-        : { provisioningModel: 'STANDARD', automaticRestart: true, onHostMaintenance: 'MIGRATE' },
+      // maxRunDuration bounds the VM's life in Compute Engine itself, so that a VM outlives no controller for long.
+      scheduling: {
+        ...(spec.spot
+          ? { provisioningModel: 'SPOT', instanceTerminationAction: 'DELETE', automaticRestart: false, onHostMaintenance: 'TERMINATE' }
+          : { provisioningModel: 'STANDARD', automaticRestart: true, onHostMaintenance: 'MIGRATE' }),
+        ...(spec.maxRunDurationSeconds ? { maxRunDuration: { seconds: String(Math.floor(spec.maxRunDurationSeconds)) }, instanceTerminationAction: 'DELETE' } : {}),
+      },
     };
     const json = await this.call('POST', `/zones/${spec.zone}/instances?requestId=${encodeURIComponent(spec.requestId)}`, body, `insert ${spec.zone}/${spec.name}`, signal, placement);
     return { ...toOperation(OperationSchema.parse(json)), machineType: spec.machineType };
@@ -163,10 +180,40 @@ export class GceClient implements ComputeInstances {
         .object({ items: z.array(InstanceSchema).default([]), nextPageToken: z.string().optional() })
         .passthrough()
         .parse(await this.call('GET', `/zones/${zone}/instances?${q}`, undefined, `list ${zone}`, signal));
-      out.push(...page.items.map(toInstance));
+      out.push(...page.items.map(toInstance).filter(matchesFilter(filter)));
       pageToken = page.nextPageToken;
     } while (pageToken);
     return out;
+  }
+
+  async listAll(filter: InstanceFilter, signal?: AbortSignal): Promise<InstanceListing> {
+    const instances: GceInstance[] = [];
+    const unreachable = new Map<string, string>();
+    const expr = filterExpression(filter);
+    let pageToken: string | undefined;
+    do {
+      const q = new URLSearchParams({ maxResults: String(this.opts.pageSize ?? 500), returnPartialSuccess: 'true', ...(expr ? { filter: expr } : {}), ...(pageToken ? { pageToken } : {}) });
+      const page = z
+        .object({
+          items: z.record(z.string(), z.object({ instances: z.array(InstanceSchema).default([]), warning: WarningSchema.optional() }).passthrough()).default({}),
+          nextPageToken: z.string().optional(),
+          unreachables: z.array(z.string()).default([]),
+        })
+        .passthrough()
+        .parse(await this.call('GET', `/aggregated/instances?${q}`, undefined, 'aggregatedList', signal));
+      for (const [scope, list] of Object.entries(page.items)) {
+        instances.push(...list.instances.map(toInstance).filter(matchesFilter(filter)));
+        // NO_RESULTS_ON_PAGE is an empty zone; any other warning means the zone's instances may be missing.
+        const zone = zoneOfScope(scope);
+        if (zone && list.warning && list.warning.code !== 'NO_RESULTS_ON_PAGE') unreachable.set(zone, `${list.warning.code}: ${sanitize(list.warning.message)}`.slice(0, 300));
+      }
+      for (const scope of page.unreachables) {
+        const zone = zoneOfScope(scope);
+        if (zone && !unreachable.has(zone)) unreachable.set(zone, 'listed as unreachable');
+      }
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+    return { instances, unreachable: [...unreachable].map(([zone, message]) => ({ zone, message })) };
   }
 
   async delete(zone: string, name: string, requestId: string, signal?: AbortSignal): Promise<GceOperation> {

@@ -8,7 +8,8 @@ import { retryAfterMs, sanitize } from '../rest.js';
 
 export const CAPACITY_CODES = ['ZONE_RESOURCE_POOL_EXHAUSTED', 'ZONE_RESOURCE_POOL_EXHAUSTED_WITH_DETAILS'] as const;
 export const QUOTA_CODES = ['QUOTA_EXCEEDED', 'quotaExceeded'] as const;
-const RATE_CODES = ['rateLimitExceeded', 'userRateLimitExceeded', 'RATE_LIMIT_EXCEEDED'];
+/** Throttling, as a request's reason or inside a DONE Operation (RESOURCE_OPERATION_RATE_EXCEEDED: too many operations at once); the same call later succeeds. */
+export const RATE_CODES = ['rateLimitExceeded', 'userRateLimitExceeded', 'RATE_LIMIT_EXCEEDED', 'RESOURCE_OPERATION_RATE_EXCEEDED', 'OPERATION_RATE_EXCEEDED'];
 
 /** Where a launch was refused, for the capacity and quota errors. */
 export interface Placement {
@@ -41,6 +42,13 @@ export class CapacityExhausted extends GceApiError {
 export class QuotaExceeded extends GceApiError {
   constructor(message: string, status: number, reason: string, readonly placement: Placement) {
     super('InsufficientCapacity', message, status, reason);
+  }
+}
+
+/** The name is taken (409 alreadyExists): for an insert, a VM of that name exists already (perhaps this very insert, sent again after its requestId was forgotten). */
+export class AlreadyExists extends GceApiError {
+  constructor(message: string, status: number, reason: string) {
+    super('InvalidRequest', message, status, reason);
   }
 }
 
@@ -82,6 +90,7 @@ function classify(what: string, status: number, reasons: string[], message: stri
     const after = retryAfterMs(retryAfter);
     return new RateLimitedError(text, after === undefined ? undefined : new Date(Date.now() + after));
   }
+  if (reasons.includes('alreadyExists') || reasons.includes('RESOURCE_ALREADY_EXISTS')) return new AlreadyExists(text, status, reasons.includes('alreadyExists') ? 'alreadyExists' : 'RESOURCE_ALREADY_EXISTS');
   if (status === 401 || status === 403) return new GceApiError('Unauthorized', text, status, reason);
   if (status === 404) return new GceApiError('NotFound', text, status, reason);
   if (status >= 500) return new GceApiError('Unknown', text, status, reason, { answerLost: true });

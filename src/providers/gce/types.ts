@@ -25,9 +25,11 @@ export interface GceInstanceSpec {
   labels: Record<string, string>;
   /** A UUID: the same one sent again yields the same Operation and no second VM. */
   requestId: string;
+  /** scheduling.maxRunDuration with instanceTerminationAction DELETE: Compute Engine deletes the VM this long after it starts running. */
+  maxRunDurationSeconds?: number;
 }
 
-export type GceInstanceStatus = 'PROVISIONING' | 'STAGING' | 'RUNNING' | 'STOPPING' | 'SUSPENDING' | 'SUSPENDED' | 'REPAIRING' | 'TERMINATED' | string;
+export type GceInstanceStatus = 'PENDING' | 'PROVISIONING' | 'STAGING' | 'RUNNING' | 'STOPPING' | 'PENDING_STOP' | 'STOPPED' | 'SUSPENDING' | 'SUSPENDED' | 'REPAIRING' | 'TERMINATED' | 'DEPROVISIONING' | string;
 
 export interface GceInstance {
   id: string;
@@ -60,6 +62,13 @@ export interface InstanceFilter {
   namePrefix?: string;
 }
 
+/** What instances.aggregatedList gave: every zone's instances, and the zones it could not read this time. */
+export interface InstanceListing {
+  instances: GceInstance[];
+  /** Zones whose instances may be missing from `instances` (a warning other than an empty zone). */
+  unreachable: { zone: string; message: string }[];
+}
+
 export interface ComputeInstances {
   /** Sends the insert; a refusal the API answers at once (capacity, quota) throws CapacityExhausted or QuotaExceeded. */
   insert(spec: GceInstanceSpec, signal?: AbortSignal): Promise<GceOperation>;
@@ -71,6 +80,8 @@ export interface ComputeInstances {
   get(zone: string, name: string, signal?: AbortSignal): Promise<GceInstance>;
   /** Every instance of the zone matching the filter (all pages). */
   list(zone: string, filter: InstanceFilter, signal?: AbortSignal): Promise<GceInstance[]>;
+  /** Every instance of every zone matching the filter: one instances.aggregatedList (all pages), with returnPartialSuccess. */
+  listAll(filter: InstanceFilter, signal?: AbortSignal): Promise<InstanceListing>;
   delete(zone: string, name: string, requestId: string, signal?: AbortSignal): Promise<GceOperation>;
   /**
    * The host keys the instance's guest agent published under guest
