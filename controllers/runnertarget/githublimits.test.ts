@@ -76,7 +76,7 @@ function world(repositories = ['swack-tools/oxidex']) {
   const events: { type: string; reason: string; message: string }[] = [];
   const acquired: string[] = [];
   const gh = fakeGitHub(() => now);
-  const clients = { gce: { list: async () => [] }, github: gh.github } as unknown as TargetClients;
+  const clients = { gce: { list: async () => [], listAll: async () => ({ instances: [], unreachable: [] }) }, github: gh.github } as unknown as TargetClients;
   const deps: RunnerTargetDeps = {
     targets: { get: () => target, list: () => [target] } as never,
     read: async () => structuredClone(target),
@@ -170,7 +170,7 @@ describe('a followed repository GitHub answers 404 for', () => {
     const w = world(['swack-tools/gone', 'swack-tools/oxidex']);
     w.gh.state.missing.add('swack-tools/gone');
     w.gh.state.runs.set('swack-tools/oxidex', [{ id: 7, jobs: [job(70, 7)] }]);
-    const seen = await observePool(w.target, { gce: { list: async () => [] }, github: w.gh.github } as unknown as TargetClients, 'abcd');
+    const seen = await observePool(w.target, { gce: { list: async () => [], listAll: async () => ({ instances: [], unreachable: [] }) }, github: w.gh.github } as unknown as TargetClients, 'abcd');
     expect(seen.missingRepositories).toEqual(['swack-tools/gone']);
     expect(seen.jobs.map((j) => j.id)).toEqual([70]);
   });
@@ -179,7 +179,7 @@ describe('a followed repository GitHub answers 404 for', () => {
     const w = world();
     w.gh.state.runs.set('swack-tools/oxidex', [{ id: 7, jobs: [job(70, 7)] }]);
     const github = { ...w.gh.github, listRuns: async () => [{ id: 7 }, { id: 8 }] };
-    const seen = await observePool(w.target, { gce: { list: async () => [] }, github } as unknown as TargetClients, 'abcd');
+    const seen = await observePool(w.target, { gce: { list: async () => [], listAll: async () => ({ instances: [], unreachable: [] }) }, github } as unknown as TargetClients, 'abcd');
     expect(seen.missingRepositories).toBeUndefined();
     expect(seen.jobs.map((j) => j.id)).toEqual([70]);
   });
@@ -187,7 +187,7 @@ describe('a followed repository GitHub answers 404 for', () => {
   it('another failure of a repository still fails the check', async () => {
     const w = world();
     const github = { ...w.gh.github, listRuns: async () => Promise.reject(new GitHubApiError('Unknown', 'GitHub list-runs: HTTP 502', 502, { answerLost: true })) };
-    await expect(observePool(w.target, { gce: { list: async () => [] }, github } as unknown as TargetClients, 'abcd')).rejects.toThrow('HTTP 502');
+    await expect(observePool(w.target, { gce: { list: async () => [], listAll: async () => ({ instances: [], unreachable: [] }) }, github } as unknown as TargetClients, 'abcd')).rejects.toThrow('HTTP 502');
   });
 
   it('the check completes, RepositoryMissing names it and the fix, and clears once GitHub shows it again', async () => {

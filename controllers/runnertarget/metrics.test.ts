@@ -2,7 +2,7 @@
 // and spec, and preemptions counted from what a check found.
 import { describe, it, expect } from '@jest/globals';
 import { Registry } from 'prom-client';
-import type { RunnerTarget } from '../../src/api/index.js';
+import { RUNNER_HOST_STATES, type RunnerTarget } from '../../src/api/index.js';
 import { RunnerTargetMetrics } from './metrics.js';
 import { host, spec } from './testing/pool.js';
 
@@ -34,7 +34,7 @@ describe('RunnerTargetMetrics', () => {
     const registry = new Registry();
     new RunnerTargetMetrics(registry, () => [target]);
     const hosts = await scrape(registry, 'leasehold_runnertarget_hosts');
-    expect(hosts).toHaveLength(7);
+    expect(hosts).toHaveLength(RUNNER_HOST_STATES.length);
     expect(hosts).toEqual(expect.arrayContaining([expect.objectContaining({ labels: expect.objectContaining({ state: 'Busy' }), value: 2 }), expect.objectContaining({ labels: expect.objectContaining({ state: 'Launching' }), value: 0 })]));
   });
 
