@@ -243,7 +243,10 @@ describe('RunnerTarget pools', () => {
       });
       // The refused spot inserts leave nothing: the pool's one VM is the standard one.
       const vm = await waitFor('the standard VM', async () => pool.vmsOf('standard').find((v) => v.scheduling.provisioningModel === 'STANDARD'), 60_000, 300);
-      expect(vm.scheduling).not.toHaveProperty('instanceTerminationAction', 'DELETE');
+      // Not a spot VM in disguise: no preemptible flag, and it ends only by the host lifetime
+      // bound (maxRunDuration with DELETE, which every host gets), not by preemption.
+      expect(vm.scheduling).not.toHaveProperty('preemptible', true);
+      expect(vm.scheduling).toMatchObject({ provisioningModel: 'STANDARD', instanceTerminationAction: 'DELETE', maxRunDuration: { seconds: expect.any(String) } });
       // Counted at the standard price once the host has run a while.
       const t = await waitFor('a check 5 s after the launch', async () => {
         const got = await pool.get('standard');
