@@ -27,7 +27,7 @@ crds: deps
 	npm run --silent gen:crds
 
 test-unit: deps
-	npx jest --selectProjects unit
+	npx jest --selectProjects unit emulators
 
 test-e2e: deps binaries
 	npx jest --selectProjects e2e

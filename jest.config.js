@@ -8,8 +8,11 @@ const common = {
 };
 
 export default {
-  // e2e suites share one control plane and start real processes: run files one at a time.
+  // e2e suites share one control plane and start real processes: run files one at a time
+  // (make test runs two jest processes side by side instead, each with its own control plane).
   maxWorkers: 1,
+  // --shard deals e2e files out by their recorded time (e2e/setup/durations.json).
+  testSequencer: '<rootDir>/e2e/setup/sequencer.mjs',
   // e2e tests drive real processes; per-project testTimeout is not honoured, so it is set here.
   testTimeout: 120000,
   // Keep-alive sockets of the real API clients can outlive a suite by seconds; do not let them hold CI.
@@ -20,10 +23,17 @@ export default {
       displayName: 'unit',
       testMatch: ['<rootDir>/src/**/*.test.ts', '<rootDir>/controllers/**/*.test.ts', '<rootDir>/cmd/**/*.test.ts', '<rootDir>/cli/**/*.test.ts'],
     },
+    // The emulators' own tests and the test tooling's: no control plane needed.
+    {
+      ...common,
+      displayName: 'emulators',
+      testMatch: ['<rootDir>/e2e/fakes/**/*.test.ts', '<rootDir>/e2e/setup/**/*.test.ts'],
+    },
     {
       ...common,
       displayName: 'e2e',
       testMatch: ['<rootDir>/e2e/**/*.test.ts'],
+      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/e2e/fakes/', '<rootDir>/e2e/setup/'],
       globalSetup: '<rootDir>/e2e/setup/global-setup.mjs',
       globalTeardown: '<rootDir>/e2e/setup/global-teardown.mjs',
     },

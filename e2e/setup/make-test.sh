@@ -21,8 +21,8 @@ failed=()
 echo "make test: building the control-plane binaries in the background (log: $log)"
 echo "make test: typecheck"
 npx tsc --noEmit -p . || failed+=(typecheck)
-echo "make test: unit tests"
-npx jest --selectProjects unit || failed+=(unit)
+echo "make test: unit and emulator tests"
+npx jest --selectProjects unit emulators || failed+=(unit)
 
 echo "make test: waiting for the control-plane binaries"
 wait "$build" || failed+=(binaries)
@@ -32,4 +32,25 @@ if (( ${#failed[@]} )); then
   echo "make test: failed: ${failed[*]} (e2e tests not run)" >&2
   exit 1
 fi
-npx jest --selectProjects e2e || { echo "make test: failed: e2e" >&2; exit 1; }
+
+# The e2e files run as E2E_SHARDS jest processes side by side (default 2), each with a
+# control plane of its own (jest's global setup), dealt out by recorded file time
+# (e2e/setup/sequencer.mjs). Most files wait on timers, so two share 2 cores well.
+shards="${E2E_SHARDS:-2}"
+if [[ "$shards" == 1 ]]; then
+  npx jest --selectProjects e2e || { echo "make test: failed: e2e" >&2; exit 1; }
+  exit 0
+fi
+pids=()
+for ((i = 1; i <= shards; i++)); do
+  ( set -o pipefail; npx jest --selectProjects e2e --shard="$i/$shards" 2>&1 | sed -u "s/^/[e2e $i\/$shards] /" ) &
+  pids+=($!)
+done
+e2e_failed=()
+for ((i = 1; i <= shards; i++)); do
+  wait "${pids[i-1]}" || e2e_failed+=("$i/$shards")
+done
+if (( ${#e2e_failed[@]} )); then
+  echo "make test: failed: e2e shard ${e2e_failed[*]}" >&2
+  exit 1
+fi
