@@ -7,7 +7,7 @@
 import type { Receipt, RunnerHost, RunnerTarget } from '../../src/api/index.js';
 import { errorText } from '../../src/kube/errors.js';
 import { isProviderError, ProviderError } from '../../src/providers/errors.js';
-import { AlreadyExists, CAPACITY_CODES, CapacityExhausted, GceApiError, QuotaExceeded } from '../../src/providers/gce/errors.js';
+import { AlreadyExists, CAPACITY_CODES, CapacityExhausted, GceApiError, PolicyRefused, QuotaExceeded } from '../../src/providers/gce/errors.js';
 import { RunnerBusyError } from '../../src/providers/github/errors.js';
 import { RateLimitedError } from '../../src/providers/ratelimit.js';
 import type { DurabilityGuard } from './durability.js';
@@ -15,6 +15,7 @@ import type { Observation } from './observation.js';
 import { deliverRunnerConfig, type HostAccess } from './deliver.js';
 import { maxRunDurationMs } from './lifetime.js';
 import { DEFAULT_IMAGE, INSTALLATION_LABEL, TARGET_UID_LABEL, vmLabels, type TargetClients } from './operations.js';
+import { policyRefusalCondition } from './orgpolicy.js';
 import { nextPlacement, type LaunchFailure, type Placement } from './placement.js';
 import type { Change, PlanEvent } from './plan.js';
 import { rerunStep } from './preemption.js';
@@ -62,6 +63,8 @@ export interface ChangeOutcome {
   event: PlanEvent;
   /** A Deregister's answer, for the host's next state. */
   deregistered?: DeregisterOutcome;
+  /** The check ends after this change, with Ready=False for this reason (a launch an organisation policy refused). */
+  endsCheck?: { reason: string; message: string };
 }
 
 const done = (receipt: Receipt, reason: string, message: string): ChangeOutcome => ({ ok: true, phase: 'Done', receiptID: receipt.id, message, event: { type: 'Normal', reason, message } });
@@ -187,6 +190,7 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
           labels: vmLabels(target, ctx.installationID),
           requestId: receipt.requestId ?? '',
           maxRunDurationSeconds: maxRunDurationMs(target.spec) / 1000,
+          externalIP: target.spec.gce.externalIP !== false,
         },
         signal,
       );
@@ -200,6 +204,8 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
       // No answer: the insert may have been made; the next check looks and repeats it with the same requestId.
       if (isProviderError(err) && err.answerLost) return failed(receipt, 'LaunchUnknown', `inserting VM ${name} got no answer (${errorText(err)}); the next check continues it`, true);
       if (!(err instanceof ProviderError)) throw err;
+      // A policy refuses the same insert in every zone and tier: no fail-over, the check ends naming the fix.
+      if (err instanceof PolicyRefused) return policyRefused(name, placement, receipt, err, ctx);
       // Throttled (a 429, or a DONE Operation whose errors include a rate code): nothing was made, and the same
       // placement is fine. Its requestId would only answer the same failed Operation again, so each try gets a new receipt.
       if (err instanceof RateLimitedError) {
@@ -229,6 +235,42 @@ async function launch(name: string, first: Receipt, placements: readonly Placeme
       if (!(await ctx.record(receipt, host))) return failed(receipt, 'LaunchFailed', `the receipt of ${name}'s next placement could not be written`, true);
     }
   }
+}
+
+/**
+ * A launch an organisation policy (or the host service account's grants)
+ * refused: its receipt is settled Failed, and when the refusal came in the
+ * DONE Operation the VM is looked for, and deleted behind a receipt of its
+ * own if Compute Engine left it, so that nothing half-made stays. The check
+ * then ends with the condition naming the fix.
+ */
+async function policyRefused(name: string, placement: Placement, receipt: Receipt, err: PolicyRefused, ctx: ChangeContext): Promise<ChangeOutcome> {
+  const condition = policyRefusalCondition(err.refusal, ctx.target.spec, name, err.message);
+  if (!(await ctx.settle(receipt.id, 'Failed', `${placement.zone} ${placement.machineType}: ${condition.reason}: ${condition.message}`.slice(0, 4000)))) {
+    return failed(receipt, 'LaunchFailed', `launching ${name} was refused (${condition.reason}) and its receipt could not be settled`, true);
+  }
+  let left = '';
+  if (err.inOperation) left = await removeRefused(name, placement.zone, ctx);
+  const message = `${condition.message}${left}`.slice(0, 1000);
+  return { ...failed(receipt, 'LaunchRefused', message, true), endsCheck: { reason: condition.reason, message } };
+}
+
+/** Looks for the VM of a refused insert; one Compute Engine left is deleted behind a Delete receipt. Returns what to add to the message. */
+async function removeRefused(name: string, zone: string, ctx: ChangeContext): Promise<string> {
+  let vm;
+  try {
+    vm = await ctx.clients.gce.get(zone, name, ctx.signal);
+  } catch (err) {
+    if (isProviderError(err, 'NotFound')) return '';
+    return `; whether VM ${name} was left could not be read (${errorText(err).slice(0, 200)}), the next check's listing looks again`;
+  }
+  const mine = vmLabels(ctx.target, ctx.installationID);
+  if (vm.labels[TARGET_UID_LABEL] !== mine[TARGET_UID_LABEL] || vm.labels[INSTALLATION_LABEL] !== mine[INSTALLATION_LABEL]) return '';
+  const receipt = receiptFor({ action: 'Delete', hosts: [name], zone }, ctx.now(), ctx.target.metadata!.uid!);
+  if (!(await ctx.record(receipt))) return `; VM ${name} was left by the refused insert and its delete could not be recorded, the next check deletes it`;
+  const outcome = await deleteVM(name, receipt, ctx);
+  if (outcome.phase) await ctx.settle(receipt.id, outcome.phase, outcome.message);
+  return `; VM ${name}, left by the refused insert, ${outcome.ok ? 'is being deleted' : `could not be deleted (${outcome.message.slice(0, 200)})`}`;
 }
 
 /** An insert answered alreadyExists: the VM of that name is looked up, and is the launch when it carries this target's labels. */

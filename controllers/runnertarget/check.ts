@@ -312,6 +312,9 @@ export class CheckRun {
   private async settleReceipt(): Promise<CheckEvent> {
     const settled = await this.settleOutcome();
     if (settled.type !== 'SETTLED') return settled;
+    // A launch an organisation policy refused ends the check: every later launch would be refused the same way.
+    const ends = this.outcome!.endsCheck;
+    if (ends) return { type: 'FAILED', reason: ends.reason, message: ends.message };
     // A change that met a GitHub limit ends the check: the changes after it would only be refused too.
     const blocked = this.clients?.github.blockedUntil?.getTime();
     if (blocked !== undefined && blocked > (this.deps.now ?? Date.now)()) return this.rateLimited(blocked, `GitHub answered a rate limit during the check's changes (${this.outcome!.message})`);

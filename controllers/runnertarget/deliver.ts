@@ -27,7 +27,7 @@ const wait = (id: string, reason: string, message: string): ChangeOutcome => ({ 
 export async function deliverRunnerConfig(name: string, zone: string, receiptID: string, ctx: ChangeContext, host: HostAccess, stale?: { id: number }): Promise<ChangeOutcome> {
   const groupId = ctx.observation.runnerGroupId;
   if (groupId === undefined) return wait(receiptID, 'RunnerGroupUnknown', `no runner config for ${name}: spec.github.runnerGroup "${ctx.target.spec.github.runnerGroup}" was not found in the org this check`);
-  const opened = await openHost(name, zone, ctx.clients, host, ctx.signal);
+  const opened = await openHost(name, zone, ctx.clients, host, ctx.signal, { externalIP: ctx.target.spec.gce.externalIP });
   if (!('session' in opened)) return wait(receiptID, opened.reason, `${opened.message}; looked at again next check`);
   try {
     return await deliverOver(opened.session, name, receiptID, ctx, { groupId, ...(stale ? { stale } : {}) });

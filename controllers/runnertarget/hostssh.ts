@@ -4,7 +4,7 @@
 import { errorText } from '../../src/kube/errors.js';
 import { connectPinned, type SshSession } from '../../src/machine/ssh.js';
 import { isProviderError } from '../../src/providers/errors.js';
-import type { TargetClients } from './operations.js';
+import { hostAddress, type TargetClients } from './operations.js';
 
 export interface HostAccess {
   /** The target's own SSH key pair (targetkey.ts). */
@@ -41,6 +41,8 @@ function pinned(clients: TargetClients): Map<string, string> {
 /** Where the check's instances.list already says it: the address (spares an instances.get) and the creation time (lets a confirmed host key be kept). */
 export interface KnownVM {
   address?: string | undefined;
+  /** spec.gce.externalIP: false reaches the VM at its internal address when it is read here. */
+  externalIP?: boolean | undefined;
   createdAt?: string | undefined;
 }
 
@@ -58,7 +60,7 @@ export async function openHost(name: string, zone: string, clients: TargetClient
     hostKey = [...keys].sort((a, b) => rank(a) - rank(b))[0];
     if (!hostKey) return { reason: 'HostKeysPending', message: `VM ${name} published no usable host key` };
   }
-  const address = known.address ?? (await clients.gce.get(zone, name, signal)).address;
+  const address = known.address ?? hostAddress(await clients.gce.get(zone, name, signal), known.externalIP !== false);
   if (!address) return { reason: 'AddressPending', message: `VM ${name} has no address yet` };
   try {
     const session = await connectPinned({ host: address, port: host.port, user: host.user, hostKey, privateKey: host.privateKey, timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) });

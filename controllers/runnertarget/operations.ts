@@ -157,8 +157,18 @@ export function vmLabels(target: RunnerTarget, installationID: string): Record<s
   return { [TARGET_UID_LABEL]: value(target.metadata!.uid!), [TARGET_NAME_LABEL]: value(target.metadata!.name!), [INSTALLATION_LABEL]: value(installationID) };
 }
 
+/**
+ * Where the controller reaches a host: its internal address when the spec
+ * gives hosts no external IP (the controller then runs in their VPC), else
+ * its external one, or the internal one while it has none.
+ */
+export function hostAddress(i: Pick<GceInstance, 'address' | 'internalAddress' | 'externalAddress'>, externalIP: boolean): string | undefined {
+  if (!externalIP) return i.internalAddress ?? i.address;
+  return i.externalAddress ?? i.internalAddress ?? i.address;
+}
+
 /** An instance as the pool sees it: a status not in VM_PHASES is UNKNOWN (never capacity), with what Compute Engine said kept for the report. */
-export function poolVM(i: GceInstance): PoolVM {
+export function poolVM(i: GceInstance, externalIP = true): PoolVM {
   const known = (VM_STATUSES as readonly string[]).includes(i.status) && i.status !== 'UNKNOWN';
   const status: VMStatus = known ? (i.status as VMStatus) : 'UNKNOWN';
   return {
@@ -168,7 +178,7 @@ export function poolVM(i: GceInstance): PoolVM {
     status,
     createdAt: i.creationTimestamp ?? new Date().toISOString(),
     provisioningModel: i.spot ? 'SPOT' : 'STANDARD',
-    address: i.address,
+    address: hostAddress(i, externalIP),
     ...(known ? {} : { reportedStatus: i.status.replace(/[^A-Za-z0-9_-]/g, '?').slice(0, 40) || '(empty)' }),
   };
 }
@@ -180,7 +190,7 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
   const filter = { labels: { [TARGET_UID_LABEL]: labels[TARGET_UID_LABEL]!, [INSTALLATION_LABEL]: labels[INSTALLATION_LABEL]! } };
   // One aggregatedList for every zone; a zone it could not read is reported, and the policies treat its VMs as unseen, not gone.
   const listing = await clients.gce.listAll(filter, signal);
-  const vms = listing.instances.map(poolVM);
+  const vms = listing.instances.map((i) => poolVM(i, spec.gce.externalIP !== false));
   const unreachableZones = listing.unreachable.map((u) => u.zone);
   const prefix = namePrefix(target.metadata!.name!, spec.gce.namePrefix);
   // Orphans, ghosts, scale-down and teardown all start from this list: a runner of the same name but another target or installation is never in it.

@@ -235,6 +235,12 @@ export const GCESchema = kube(
         .max(2048)
         .default(DEFAULT_GCE_ENDPOINT)
         .describe('Base URL of the Compute Engine API. Defaults to https://compute.googleapis.com/compute/v1.'),
+      externalIP: z
+        .boolean()
+        .default(true)
+        .describe(
+          'Give each host an external IP (a one-to-one NAT access config). Set false where the organisation policy constraints/compute.vmExternalIpAccess forbids one: hosts then have only their internal address, at which the controller reaches them, so it must run in (or be routed to) the hosts\' VPC, and the hosts need Cloud NAT or another route out to reach GitHub. Defaults to true.',
+        ),
       maxRunDuration: duration(
         `Longest a host lives: every VM is inserted with scheduling.maxRunDuration set to this and instanceTerminationAction DELETE, so Compute Engine deletes it even if the controller is gone. The controller replaces an idle host before then; a job still running at that age is cut off, so keep it above your longest job. ${MIN_MAX_RUN_DURATION} to ${MAX_MAX_RUN_DURATION}; defaults to ${DEFAULT_MAX_RUN_DURATION}.`,
       ).default(DEFAULT_MAX_RUN_DURATION),

@@ -19,6 +19,7 @@ export const spec: RunnerTargetSpec = {
     fallbackToStandard: false,
     endpoint: 'https://compute.googleapis.com/compute/v1',
     maxRunDuration: '24h',
+    externalIP: true,
   },
   floor: 1,
   maxHosts: 10,

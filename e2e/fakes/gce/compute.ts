@@ -4,7 +4,8 @@
 // STAGING -> RUNNING -> STOPPING -> (gone | TERMINATED).
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { capacityError } from './errors.js';
-import type { ApiOperation, BootedMachine, CapacityCode, EmulatedInstance, GceEmulatorOptions, InsertRecord, InstanceStatus, RefusalSpec } from './types.js';
+import type { PolicyRefusal } from './policy.js';
+import type { ApiOperation, BootedMachine, CapacityCode, EmulatedInstance, GceEmulatorOptions, InsertRecord, InstanceStatus, OrgPolicy, RefusalSpec } from './types.js';
 
 export const COMPUTE_BASE = 'https://www.googleapis.com/compute/v1';
 
@@ -19,6 +20,7 @@ export interface Settings {
   requestIdRetentionMs: number;
   enforceMaxRunDuration: boolean;
   maxRunDurationScale: number;
+  orgPolicy: OrgPolicy;
 }
 
 interface OperationState extends ApiOperation {
@@ -120,12 +122,32 @@ export class Compute {
     return `${zone}/${name}`;
   }
 
-  /** Accepts an insert: the instance exists (PROVISIONING) from now on, unless its Operation fails. */
-  insert(user: string, instance: Omit<EmulatedInstance, 'id' | 'status' | 'address' | 'sshPort' | 'hostKeys' | 'preempted' | 'expired' | 'creationTimestamp'>): OperationState {
+  /** Records an insert refused by policy as its own answer. */
+  policyRefused(zone: string, name: string, machineType: string, provisioningModel: string | undefined, refusal: PolicyRefusal): void {
+    this.inserts.push({ time: Date.now(), zone, name, machineType, provisioningModel: provisioningModel ?? 'STANDARD', refused: refusal.code as InsertRecord['refused'] });
+  }
+
+  /**
+   * Accepts an insert: the instance exists (PROVISIONING) from now on, unless
+   * its Operation fails (a capacity refusal, or `policy`: a policy refusal
+   * that comes in the Operation).
+   */
+  insert(user: string, instance: Omit<EmulatedInstance, 'id' | 'status' | 'address' | 'sshPort' | 'hostKeys' | 'preempted' | 'expired' | 'creationTimestamp'>, policy?: PolicyRefusal): OperationState {
     const i: EmulatedInstance = { ...instance, id: numericId(), status: 'PROVISIONING', address: this.nextAddress(), sshPort: undefined, hostKeys: [], preempted: false, expired: false, creationTimestamp: new Date().toISOString() };
     this.instances.set(this.key(i.zone, i.name), i);
     const op = this.newOperation(user, 'insert', i, i.requestId);
     // Decided now, so that a refusal armed later does not hit inserts already under way.
+    if (policy) {
+      this.inserts.push({ time: Date.now(), zone: i.zone, name: i.name, machineType: i.machineType, provisioningModel: i.scheduling.provisioningModel ?? 'STANDARD', refused: policy.code as InsertRecord['refused'] });
+      void this.run(op, async () => {
+        await this.sleep(this.settings.runningMs);
+        this.instances.delete(this.key(i.zone, i.name));
+        op.error = { errors: [{ code: policy.code, message: policy.message }] };
+        op.httpErrorStatusCode = policy.status;
+        op.httpErrorMessage = policy.httpMessage;
+      });
+      return op;
+    }
     const refusal = this.refusalFor(i.zone, i.name, i.machineType, i.scheduling.provisioningModel, 'operation');
     void this.run(op, async () => {
       if (refusal) {

@@ -6,8 +6,9 @@ import type { ApiCall, ApiRoute } from '../kit/api.js';
 import { HttpError, type Reply } from '../kit/http.js';
 import { Accounts, type ServiceAccount } from './auth.js';
 import { COMPUTE_BASE, type Compute } from './compute.js';
-import { capacityReply } from './errors.js';
+import { capacityReply, googleError } from './errors.js';
 import { parseFilter } from './filter.js';
+import { asksExternalIp, policyRefusal } from './policy.js';
 import type { EmulatedInstance, GceOp, Scheduling } from './types.js';
 
 export type Caller = ServiceAccount & { scopes: string[] };
@@ -70,7 +71,8 @@ export function gceRoutes(compute: Compute): Route[] {
           name: 'nic0',
           network: `${zoneLink.replace(/\/zones\/.*$/, '')}/global/networks/default`,
           networkIP: i.address,
-          ...(up ? { accessConfigs: [{ kind: 'compute#accessConfig', type: 'ONE_TO_ONE_NAT', name: 'External NAT', natIP: i.address }] } : {}),
+          // An external address only where the insert asked for an access config, as the API gives none by default.
+          ...(up && i.external ? { accessConfigs: [{ kind: 'compute#accessConfig', type: 'ONE_TO_ONE_NAT', name: 'External NAT', natIP: i.address }] } : {}),
         },
       ],
       selfLink: `${zoneLink}/instances/${i.name}`,
@@ -107,7 +109,13 @@ export function gceRoutes(compute: Compute): Route[] {
       if (scheduling.instanceTerminationAction === undefined) throw invalid('resource.scheduling.instanceTerminationAction', undefined, 'Required with maxRunDuration.');
     }
     if (compute.instances.has(compute.key(zone, b.name))) throw new HttpError(409, 'alreadyExists', `The resource '${resource(zone, 'instances', b.name)}' already exists`);
-    const refusal = compute.refusalFor(zone, b.name, machineType, scheduling.provisioningModel, 'http');
+    // Policy before capacity: a request the organisation forbids is refused whatever the zone has.
+    const policy = policyRefusal(compute.settings.orgPolicy, project, zone, b.name, b, call.caller.email);
+    if (policy && compute.settings.orgPolicy.refuseAs === 'http') {
+      compute.policyRefused(zone, b.name, machineType, scheduling.provisioningModel, policy);
+      return googleError(policy.status, policy.reason, policy.message);
+    }
+    const refusal = policy ? undefined : compute.refusalFor(zone, b.name, machineType, scheduling.provisioningModel, 'http');
     if (refusal) return capacityReply(refusal, project, zone, machineType);
     const items = Array.isArray(obj(b.metadata).items) ? (obj(b.metadata).items as unknown[]).map(obj) : [];
     const accounts = Array.isArray(b.serviceAccounts) ? (b.serviceAccounts as unknown[]).map(obj) : [];
@@ -121,7 +129,8 @@ export function gceRoutes(compute: Compute): Route[] {
       serviceAccounts: accounts.map((s) => ({ email: String(s.email ?? ''), scopes: Array.isArray(s.scopes) ? s.scopes.map(String) : [] })),
       body: b,
       requestId,
-    });
+      external: asksExternalIp(b),
+    }, policy);
     return ok(compute.view(op));
   };
 

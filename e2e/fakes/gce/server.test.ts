@@ -78,6 +78,7 @@ describe('Compute Engine emulator', () => {
     g.clearFaults();
     g.clearRefusals();
     g.requestsPerSecond = 0;
+    Object.assign(g.orgPolicy, { forbidExternalIp: false, requireOsLogin: false, deniedServiceAccounts: [], refuseAs: 'http' });
   });
 
   const insert = (name: string, over: Record<string, unknown> = {}, requestId: string = randomUUID()) => call(g, token, 'POST', `/zones/${ZONE}/instances?requestId=${requestId}`, instanceBody(name, over));
@@ -206,7 +207,7 @@ describe('Compute Engine emulator', () => {
 
   describe('instances and operations', () => {
     it('inserts: the Operation goes PENDING -> RUNNING -> DONE and the instance PROVISIONING -> STAGING -> RUNNING', async () => {
-      const r = await insert('lifecycle-1');
+      const r = await insert('lifecycle-1', { networkInterfaces: [{ network: 'global/networks/default', accessConfigs: [{ type: 'ONE_TO_ONE_NAT', name: 'External NAT' }] }] });
       expect(r.status).toBe(200);
       expect(r.body).toMatchObject({ kind: 'compute#operation', operationType: 'insert', status: 'PENDING', progress: 0, targetLink: expect.stringMatching(/\/zones\/us-central1-a\/instances\/lifecycle-1$/) });
       const seen = new Set<string>();
@@ -510,6 +511,53 @@ describe('Compute Engine emulator', () => {
       expect(g.inserts().filter((r) => r.name.startsWith(`cap-${statuses.join('')}`)).map((r) => [r.provisioningModel, r.refused ?? 'made'])).toEqual(
         statuses.map((s, n) => [n % 2 ? 'STANDARD' : 'SPOT', s === 200 ? 'made' : 'ZONE_RESOURCE_POOL_EXHAUSTED']),
       );
+    });
+  });
+
+  describe('organisation policy', () => {
+    const NAT = { networkInterfaces: [{ network: 'global/networks/default', accessConfigs: [{ type: 'ONE_TO_ONE_NAT', name: 'External NAT' }] }] };
+    const INTERNAL = { networkInterfaces: [{ network: 'global/networks/default' }] };
+    const osLogin = (value: string) => ({ metadata: { items: [{ key: 'enable-guest-attributes', value: 'TRUE' }, { key: 'enable-oslogin', value }] } });
+    const DENIED = 'not-mine@leasehold-test.iam.gserviceaccount.com';
+
+    it('shows no external address for an insert without an access config: networkIP only', async () => {
+      await waitOp(ZONE, (await insert('pol-internal', INTERNAL)).body.name);
+      await g.waitForStatus(ZONE, 'pol-internal', 'RUNNING');
+      const i = (await call(g, token, 'GET', `/zones/${ZONE}/instances/pol-internal`)).body;
+      expect(i.networkInterfaces).toEqual([expect.objectContaining({ networkIP: expect.stringMatching(/^127\.78\./) })]);
+      expect(i.networkInterfaces[0].accessConfigs).toBeUndefined();
+    });
+
+    it.each([
+      ['forbidExternalIp', { forbidExternalIp: true }, NAT, INTERNAL, 412, 'conditionNotMet', /^Constraint constraints\/compute\.vmExternalIpAccess violated for project \d+\. Add instance projects\/leasehold-test\/zones\/us-central1-a\/instances\/pol-a-1 to the constraint/],
+      ['requireOsLogin', { requireOsLogin: true }, osLogin('FALSE'), osLogin('TRUE'), 412, 'conditionNotMet', /^Constraint constraints\/compute\.requireOsLogin violated for project \d+\./],
+      ['deniedServiceAccounts', { deniedServiceAccounts: [DENIED] }, { serviceAccounts: [{ email: DENIED, scopes: [] }] }, {}, 400, 'badRequest', /^The user does not have access to service account 'not-mine@leasehold-test\.iam\.gserviceaccount\.com'\. .*iam\.serviceAccountUser/],
+    ] as const)('%s refuses the insert it forbids as its answer and makes nothing; an insert that complies goes through', async (what, policy, refused, complies, status, reason, message) => {
+      Object.assign(g.orgPolicy, policy);
+      const name = `pol-${what === 'forbidExternalIp' ? 'a' : what === 'requireOsLogin' ? 'b' : 'c'}-1`;
+      const r = await insert(name, refused);
+      expectGoogleError(r, status, reason);
+      expect(r.body.error.message).toMatch(message);
+      expect(g.instance(ZONE, name)).toBeUndefined();
+      expect(g.inserts().filter((i) => i.name === name).map((i) => i.refused)).toEqual([status === 412 ? 'CONDITION_NOT_MET' : 'SERVICE_ACCOUNT_ACCESS_DENIED']);
+      const ok = await insert(name, complies);
+      expect(ok.status).toBe(200);
+      expect((await waitOp(ZONE, ok.body.name)).error).toBeUndefined();
+    });
+
+    it('with refuseAs operation the insert is accepted and its Operation ends DONE with CONDITION_NOT_MET, no instance left', async () => {
+      Object.assign(g.orgPolicy, { forbidExternalIp: true, refuseAs: 'operation' });
+      const r = await insert('pol-op-1', NAT);
+      expect(r.status).toBe(200);
+      const op = await waitOp(ZONE, r.body.name);
+      expect(op).toMatchObject({ status: 'DONE', httpErrorStatusCode: 412, httpErrorMessage: 'PRECONDITION FAILED', error: { errors: [{ code: 'CONDITION_NOT_MET', message: expect.stringContaining('constraints/compute.vmExternalIpAccess') }] } });
+      expect(g.instance(ZONE, 'pol-op-1')).toBeUndefined();
+    });
+
+    it('policy goes before capacity: a forbidden insert into a full zone is refused by the policy', async () => {
+      Object.assign(g.orgPolicy, { forbidExternalIp: true });
+      g.refuse({ zone: ZONE, code: 'ZONE_RESOURCE_POOL_EXHAUSTED', as: 'http' });
+      expectGoogleError(await insert('pol-full-1', NAT), 412, 'conditionNotMet');
     });
   });
 

@@ -17,6 +17,7 @@ import { Accounts, TokenEndpoint } from './auth.js';
 import { Compute, type Settings } from './compute.js';
 import { GOOGLE_ERRORS } from './errors.js';
 import { MetadataServer } from './metadata.js';
+import { DEFAULT_ORG_POLICY } from './policy.js';
 import { gceRoutes, type Caller } from './routes.js';
 import type { EmulatedInstance, GceEmulator, GceEmulatorOptions, GceOp, RequestRecord } from './types.js';
 
@@ -50,6 +51,7 @@ export async function startGceEmulator(opts: GceEmulatorOptions = {}): Promise<G
     requestIdRetentionMs: opts.requestIdRetentionMs ?? 3_600_000,
     enforceMaxRunDuration: opts.enforceMaxRunDuration ?? true,
     maxRunDurationScale: opts.maxRunDurationScale ?? 1,
+    orgPolicy: { ...DEFAULT_ORG_POLICY, ...opts.orgPolicy, deniedServiceAccounts: [...(opts.orgPolicy?.deniedServiceAccounts ?? [])] },
   };
   let origin = '';
   const accounts = new Accounts(project, () => `${origin}/token`, () => settings.tokenTtlSeconds);
@@ -112,6 +114,7 @@ export async function startGceEmulator(opts: GceEmulatorOptions = {}): Promise<G
     requestIdRetentionMs: 0,
     enforceMaxRunDuration: true,
     maxRunDurationScale: 1,
+    orgPolicy: settings.orgPolicy,
     fault: (spec) => api.faults.add(spec),
     clearFaults: () => api.faults.clear(),
     get requests() {

@@ -34,14 +34,30 @@ export interface RefusalSpec {
   times?: number;
 }
 
+/**
+ * An organisation policy and the IAM grants of the project, as inserts meet
+ * them (all off by default, as in a project no one constrained). Live: set
+ * its fields on the handle's `orgPolicy` at any time.
+ */
+export interface OrgPolicy {
+  /** constraints/compute.vmExternalIpAccess allowing no instance: an insert asking for an access config (an external IP) is refused, 412 conditionNotMet. */
+  forbidExternalIp: boolean;
+  /** constraints/compute.requireOsLogin: an insert whose metadata sets enable-oslogin to false is refused, 412 conditionNotMet. */
+  requireOsLogin: boolean;
+  /** Service accounts the caller may not act as (no iam.serviceAccounts.actAs): an insert attaching one is refused, 400 badRequest. */
+  deniedServiceAccounts: string[];
+  /** 'http' (default): the insert answers the refusal; 'operation': the insert is accepted and its Operation ends DONE with it, no instance left. */
+  refuseAs: 'http' | 'operation';
+}
+
 export interface InsertRecord {
   time: number;
   zone: string;
   name: string;
   machineType: string;
   provisioningModel: string;
-  /** The capacity or quota code it was refused with, as an HTTP error or in its Operation. */
-  refused?: CapacityCode;
+  /** The capacity, quota or policy code it was refused with, as an HTTP error or in its Operation (CONDITION_NOT_MET, SERVICE_ACCOUNT_ACCESS_DENIED for policy). */
+  refused?: CapacityCode | 'CONDITION_NOT_MET' | 'SERVICE_ACCOUNT_ACCESS_DENIED';
 }
 
 /** What a booted machine offers: its sshd host keys ("ssh-ed25519 AAAA…") and where it listens. */
@@ -97,6 +113,8 @@ export interface GceEmulatorOptions {
   enforceMaxRunDuration?: boolean;
   /** A VM's maxRunDuration passes this much faster (default 1), so tests see a 24 h bound end; read when the VM turns RUNNING. */
   maxRunDurationScale?: number;
+  /** The organisation policy and IAM refusals inserts meet (default: none). */
+  orgPolicy?: Partial<OrgPolicy>;
   /**
    * Called when an instance turns RUNNING; what it returns is the machine's
    * host keys and SSH port. Without it the emulator makes an ed25519 host key
@@ -128,8 +146,10 @@ export interface EmulatedInstance {
   metadata: { key: string; value: string }[];
   scheduling: Scheduling;
   serviceAccounts: { email: string; scopes: string[] }[];
-  /** The loopback address the machine is reached at (the networkIP and natIP). */
+  /** The loopback address the machine is reached at: its networkIP, and its natIP when the insert asked for an access config. */
   address: string;
+  /** The insert asked for an access config (ONE_TO_ONE_NAT): the API shows accessConfigs with a natIP once it runs. */
+  external: boolean;
   sshPort: number | undefined;
   hostKeys: string[];
   /** The insert's body as sent. */
@@ -206,6 +226,8 @@ export interface GceEmulator {
   requestIdRetentionMs: number;
   enforceMaxRunDuration: boolean;
   maxRunDurationScale: number;
+  /** The organisation policy inserts meet; set its fields to switch refusals on and off. */
+  readonly orgPolicy: OrgPolicy;
   fault(spec: FaultSpec): string;
   clearFaults(): void;
   readonly requests: readonly RequestRecord[];

@@ -10,7 +10,7 @@ import { isProviderError, ProviderError } from '../errors.js';
 import { RateLimitedError } from '../ratelimit.js';
 import { parseServiceAccountKey } from './auth.js';
 import { GceClient, HOST_SCOPES, filterExpression } from './client.js';
-import { AlreadyExists, CapacityExhausted, GceApiError, QuotaExceeded } from './errors.js';
+import { AlreadyExists, CapacityExhausted, GceApiError, PolicyRefused, QuotaExceeded } from './errors.js';
 import type { GceInstanceSpec } from './types.js';
 
 const ZONE = 'us-central1-a';
@@ -51,6 +51,7 @@ describe('GceClient against the Compute Engine emulator', () => {
   afterEach(() => {
     g.clearFaults();
     g.clearRefusals();
+    Object.assign(g.orgPolicy, { forbidExternalIp: false, requireOsLogin: false, deniedServiceAccounts: [], refuseAs: 'http' });
   });
   const tokenRequests = () => g.requests.filter((r) => r.op === 'token').length;
 
@@ -246,6 +247,39 @@ describe('GceClient against the Compute Engine emulator', () => {
     const e = await caught(client.insert(s));
     expect(e).toBeInstanceOf(AlreadyExists);
     expect(e).toMatchObject({ status: 409, reason: 'alreadyExists' });
+  });
+
+  it('asks for an external address by default, none with externalIP false, and reads both addresses back', async () => {
+    await client.waitOperation(await client.insert(spec('client-nat-1')));
+    await client.waitOperation(await client.insert(spec('client-internal-1', { externalIP: false })));
+    expect(g.instance(ZONE, 'client-nat-1')!.body.networkInterfaces).toEqual([{ network: 'global/networks/default', accessConfigs: [{ type: 'ONE_TO_ONE_NAT', name: 'External NAT' }] }]);
+    expect(g.instance(ZONE, 'client-internal-1')!.body.networkInterfaces).toEqual([{ network: 'global/networks/default' }]);
+    await g.waitForStatus(ZONE, 'client-nat-1', 'RUNNING');
+    await g.waitForStatus(ZONE, 'client-internal-1', 'RUNNING');
+    const nat = await client.get(ZONE, 'client-nat-1');
+    const internal = await client.get(ZONE, 'client-internal-1');
+    expect(nat).toMatchObject({ externalAddress: g.instance(ZONE, 'client-nat-1')!.address, internalAddress: g.instance(ZONE, 'client-nat-1')!.address });
+    expect(internal).toMatchObject({ externalAddress: undefined, internalAddress: g.instance(ZONE, 'client-internal-1')!.address, address: g.instance(ZONE, 'client-internal-1')!.address });
+  });
+
+  it.each([
+    ['the insert', 'http' as const],
+    ['its DONE Operation', 'operation' as const],
+  ])('types an organisation policy refusal in %s as PolicyRefused naming the constraint', async (_where, refuseAs) => {
+    Object.assign(g.orgPolicy, { forbidExternalIp: true, requireOsLogin: true, refuseAs });
+    const name = `client-policy-${refuseAs}`;
+    const e = await caught(client.insert(spec(name)).then((op) => client.waitOperation(op)));
+    expect(e).toBeInstanceOf(PolicyRefused);
+    expect(e).toMatchObject({ status: 412, refusal: { kind: 'constraint', constraint: 'constraints/compute.vmExternalIpAccess' }, inOperation: refuseAs === 'operation' });
+    const osLogin = await caught(client.insert(spec(`${name}-2`, { externalIP: false })).then((op) => client.waitOperation(op)));
+    expect(osLogin).toMatchObject({ refusal: { kind: 'constraint', constraint: 'constraints/compute.requireOsLogin' } });
+  });
+
+  it('types a host service account the caller may not act as as PolicyRefused (serviceAccount)', async () => {
+    g.orgPolicy.deniedServiceAccounts.push('runner-hosts@leasehold-test.iam.gserviceaccount.com');
+    const e = await caught(client.insert(spec('client-sa-denied')));
+    expect(e).toBeInstanceOf(PolicyRefused);
+    expect(e).toMatchObject({ status: 400, refusal: { kind: 'serviceAccount' }, inOperation: false });
   });
 
   it('asks Compute Engine to delete the VM after maxRunDurationSeconds, spot or standard', async () => {

@@ -66,6 +66,7 @@ const lastSegment = (link: string) => link.slice(link.lastIndexOf('/') + 1);
 
 function toInstance(i: z.infer<typeof InstanceSchema>): GceInstance {
   const nic = i.networkInterfaces[0];
+  const externalAddress = nic?.accessConfigs?.find((a) => a.natIP)?.natIP;
   return {
     id: i.id,
     name: i.name,
@@ -74,7 +75,9 @@ function toInstance(i: z.infer<typeof InstanceSchema>): GceInstance {
     status: i.status,
     labels: i.labels,
     spot: i.scheduling.provisioningModel === 'SPOT' || i.scheduling.preemptible === true,
-    address: nic?.accessConfigs?.find((a) => a.natIP)?.natIP ?? nic?.networkIP,
+    address: externalAddress ?? nic?.networkIP,
+    internalAddress: nic?.networkIP,
+    externalAddress,
     creationTimestamp: i.creationTimestamp,
   };
 }
@@ -130,7 +133,14 @@ export class GceClient implements ComputeInstances {
       machineType: `zones/${spec.zone}/machineTypes/${spec.machineType}`,
       labels: spec.labels,
       disks: [{ boot: true, autoDelete: true, initializeParams: { sourceImage: spec.image, ...(spec.diskSizeGb ? { diskSizeGb: String(spec.diskSizeGb) } : {}) } }],
-      networkInterfaces: [{ network: spec.network ?? 'global/networks/default', ...(spec.subnetwork ? { subnetwork: spec.subnetwork } : {}), accessConfigs: [{ type: 'ONE_TO_ONE_NAT', name: 'External NAT' }] }],
+      // Without an access config the VM has no external address, as organisation policy vmExternalIpAccess may demand.
+      networkInterfaces: [
+        {
+          network: spec.network ?? 'global/networks/default',
+          ...(spec.subnetwork ? { subnetwork: spec.subnetwork } : {}),
+          ...(spec.externalIP === false ? {} : { accessConfigs: [{ type: 'ONE_TO_ONE_NAT', name: 'External NAT' }] }),
+        },
+      ],
       // Only the controller's key may log in (project keys and OS Login off); the guest agent publishes host keys for pinning.
       metadata: {
         items: [

@@ -52,6 +52,47 @@ export class AlreadyExists extends GceApiError {
   }
 }
 
+/**
+ * An organisation policy constraint, or a missing grant on the host service
+ * account, refuses the insert: the same request fails in every zone and on
+ * every machine type until someone changes the spec or the policy.
+ */
+export class PolicyRefused extends GceApiError {
+  constructor(
+    message: string,
+    status: number,
+    reason: string | undefined,
+    readonly refusal: PolicyRefusalKind,
+    /** The refusal came in a DONE Operation: the instance may have been made, and is looked for. */
+    readonly inOperation: boolean,
+  ) {
+    super('InvalidRequest', message, status, reason);
+  }
+}
+
+/** What refused: a named constraint ("constraints/compute.vmExternalIpAccess"), or acting as the host service account. */
+export type PolicyRefusalKind = { kind: 'constraint'; constraint: string } | { kind: 'serviceAccount' };
+
+/** A constraint's name as Google writes it; nothing else of the cloud's text is taken as a name. */
+const CONSTRAINT = /\bconstraints\/([a-z][A-Za-z0-9]{0,40}(?:\.[A-Za-z][A-Za-z0-9]{0,60}){1,3})\b/;
+const SERVICE_ACCOUNT_REFUSAL = /does not have access to service account|iam\.serviceAccounts\.actAs|iam\.serviceAccountUser/i;
+
+/**
+ * Whether an error (HTTP status or Operation httpErrorStatusCode, reasons or
+ * codes, message) is a policy refusal, and of what. A constraint counts when
+ * the answer says a condition was not met (412, conditionNotMet,
+ * CONDITION_NOT_MET) or a request was refused (400, 403) and the message
+ * names it; acting as the service account when the message says so.
+ */
+export function policyRefusalOf(status: number, reasons: readonly string[], message: string): PolicyRefusalKind | undefined {
+  const refusal = status === 400 || status === 403 || status === 412 || reasons.some((r) => /^(conditionNotMet|CONDITION_NOT_MET|badRequest|forbidden|SERVICE_ACCOUNT_ACCESS_DENIED)$/.test(r));
+  if (!refusal) return undefined;
+  const constraint = CONSTRAINT.exec(message);
+  if (constraint) return { kind: 'constraint', constraint: `constraints/${constraint[1]}` };
+  if (SERVICE_ACCOUNT_REFUSAL.test(message)) return { kind: 'serviceAccount' };
+  return undefined;
+}
+
 interface GoogleErrorBody {
   code?: number;
   message?: string;
@@ -69,17 +110,17 @@ export function errorForAnswer(what: string, status: number, json: unknown, head
   const e = googleError(json);
   const reasons = [...(e?.errors ?? []).map((x) => x.reason ?? x.code), ...(e?.details ?? []).map((d) => d.reason)].filter((r): r is string => typeof r === 'string');
   const message = e?.message ?? e?.errors?.[0]?.message ?? `HTTP ${status}`;
-  return classify(what, status, reasons, message, placement, headers.get('retry-after'));
+  return classify(what, status, reasons, message, placement, headers.get('retry-after'), false);
 }
 
 /** A DONE Operation's error as a typed error. */
 export function errorForOperation(what: string, op: { error?: { errors?: { code?: string; message?: string }[] }; httpErrorStatusCode?: number }, placement?: Placement): ProviderError {
   const errors = op.error?.errors ?? [];
   const codes = errors.map((x) => x.code).filter((c): c is string => typeof c === 'string');
-  return classify(what, op.httpErrorStatusCode ?? 0, codes, errors.map((x) => x.message).filter(Boolean).join(' ') || 'the operation failed', placement, null);
+  return classify(what, op.httpErrorStatusCode ?? 0, codes, errors.map((x) => x.message).filter(Boolean).join(' ') || 'the operation failed', placement, null, true);
 }
 
-function classify(what: string, status: number, reasons: string[], message: string, placement: Placement | undefined, retryAfter: string | null): ProviderError {
+function classify(what: string, status: number, reasons: string[], message: string, placement: Placement | undefined, retryAfter: string | null, inOperation: boolean): ProviderError {
   const reason = reasons[0];
   const text = `Compute Engine ${what}: ${status ? `HTTP ${status} ` : ''}${reason ?? ''}: ${sanitize(message)}`.replace(/ : /, ': ');
   const capacity = reasons.find((r) => (CAPACITY_CODES as readonly string[]).includes(r));
@@ -90,6 +131,9 @@ function classify(what: string, status: number, reasons: string[], message: stri
     const after = retryAfterMs(retryAfter);
     return new RateLimitedError(text, after === undefined ? undefined : new Date(Date.now() + after));
   }
+  // Only for inserts: elsewhere a 400 or 403 naming a constraint is not a launch's refusal.
+  const policy = placement ? policyRefusalOf(status, reasons, message) : undefined;
+  if (policy) return new PolicyRefused(text, status, reason, policy, inOperation);
   if (reasons.includes('alreadyExists') || reasons.includes('RESOURCE_ALREADY_EXISTS')) return new AlreadyExists(text, status, reasons.includes('alreadyExists') ? 'alreadyExists' : 'RESOURCE_ALREADY_EXISTS');
   if (status === 401 || status === 403) return new GceApiError('Unauthorized', text, status, reason);
   if (status === 404) return new GceApiError('NotFound', text, status, reason);

@@ -17,6 +17,13 @@ export interface GceInstanceSpec {
   /** Default "global/networks/default". */
   network?: string;
   subnetwork?: string;
+  /**
+   * Whether the VM gets an external address (an ONE_TO_ONE_NAT access
+   * config). Default true; false for projects whose organisation policy
+   * (constraints/compute.vmExternalIpAccess) forbids one: the VM is then
+   * reached at its internal address, from inside its VPC.
+   */
+  externalIP?: boolean;
   /** The host service account; never the project's default compute account. Scopes: logging.write and monitoring.write only. */
   serviceAccountEmail: string;
   /** The Unix user the controller's key logs in as, and that key ("ssh-ed25519 AAAA…"). */
@@ -41,6 +48,10 @@ export interface GceInstance {
   spot: boolean;
   /** The external address (natIP), else the internal one; undefined while none is assigned. */
   address: string | undefined;
+  /** The internal address (networkIP of the first interface). */
+  internalAddress?: string | undefined;
+  /** The external address (natIP of its access config), if it has one. */
+  externalAddress?: string | undefined;
   creationTimestamp: string | undefined;
 }
 
