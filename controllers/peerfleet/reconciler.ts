@@ -319,8 +319,8 @@ export class PeerFleetReconciler {
       now,
     };
     const run = async (effect: LendEffect): Promise<EffectResult> => {
-      // Stopped (the shutdown grace ran out): what has not begun is left to the next replica, which decides again from the status.
-      if (signal?.aborted) return { effect, outcome: 'error', error: 'not started: the controller is stopping' };
+      // Cancelled (the shutdown grace ran out, or the PeerFleet is gone): what has not begun is left to the next pass or replica, which decides again from the status.
+      if (signal?.aborted) return { effect, outcome: 'error', error: 'not started: cancelled' };
       const result = await lending.operations.run(effect, ctx);
       if (signal?.aborted && result.outcome === 'error') return result;
       if (result.note) await this.deps.events.record(fleet, result.note.type, result.note.reason, result.note.message);
