@@ -92,6 +92,8 @@ registerPeerFleetController(mgr, {
   lending: flags.peerLending,
   origins: { allowed: flags.allowedPeerOrigins, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
   policy: { tolerate: flags.peerTolerateTaints, allowedRegistries: flags.peerAllowedRegistries },
+  concurrency: flags.peerFleetConcurrency,
+  effectConcurrency: flags.peerFleetEffectConcurrency,
 });
 registerRunnerTargetController(mgr, {
   installationID,

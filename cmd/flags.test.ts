@@ -76,6 +76,13 @@ describe('parseControllerFlags', () => {
     expect(() => parseControllerFlags(['--runner-check-concurrency', '0'], {})).toThrow(FlagError);
   });
 
+  it('--peerfleet-concurrency and --peerfleet-effect-concurrency set the PeerFleet workers and effects at once, at least 1', () => {
+    expect(parseControllerFlags([], {})).toMatchObject({ peerFleetConcurrency: 2, peerFleetEffectConcurrency: 4 });
+    expect(parseControllerFlags(['--peerfleet-concurrency', '3', '--peerfleet-effect-concurrency', '16'], {})).toMatchObject({ peerFleetConcurrency: 3, peerFleetEffectConcurrency: 16 });
+    expect(() => parseControllerFlags(['--peerfleet-concurrency', '0'], {})).toThrow(FlagError);
+    expect(() => parseControllerFlags(['--peerfleet-effect-concurrency', '0'], {})).toThrow(FlagError);
+  });
+
   it('--runner-busy-flag-lag, --runner-boot-grace, --runner-offline-grace, --runner-follow-up and --runner-check-lease set the RunnerTarget times', () => {
     const f = parseControllerFlags(['--runner-busy-flag-lag', '5s', '--runner-boot-grace', '20s', '--runner-offline-grace', '8s', '--runner-follow-up', '1s', '--runner-check-lease', '6s'], {});
     expect(f).toMatchObject({ runnerBusyLagMs: 5000, runnerBootGraceMs: 20_000, runnerOfflineGraceMs: 8000, runnerFollowUpMs: 1000, runnerCheckLeaseMs: 6000 });

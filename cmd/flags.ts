@@ -56,6 +56,9 @@ export interface ControllerFlags {
   runnerBootGraceMs: number;
   runnerOfflineGraceMs: number;
   runnerCheckConcurrency: number;
+  /** PeerFleet reconcile workers, and PeerFleet probes and lending effects running at once (off those workers). */
+  peerFleetConcurrency: number;
+  peerFleetEffectConcurrency: number;
   /** How soon a RunnerTarget check follows one that left a launch open, and how long its check lease lasts unrenewed. */
   runnerFollowUpMs: number;
   runnerCheckLeaseMs: number;
@@ -117,6 +120,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'runner-boot-grace': { type: 'string', default: '45m' },
       'runner-offline-grace': { type: 'string', default: '5m' },
       'runner-check-concurrency': { type: 'string', default: '4' },
+      'peerfleet-concurrency': { type: 'string', default: '2' },
+      'peerfleet-effect-concurrency': { type: 'string', default: '4' },
       'runner-follow-up': { type: 'string', default: '10s' },
       'runner-check-lease': { type: 'string', default: '30s' },
       'allowed-github-endpoints': { type: 'string', default: env.LEASEHOLD_ALLOWED_GITHUB_ENDPOINTS ?? 'https://api.github.com' },
@@ -225,6 +230,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     runnerBootGraceMs: duration('runner-boot-grace'),
     runnerOfflineGraceMs: duration('runner-offline-grace'),
     runnerCheckConcurrency: whole('runner-check-concurrency', 1, 'of at least 1'),
+    peerFleetConcurrency: whole('peerfleet-concurrency', 1, 'of at least 1'),
+    peerFleetEffectConcurrency: whole('peerfleet-effect-concurrency', 1, 'of at least 1'),
     runnerFollowUpMs: positive('runner-follow-up'),
     runnerCheckLeaseMs: positive('runner-check-lease'),
     allowedGitHubEndpoints: endpoints('allowed-github-endpoints'),

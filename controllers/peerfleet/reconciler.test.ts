@@ -3,7 +3,9 @@ import type { PeerFleet } from '../../src/api/index.js';
 import { canonical } from '../../src/kube/canonical.js';
 import { StatusWriter } from '../../src/kube/status.js';
 import { PeerQueueError } from '../../src/providers/peerqueue/errors.js';
-import { PeerFleetReconciler, UNREACHABLE_RETRY_MS, type PeerAccess } from './reconciler.js';
+import { EffectRunner } from '../../src/kube/effects.js';
+import type { LendEffect } from './lending.js';
+import { EFFECT_SLOT_RETRY_MS, LENDING_FINALIZER, PeerFleetReconciler, UNREACHABLE_RETRY_MS, type PeerAccess, type PeerFleetEffect } from './reconciler.js';
 
 const fleet = (spec: Partial<PeerFleet['spec']> = {}, status?: PeerFleet['status']): PeerFleet =>
   ({
@@ -320,6 +322,203 @@ describe('PeerFleetReconciler', () => {
       const h = lendingHarness(deleting);
       await h.reconciler.reconcile('lend/gpu');
       expect(h.order).toEqual(['status', 'finalizer-']);
+    });
+  });
+
+  describe('on the effect runner', () => {
+    const node = { status: { allocatable: { 'nvidia.com/gpu': '2', pods: '10', cpu: '8', memory: '8Gi' } } };
+    const queued = { metadata: { resourceVersion: '3', creationTimestamp: new Date('2026-12-01T00:00:00Z') }, spec: { template: { spec: { containers: [{ name: 'c', image: 'i' }] } } } };
+    /** A call that waits until the test lets it go, or until the runner aborts it. */
+    class Gates {
+      private readonly open = new Map<string, () => void>();
+      readonly started: string[] = [];
+      readonly aborted: string[] = [];
+      running = 0;
+      most = 0;
+      constructor(private readonly held: Set<string>) {}
+      async pass(name: string, signal?: AbortSignal): Promise<'done' | 'aborted'> {
+        this.started.push(name);
+        this.most = Math.max(this.most, ++this.running);
+        try {
+          if (!this.held.has(name)) return 'done';
+          return await new Promise((resolve) => {
+            this.open.set(name, () => resolve('done'));
+            signal?.addEventListener('abort', () => (this.aborted.push(name), resolve('aborted')));
+          });
+        } finally {
+          this.running--;
+        }
+      }
+      release(name: string): void {
+        this.held.delete(name);
+        this.open.get(name)?.();
+        this.open.delete(name);
+      }
+      waiting(name: string): boolean {
+        return this.open.has(name);
+      }
+    }
+
+    /** PeerFleets named `names` in namespace lend, each with an idle node of its own and a Job in its peer queue; `held` names the calls that wait (`probe:a`, `claim:a`). */
+    function world(names: string[], opts: { concurrency?: number; held?: string[] } = {}) {
+      const fleets = new Map<string, PeerFleet>();
+      for (const n of names) {
+        const f = fleet({}, { hosts: [{ node: `node-${n}`, state: 'Available', since: '2026-11-30T00:00:00Z', idleSince: '2026-11-30T00:00:00Z' }] });
+        f.metadata = { ...f.metadata, name: n, uid: `uid-${n}`, finalizers: [LENDING_FINALIZER] };
+        fleets.set(`lend/${n}`, f);
+      }
+      const gates = new Gates(new Set(opts.held ?? []));
+      const runner = new EffectRunner<PeerFleetEffect>();
+      const requeued: string[] = [];
+      const writes: string[] = [];
+      const events: string[] = [];
+      const nameOf = (key: string) => key.split('/')[1]!;
+      const reconciler = new PeerFleetReconciler({
+        fleets: { get: (ns, n) => fleets.get(`${ns}/${n}`), list: () => [...fleets.values()] },
+        secrets: async () => ({ token: 'tok' }),
+        origins: { allowed: ['https://peer.example:6443'], allowLoopbackHTTP: false },
+        peer: (access) => ({
+          probe: async (signal) => {
+            if ((await gates.pass(`probe:${nameOf(access.fleetKey)}`, signal)) === 'aborted') throw new PeerQueueError('Unreachable', 'aborted', 'infra_down');
+          },
+        }),
+        status: {
+          write: async (_ref, o, status) => {
+            const f = { ...(o as PeerFleet), status: status as PeerFleet['status'] };
+            writes.push(f.metadata!.name!);
+            fleets.set(`lend/${f.metadata!.name}`, f);
+            return f as never;
+          },
+        },
+        events: { record: async (o, _type, reason) => void events.push(`${o.metadata?.name}:${reason}`) },
+        now: () => new Date('2026-12-01T00:00:00Z'),
+        lending: {
+          world: (f) => ({ clusterID: 'c1', nodes: [{ ...node, metadata: { name: `node-${f.metadata!.name}`, labels: { pool: 'gpu' } } }], pods: [], mirrors: [], holders: new Map() }),
+          podSecurity: () => 'restricted',
+          egress: () => undefined,
+          queue: () => ({}) as never,
+          peerJobs: (access) => [{ ...queued, metadata: { ...queued.metadata, name: `train-${nameOf(access.fleetKey)}`, uid: `00000000-0000-4000-8000-00000000000${names.indexOf(nameOf(access.fleetKey))}` } }],
+          operations: {
+            run: async (effect: LendEffect, ctx) => {
+              const r = await gates.pass(`${effect.kind}:${ctx.fleet.metadata!.name}`, ctx.signal);
+              return r === 'aborted' ? { effect, outcome: 'error', error: 'aborted' } : { effect, outcome: 'claimed' };
+            },
+          },
+          finalizers: { add: async (f: PeerFleet) => f, remove: async () => undefined },
+        },
+        effects: { runner, concurrency: opts.concurrency ?? 4, requeue: (key) => requeued.push(key) },
+      });
+      const get = (n: string) => fleets.get(`lend/${n}`)!;
+      return { reconciler, runner, gates, requeued, writes, events, get, pass: (n: string) => reconciler.reconcile(`lend/${n}`) };
+    }
+    type World = ReturnType<typeof world>;
+    /** Lets the effects' own awaits (Secret reads before the probe) run. */
+    const tick = () => new Promise((r) => setImmediate(r));
+    /** The probe's pass and the pass that takes its reading: what the work queue runs when the probe ends. */
+    async function probed(w: World, n: string) {
+      expect(await w.pass(n)).toBeUndefined();
+      await w.runner.idle();
+      return w.pass(n);
+    }
+
+    it('a pass starts the claim and returns while it runs; its end enqueues the PeerFleet and the next pass takes its result', async () => {
+      const w = world(['a'], { held: ['claim:a'] });
+      expect(await w.pass('a')).toBeUndefined();
+      await tick();
+      expect(w.gates.started).toEqual(['probe:a']);
+      await w.runner.idle();
+      expect(w.requeued).toEqual(['lend/a']);
+      // The pass returns with the claim still running, the session written before it.
+      expect(await w.pass('a')).toBeUndefined();
+      expect(w.gates.waiting('claim:a')).toBe(true);
+      expect(w.runner.get('uid-a')).toEqual({ state: 'running', id: 'lend/lend/a' });
+      expect(w.get('a').status!.hosts![0]).toMatchObject({ state: 'Lending', session: { job: 'train-a', claims: ['00000000-0000-4000-8000-000000000000'] } });
+      // While it runs, a pass brought by anything else decides and writes nothing.
+      const written = w.writes.length;
+      expect(await w.pass('a')).toBeUndefined();
+      expect(w.writes).toHaveLength(written);
+      expect(w.gates.started).toEqual(['probe:a', 'claim:a']);
+      w.gates.release('claim:a');
+      await w.runner.idle();
+      expect(w.requeued).toEqual(['lend/a', 'lend/a']);
+      // The claim's result: the next pass at once, as after a claim on the worker.
+      expect(await w.pass('a')).toEqual({ requeueAfter: 0 });
+      expect(w.runner.get('uid-a')).toBeUndefined();
+      expect(w.events).toContain('a:Claimed');
+    });
+
+    it('a slow peer of one PeerFleet holds no pass of another: its probe runs while the other lends', async () => {
+      const w = world(['slow', 'quick'], { held: ['probe:slow'] });
+      expect(await w.pass('slow')).toBeUndefined();
+      await tick();
+      expect(w.gates.waiting('probe:slow')).toBe(true);
+      // The quick PeerFleet's probe ends; the slow one's still runs.
+      expect(await w.pass('quick')).toBeUndefined();
+      await tick();
+      expect(await w.pass('quick')).toBeUndefined();
+      await tick();
+      expect(w.gates.started).toEqual(['probe:slow', 'probe:quick', 'claim:quick']);
+      expect(w.runner.get('uid-quick')).toMatchObject({ state: 'done', result: { kind: 'lend', results: [{ outcome: 'claimed' }] } });
+      expect(w.gates.waiting('probe:slow')).toBe(true);
+      w.gates.release('probe:slow');
+      await w.runner.idle();
+    });
+
+    it('runs at most `concurrency` probes and lending effects at once; a pass without a slot writes nothing and looks again shortly', async () => {
+      const w = world(['a', 'b'], { concurrency: 1, held: ['claim:a'] });
+      // b's reading waits to be taken; a claims and its claim holds the one slot.
+      expect(await w.pass('b')).toBeUndefined();
+      await w.runner.idle();
+      expect(await probed(w, 'a')).toBeUndefined();
+      expect(w.gates.waiting('claim:a')).toBe(true);
+      const hostBefore = w.get('b').status!.hosts![0];
+      // b takes its reading and has a claim to make, but no slot: its session is not written.
+      expect(await w.pass('b')).toEqual({ requeueAfter: EFFECT_SLOT_RETRY_MS });
+      expect(w.writes).not.toContain('b');
+      expect(w.get('b').status!.hosts![0]).toEqual(hostBefore);
+      expect(w.gates.started).not.toContain('claim:b');
+      w.gates.release('claim:a');
+      await w.runner.idle();
+      expect(await w.pass('a')).toEqual({ requeueAfter: 0 });
+      // The slot is free: b writes its session and claims.
+      expect(await w.pass('b')).toBeUndefined();
+      expect(w.get('b').status!.hosts![0]).toMatchObject({ state: 'Lending', session: { job: 'train-b' } });
+      await w.runner.idle();
+      expect(w.gates.started).toContain('claim:b');
+      expect(w.gates.most).toBe(1);
+    });
+
+    it('on shutdown a running effect gets the grace: one that ends within it finishes its work', async () => {
+      const w = world(['a'], { held: ['claim:a'] });
+      expect(await probed(w, 'a')).toBeUndefined();
+      const drained = w.runner.drain(5_000);
+      w.gates.release('claim:a');
+      await drained;
+      expect(w.gates.aborted).toEqual([]);
+      expect(w.runner.get('uid-a')).toMatchObject({ state: 'done', result: { kind: 'lend', results: [{ outcome: 'claimed' }] } });
+    });
+
+    it('on shutdown an effect still running after the grace is aborted, and no pass starts another', async () => {
+      const w = world(['a', 'b'], { held: ['claim:a'] });
+      expect(await probed(w, 'a')).toBeUndefined();
+      await w.runner.drain(20);
+      expect(w.gates.aborted).toEqual(['claim:a']);
+      expect(w.runner.get('uid-a')).toMatchObject({ state: 'done', result: { kind: 'lend', results: [{ outcome: 'error' }] } });
+      expect(await w.pass('b')).toBeUndefined();
+      expect(w.runner.inFlight()).toBe(0);
+      expect(w.gates.started).toEqual(['probe:a', 'claim:a']);
+    });
+
+    it('a PeerFleet deleted while its effect runs has it cancelled, and its result is dropped', async () => {
+      const w = world(['a'], { held: ['claim:a'] });
+      expect(await probed(w, 'a')).toBeUndefined();
+      const r = w.reconciler as unknown as { deps: { fleets: { get: () => undefined } } };
+      r.deps.fleets.get = () => undefined;
+      expect(await w.pass('a')).toBeUndefined();
+      await w.runner.idle();
+      expect(w.gates.aborted).toEqual(['claim:a']);
+      expect(await w.pass('a')).toBeUndefined();
+      expect(w.runner.get('uid-a')).toBeUndefined();
     });
   });
 });

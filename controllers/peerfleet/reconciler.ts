@@ -6,9 +6,20 @@
 // pass's effects run: the status is the intent (a session names its node
 // and Job before the claim). Secrets are read by name (the chart grants
 // get, never list or watch), so a fixed Secret is seen at the next poll.
+//
+// Everything that waits on the peer (the probe and the lending effects)
+// runs on the shared effect runner, off the reconcile workers, so that a
+// slow peer of one PeerFleet never holds a worker another PeerFleet needs.
+// A pass decides, writes, starts the effects and returns; their end
+// enqueues the PeerFleet and the next pass takes their result. While a
+// PeerFleet's effects run, its passes decide nothing: a second decision on
+// top of unfinished effects could claim or write back twice. The intent is
+// written only when a slot for its effects is free, so a written session
+// never waits on a full runner.
 import { DEFAULT_POLL_INTERVAL, durationMs, MIN_POLL_INTERVAL_MS, PEERFLEET_RESOURCE, type PeerFleet, type PeerFleetStatus } from '../../src/api/index.js';
 import type { V1Job } from '@kubernetes/client-node';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
+import type { EffectRunner } from '../../src/kube/effects.js';
 import { canonical } from '../../src/kube/canonical.js';
 import { isConflict } from '../../src/kube/client.js';
 import { rfc3339, setCondition } from '../../src/kube/conditions.js';
@@ -25,7 +36,7 @@ import { judgeReadiness, readyCondition, type SecretField, type Verdict, type Ve
 
 /** What a probe needs from the peer: one namespaced list with our token. */
 export interface PeerProbe {
-  probe(): Promise<void>;
+  probe(signal?: AbortSignal): Promise<void>;
 }
 
 /** The peer as the fleet's spec and Secrets name it. */
@@ -70,7 +81,27 @@ export interface PeerFleetReconcilerDeps {
   events: Pick<EventRecorder, 'record'>;
   now?: () => Date;
   lending?: LendingDeps;
+  /**
+   * Where probes and lending effects run, and how many at once across every
+   * PeerFleet; absent, they run on the reconcile worker (unit tests).
+   * `requeue` enqueues a PeerFleet when its effect ends.
+   */
+  effects?: { runner: EffectRunner<PeerFleetEffect>; concurrency: number; requeue(key: string): void };
 }
+
+/** A reading of a PeerFleet's Secrets and peer. */
+interface Reading {
+  input: VerdictInput;
+  access?: PeerAccess | undefined;
+}
+
+/** What an effect of a PeerFleet leaves for the next pass. */
+export type PeerFleetEffect =
+  | { kind: 'probe'; generation: number | undefined; reading: Reading }
+  | { kind: 'lend'; fleet: PeerFleet; pass: FleetPass; verdict: Verdict; deleting: boolean; results: EffectResult[] };
+
+/** How soon a pass looks again when every effect slot is taken. */
+export const EFFECT_SLOT_RETRY_MS = 1_000;
 
 /** Kept on a PeerFleet until its last mirror has finished and the peer has its record. */
 export const LENDING_FINALIZER = 'leasehold.dev/peer-lending';
@@ -106,39 +137,111 @@ export class PeerFleetReconciler {
 
   constructor(private readonly deps: PeerFleetReconcilerDeps) {}
 
+  /** The UIDs each key's effects ran for: a PeerFleet deleted and created again under its name is another owner. */
+  private readonly uids = new Map<string, Set<string>>();
+  /** Slots taken by passes between deciding and starting their effects. */
+  private reserved = 0;
+
   async reconcile(key: string): Promise<ReconcileResult | void> {
     const [namespace = '', name = ''] = key.split('/');
     let fleet = this.deps.fleets.get(namespace, name);
+    const effects = this.deps.effects;
     if (!fleet) {
       this.downStreak.delete(key);
       this.observed.delete(key);
       this.standing.delete(key);
       this.deps.forget?.(key);
+      // An effect still running is cancelled; its end enqueues the key again, and that pass drops its result.
+      const left = new Set<string>();
+      for (const uid of this.uids.get(key) ?? []) {
+        effects?.runner.forget(uid);
+        if (effects?.runner.get(uid)) left.add(uid);
+      }
+      if (left.size) this.uids.set(key, left);
+      else this.uids.delete(key);
       return;
+    }
+    const uid = fleet.metadata?.uid ?? key;
+    if (effects) {
+      const uids = this.uids.get(key) ?? new Set<string>();
+      this.uids.set(key, uids.add(uid));
+      // Its end enqueues the PeerFleet again.
+      if (effects.runner.get(uid)?.state === 'running') return;
+      const done = effects.runner.take(uid)?.result;
+      if (done?.kind === 'lend') return this.settle(key, fleet, done);
+      if (done?.kind === 'probe') this.keep(key, fleet, done.generation, done.reading);
     }
     const lending = this.deps.lending;
     const deleting = !!fleet.metadata?.deletionTimestamp;
     if (lending && deleting && !hasFinalizer(fleet, LENDING_FINALIZER)) return;
     if (lending && !deleting && !hasFinalizer(fleet, LENDING_FINALIZER)) fleet = await lending.finalizers.add(fleet);
     const now = this.now();
-    const { input, access, poll } = await this.observeAtPoll(key, fleet, now);
+    const reading = await this.observeAtPoll(key, fleet, now);
+    if (reading.kind === 'probing') return reading.wait === undefined ? undefined : { requeueAfter: reading.wait };
+    const { input, access, poll } = reading;
     const verdict = judgeReadiness(input);
     // One snapshot of our side per pass: the effects act on what the pass judged.
     const world = lending?.world(fleet);
     const pass = lending && world ? this.pass(lending, fleet, world, verdict, access, now) : undefined;
-    const written = await this.record(fleet, verdict, pass);
+    const starts = !!(effects && lending && pass && access && pass.effects.length > 0);
+    // No slot for the effects: nothing is written, and the pass is made again shortly.
+    if (starts && !this.reserve()) return { requeueAfter: EFFECT_SLOT_RETRY_MS };
+    let written: boolean;
+    try {
+      written = await this.record(fleet, verdict, pass);
+    } catch (err) {
+      if (starts) this.reserved--;
+      throw err;
+    }
     if (!lending || !pass || !world) return { requeueAfter: poll };
     // Effects run only on a status that reached the API server: after a
     // conflict the informer brings the newer object and a new pass.
-    if (!written) return { requeueAfter: poll };
-    const results = await this.runEffects(lending, fleet, world, pass, access, now);
+    if (!written) {
+      if (starts) this.reserved--;
+      return { requeueAfter: poll };
+    }
+    const outcome = { fleet, pass, verdict, deleting };
+    if (!starts || !effects) return this.settle(key, fleet, { kind: 'lend', ...outcome, results: await this.runEffects(lending, fleet, world, pass, access, now) });
+    const started = effects.runner.start(
+      uid,
+      `lend/${key}`,
+      async (signal) => ({ kind: 'lend', ...outcome, results: await this.runEffects(lending, fleet, world, pass, access, now, signal) }),
+      () => effects.requeue(key),
+    );
+    this.reserved--;
+    // Refused only while the controller stops: the status holds the intent, and the next replica's recovery takes it up.
+    if (!started) return;
+  }
+
+  /** What the pass that ran a PeerFleet's lending effects leaves once they ended: metrics, the finalizer, when to look again. */
+  private async settle(key: string, fleet: PeerFleet, done: Extract<PeerFleetEffect, { kind: 'lend' }>): Promise<ReconcileResult> {
+    const { pass, verdict, results } = done;
+    const lending = this.deps.lending!;
     lending.metrics?.observe(fleet, pass, results);
-    if (deleting && this.finished(fleet, pass, verdict)) await lending.finalizers.remove(fleet);
+    if (done.deleting && this.finished(done.fleet, pass, verdict)) await lending.finalizers.remove(fleet);
+    const kept = this.observed.get(key);
+    const now = this.now().getTime();
+    const poll = kept ? Math.max(0, kept.until - now) : this.pollInterval(fleet);
     // A failed effect is tried again at the next poll, never in a tight loop.
-    if (results.some((r) => r.outcome === 'error')) return { requeueAfter: poll };
+    if (results.some((r) => r.outcome === 'error')) return { requeueAfter: Math.max(poll, UNREACHABLE_RETRY_MS) };
     if (pass.again || results.some((r) => r.outcome === 'claimed' || r.outcome === 'started')) return { requeueAfter: 0 };
-    const wake = pass.wakeAt === undefined ? poll : Math.max(0, Math.min(poll, pass.wakeAt - now.getTime() + 100));
+    const wake = pass.wakeAt === undefined ? poll : Math.max(0, Math.min(poll, pass.wakeAt - now + 100));
     return { requeueAfter: wake };
+  }
+
+  /** Takes an effect slot; false when every one is taken. */
+  private reserve(): boolean {
+    const effects = this.deps.effects!;
+    if (effects.runner.inFlight('probe') + effects.runner.inFlight('lend') + this.reserved >= effects.concurrency) return false;
+    this.reserved++;
+    return true;
+  }
+
+  /** Keeps a reading until the next poll, counted from now: a slow probe's reading is still used by the pass that takes it. */
+  private keep(key: string, fleet: PeerFleet, generation: number | undefined, reading: Reading): number {
+    const poll = this.nextPoll(key, fleet, judgeReadiness(reading.input));
+    this.observed.set(key, { generation, until: this.now().getTime() + poll, input: reading.input, access: reading.access });
+    return poll;
   }
 
   /**
@@ -148,9 +251,11 @@ export class PeerFleetReconciler {
    * the peer again. The namespace's Pod Security label comes from an
    * informer and is read every pass.
    */
-  private async observeAtPoll(key: string, fleet: PeerFleet, now: Date): Promise<{ input: VerdictInput; access?: PeerAccess; poll: number }> {
+  private async observeAtPoll(key: string, fleet: PeerFleet, now: Date): Promise<({ kind: 'read'; poll: number } & Reading) | { kind: 'probing'; wait?: number }> {
     const generation = fleet.metadata?.generation;
-    const kept = this.deps.lending ? this.observed.get(key) : undefined;
+    const effects = this.deps.effects;
+    // Without lending, a pass on the worker asks the peer every time; a probe on the runner is kept until the next poll.
+    const kept = this.deps.lending || effects ? this.observed.get(key) : undefined;
     const lending = this.deps.lending;
     const podSecurity = lending?.podSecurity(fleet.metadata!.namespace!);
     const egress = lending?.egress(fleet);
@@ -159,12 +264,19 @@ export class PeerFleetReconciler {
       return { ...input, ...(podSecurity === undefined ? { namespaceUnread: true } : { podSecurity }), ...(egress === undefined ? {} : { egress }) };
     };
     if (kept && kept.generation === generation && now.getTime() < kept.until) {
-      return { input: withLabel(kept.input), ...(kept.access ? { access: kept.access } : {}), poll: kept.until - now.getTime() };
+      return { kind: 'read', input: withLabel(kept.input), ...(kept.access ? { access: kept.access } : {}), poll: kept.until - now.getTime() };
+    }
+    if (effects) {
+      if (!this.reserve()) return { kind: 'probing', wait: EFFECT_SLOT_RETRY_MS };
+      const uid = fleet.metadata?.uid ?? key;
+      // Refused only while the controller stops; its end enqueues the PeerFleet.
+      effects.runner.start(uid, `probe/${key}`, async (signal) => ({ kind: 'probe', generation, reading: await this.observe(key, fleet, signal) }), () => effects.requeue(key));
+      this.reserved--;
+      return { kind: 'probing' };
     }
     const { input, access } = await this.observe(key, fleet);
-    const poll = this.nextPoll(key, fleet, judgeReadiness(input));
-    this.observed.set(key, { generation, until: now.getTime() + poll, input, access });
-    return { input: withLabel(input), ...(access ? { access } : {}), poll };
+    const poll = this.keep(key, fleet, generation, { input, access });
+    return { kind: 'read', input: withLabel(input), ...(access ? { access } : {}), poll };
   }
 
   private now(): Date {
@@ -194,7 +306,7 @@ export class PeerFleetReconciler {
     return verdict.ready || !sessions;
   }
 
-  private async runEffects(lending: LendingDeps, fleet: PeerFleet, world: OurSide, pass: FleetPass, access: PeerAccess | undefined, now: Date): Promise<EffectResult[]> {
+  private async runEffects(lending: LendingDeps, fleet: PeerFleet, world: OurSide, pass: FleetPass, access: PeerAccess | undefined, now: Date, signal?: AbortSignal): Promise<EffectResult[]> {
     if (!access || pass.effects.length === 0) return [];
     const ctx = {
       fleet,
@@ -203,10 +315,14 @@ export class PeerFleetReconciler {
       nodes: new Map(world.nodes.map((n) => [n.metadata?.name ?? '', n])),
       holders: world.holders,
       created: (mirror: V1Job) => this.expected.set(`${mirror.metadata?.namespace}/${mirror.metadata?.name}`, { job: mirror, at: now.getTime() }),
+      ...(signal ? { signal } : {}),
       now,
     };
     const run = async (effect: LendEffect): Promise<EffectResult> => {
+      // Cancelled (the shutdown grace ran out, or the PeerFleet is gone): what has not begun is left to the next pass or replica, which decides again from the status.
+      if (signal?.aborted) return { effect, outcome: 'error', error: 'not started: cancelled' };
       const result = await lending.operations.run(effect, ctx);
+      if (signal?.aborted && result.outcome === 'error') return result;
       if (result.note) await this.deps.events.record(fleet, result.note.type, result.note.reason, result.note.message);
       if (result.outcome === 'error') {
         await this.deps.events.record(fleet, 'Warning', 'LendingError', `${effect.kind}: ${result.error ?? 'failed'}; retried at the next pass`);
@@ -223,7 +339,7 @@ export class PeerFleetReconciler {
     return results;
   }
 
-  private async observe(key: string, fleet: PeerFleet): Promise<{ input: VerdictInput; access?: PeerAccess }> {
+  private async observe(key: string, fleet: PeerFleet, signal?: AbortSignal): Promise<Reading> {
     const namespace = fleet.metadata!.namespace!;
     const input: VerdictInput = { namespace, spec: fleet.spec };
     // Before any Secret is read: a team that may write a PeerFleet chooses
@@ -254,7 +370,7 @@ export class PeerFleetReconciler {
     if (input.secret) return { input };
     const access: PeerAccess = { fleetKey: key, origin: fleet.spec.origin, namespace: fleet.spec.namespace, token, caPEM };
     try {
-      await this.deps.peer(access).probe();
+      await this.deps.peer(access).probe(signal);
     } catch (err) {
       input.probeError = err;
     }
@@ -317,9 +433,13 @@ export class PeerFleetReconciler {
     return true;
   }
 
-  private nextPoll(key: string, fleet: PeerFleet, verdict: Verdict): number {
+  private pollInterval(fleet: PeerFleet): number {
     // An object stored before the schema's minimum (or written around it) must not poll the peer in a tight loop.
-    const poll = Math.max(MIN_POLL_INTERVAL_MS, durationMs(fleet.spec.pollInterval ?? DEFAULT_POLL_INTERVAL));
+    return Math.max(MIN_POLL_INTERVAL_MS, durationMs(fleet.spec.pollInterval ?? DEFAULT_POLL_INTERVAL));
+  }
+
+  private nextPoll(key: string, fleet: PeerFleet, verdict: Verdict): number {
+    const poll = this.pollInterval(fleet);
     if (verdict.failureClass !== 'infra_down') {
       this.downStreak.delete(key);
       return poll;

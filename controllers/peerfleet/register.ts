@@ -21,7 +21,7 @@ import type { LendingPolicy } from './mirror.js';
 import { lendableNodes } from './nodes.js';
 import { egressRefusal } from './egress.js';
 import { LendingOperations } from './operations.js';
-import { LENDING_FINALIZER, PeerFleetReconciler, type LendingDeps, type PeerAccess } from './reconciler.js';
+import { LENDING_FINALIZER, PeerFleetReconciler, type LendingDeps, type PeerAccess, type PeerFleetEffect } from './reconciler.js';
 import { POD_SECURITY_LABEL } from './verdict.js';
 
 export interface PeerFleetOptions {
@@ -35,6 +35,10 @@ export interface PeerFleetOptions {
   policy: LendingPolicy;
   /** False: readiness verdicts only, and no read of nodes or pods (an install whose RBAC leaves lending out). */
   lending?: boolean;
+  /** Reconcile workers (--peerfleet-concurrency); default 2. */
+  concurrency?: number;
+  /** Probes and lending effects running at once across every PeerFleet, off the workers (--peerfleet-effect-concurrency); default 4. */
+  effectConcurrency?: number;
 }
 
 interface Peer {
@@ -83,8 +87,10 @@ export function registerPeerFleetController(mgr: Manager, opts: PeerFleetOptions
     status: mgr.status,
     events: mgr.events,
     ...(lend ? { lending: lendingDeps(mgr, opts, fleets, peer, (key) => enqueueFleet(key)) } : {}),
+    // Every call to a peer runs here, off the workers: a slow peer holds a slot, never a worker.
+    effects: { runner: mgr.effects<PeerFleetEffect>('peerfleet'), concurrency: opts.effectConcurrency ?? 4, requeue: (key) => enqueueFleet(key) },
   });
-  const queue = mgr.add({ name: 'peerfleet', concurrency: 2, reconcile: (key) => reconciler.reconcile(key) });
+  const queue = mgr.add({ name: 'peerfleet', concurrency: opts.concurrency ?? 2, reconcile: (key) => reconciler.reconcile(key) });
   enqueueFleet = (key) => queue.add(key);
   const enqueue = (f: PeerFleet) => queue.add(objectKey(f));
   fleets.on('add', enqueue).on('update', enqueue).on('delete', enqueue);

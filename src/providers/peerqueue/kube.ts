@@ -54,8 +54,8 @@ export class KubePeerQueue implements PeerQueue {
    * One namespaced list of lendable Jobs with limit=1: the cheapest request
    * that proves the peer answers, trusts our token and lets it read the queue.
    */
-  async probe(): Promise<void> {
-    await this.call((o) => this.batch.listNamespacedJob({ namespace: this.namespace, labelSelector: `${LENDABLE_LABEL}=true`, limit: 1 }, o));
+  async probe(signal?: AbortSignal): Promise<void> {
+    await this.call((o) => this.batch.listNamespacedJob({ namespace: this.namespace, labelSelector: `${LENDABLE_LABEL}=true`, limit: 1 }, o), signal);
   }
 
   async listQueued(signal?: AbortSignal): Promise<V1Job[]> {
