@@ -375,6 +375,19 @@ describe('GitHub emulator', () => {
       expect(gh.mutations.filter((m) => m.op === 'rerun-failed-jobs').map((m) => m.status)).toEqual([403, 201, 403]);
     });
 
+    it('a stall fault re-runs the run and never answers; a hang fault answers nothing and re-runs nothing', async () => {
+      const { runId, jobIds } = gh.queueRun(repo, [{ labels: ['self-hosted', 'rerun-stall'] }]);
+      gh.completeJob(jobIds[0]!, 'failure');
+      const post = () => fetch(`${gh.url}/repos/${org()}/${repo}/actions/runs/${runId}/rerun-failed-jobs`, { method: 'POST', headers: { authorization: `Bearer ${gh.token}` }, signal: AbortSignal.timeout(300) });
+      gh.fault({ op: 'rerun-failed-jobs', mode: 'hang', times: 1 });
+      await expect(post()).rejects.toThrow();
+      expect(await run(runId)).toMatchObject({ status: 'completed', run_attempt: 1 });
+      gh.fault({ op: 'rerun-failed-jobs', mode: 'stall', times: 1 });
+      await expect(post()).rejects.toThrow();
+      expect(await run(runId)).toMatchObject({ status: 'queued', run_attempt: 2 });
+      expect(gh.mutations.filter((m) => m.path.includes(`/runs/${runId}/`)).map((m) => [m.status, m.fault])).toEqual([[0, 'hang'], [0, 'stall']]);
+    });
+
     it('answers 404 for the run of another repository', async () => {
       const { runId } = gh.queueRun('elsewhere', [{ labels: ['self-hosted'] }]);
       gh.queueRun(repo, [{ labels: ['self-hosted'] }]);

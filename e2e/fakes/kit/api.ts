@@ -4,7 +4,8 @@
 // caller by credential -> log it -> pick a fault -> act the fault out (delay,
 // hang, or an error answer instead of the work) -> read and parse the body ->
 // refuse a missing caller (401) or one over the request limit (429) -> the
-// route's answer -> drop the socket instead of answering, if the fault says so.
+// route's answer -> drop the socket instead of answering, or keep it open
+// without answering, if the fault says so.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { FaultInjector, type Fault } from './faults.js';
 import { DEFAULT_MAX_BODY, HttpError, credentialsOf, parseJson, readBody, sendJson, type Mount, type Reply } from './http.js';
@@ -51,7 +52,7 @@ export interface Exchange<Op extends string> {
   readonly record: RequestRecord<Op>;
   readonly fault: Fault<Op> | undefined;
   refusal?: Refusal;
-  /** The answer decided on, also when a drop fault keeps it from being sent; undefined on hang. */
+  /** The answer decided on, also when a drop or stall fault keeps it from being sent; undefined on hang. */
   reply?: Reply;
 }
 
@@ -68,7 +69,7 @@ export interface RestApiOptions<Op extends string, Caller extends { id: string }
   requestLimit?: RequestRateLimiter;
   /** Called once a request is logged and its fault picked; what it returns goes to the route. */
   trace?(exchange: Exchange<Op>): Trace;
-  /** Called once the request is done with: answered, dropped or hung. */
+  /** Called once the request is done with: answered, dropped, hung or stalled. */
   settle?(exchange: Exchange<Op>, trace: Trace): void;
   /** The error for a request no route takes (default: 405 with Allow where the path has other methods, else 404). */
   unrouted?(method: string, path: string, allowed: string[]): HttpError;
@@ -142,6 +143,10 @@ export class RestApi<Op extends string, Caller extends { id: string }, Trace = u
       settle();
       req.socket.destroy();
       return;
+    }
+    if (fault?.mode === 'stall') {
+      settle();
+      return; // done, never answered; closing the server cuts the socket
     }
     record.status = ex.reply.status;
     settle();

@@ -2,7 +2,7 @@
 // number of times, for one credential. The REST pipeline (api.ts) acts them out.
 import { sameSecret } from './http.js';
 
-export type FaultMode = 'drop' | 'status' | 'delay' | 'hang';
+export type FaultMode = 'drop' | 'status' | 'delay' | 'hang' | 'stall';
 
 /** The operation that matches every request, named routes or not. */
 export const ANY_OP = 'any';
@@ -14,7 +14,8 @@ export interface FaultSpec<Op extends string> {
    * drop: do the work, then destroy the socket without an answer;
    * status: answer `status` in the API's error shape without doing the work;
    * delay: read the request, wait `ms`, then handle it normally (also when the client has gone meanwhile);
-   * hang: never answer (the socket stays open until the client gives up or the server closes).
+   * hang: never answer (the socket stays open until the client gives up or the server closes);
+   * stall: do the work, then never answer (a change made whose answer the caller is still waiting for).
    */
   mode: FaultMode;
   /** For mode status: the HTTP status (default 500). */

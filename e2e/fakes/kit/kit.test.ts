@@ -273,6 +273,15 @@ describe('RestApi and ControlApi over HTTP', () => {
     expect(settled.at(-1)).toMatchObject({ op: 'make-thing', status: 0 });
   });
 
+  it('stall fault: does the work, then never answers', async () => {
+    api.faults.add({ op: 'make-thing', mode: 'stall', times: 1 });
+    await expect(call(server.origin, 'POST', '/v1/things', { body: JSON.stringify({ id: 'stalled' }), timeoutMs: 300 })).rejects.toThrow(/timed out/);
+    expect(things.get('stalled')).toEqual({ id: 'stalled', owner: 'alice' });
+    expect(api.requests.items.at(-1)).toMatchObject({ op: 'make-thing', status: 0, fault: 'stall' });
+    expect(settled.at(-1)).toMatchObject({ op: 'make-thing', status: 0 });
+    expect(settled.at(-1)).not.toHaveProperty('refusal');
+  });
+
   it('delay fault: answers normally, late; hang fault: never answers', async () => {
     api.faults.add({ op: 'list-things', mode: 'delay', ms: 300, times: 1 });
     const t0 = Date.now();
