@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { affordableLaunches, budgetCondition, costUSD, spendToday, utcDay } from './budget.js';
+import { affordableLaunches, budgetCondition, costUSD, fitsBudget, spendToday, utcDay, type LaunchBudget } from './budget.js';
 
 const T = (s: string) => Date.parse(s);
 
@@ -61,5 +61,22 @@ describe('affordableLaunches', () => {
     const none = affordableLaunches({ todayUSD: 10 }, [], 1, 10, noon);
     expect(budgetCondition(none)).toMatchObject({ status: 'True', reason: 'DailyBudgetReached', message: expect.stringMatching(/raise spec.dailyBudgetUSD/) });
     expect(budgetCondition(affordableLaunches({ todayUSD: 0 }, [], 1, 10, noon))).toMatchObject({ status: 'False', reason: 'WithinBudget' });
+  });
+});
+
+describe('fitsBudget: every launch of a check, first try or fallback, against what the check already launched', () => {
+  const noon = T('2026-12-03T12:00:00Z');
+  // 10 USD a day, 4 spent, one live host at 1/h: 5 USD left over the one-hour horizon.
+  const budget: LaunchBudget = { todayUSD: 4, livePricesPerHour: [1], dailyBudgetUSD: 10, now: noon, horizonMs: 3_600_000 };
+  it.each<[string, number[], number, boolean]>([
+    ['first launch at the spot price', [], 1, true],
+    ['a dearer standard fallback that still fits', [], 5, true],
+    ['a fallback dearer than what is left', [], 5.5, false],
+    ['the plan counted four spot launches; one fell over to standard at 3/h, so the next spot launch still fits', [3], 1, true],
+    ['after that, a second spot launch passes the budget', [3, 1], 1.5, false],
+    ['a dearer fallback after cheaper launches passes it, though it alone would fit', [1, 1], 4, false],
+    ['free hosts never limit', [9], 0, true],
+  ])('%s', (_name, launched, price, fits) => {
+    expect(fitsBudget(budget, launched, price)).toBe(fits);
   });
 });

@@ -105,6 +105,29 @@ export function affordableLaunches(
   return { launches, projectedUSD, message };
 }
 
+/** What one check's launches are priced against: fixed when the check is planned. */
+export interface LaunchBudget {
+  todayUSD: number;
+  /** Prices of the hosts live when the check was planned. */
+  livePricesPerHour: readonly number[];
+  dailyBudgetUSD: number;
+  now: number;
+  horizonMs: number;
+}
+
+/**
+ * Whether one more host at `pricePerHour` fits, on top of the hosts this
+ * check already launched. The plan counts its launches at the first
+ * placement's price; a launch that fell over to a dearer placement (another
+ * zone, a standard VM) spends more, so every launch, first try or fallback,
+ * is judged here against what the check has actually launched.
+ */
+export function fitsBudget(budget: LaunchBudget, launchedPricesPerHour: readonly number[], pricePerHour: number): boolean {
+  const { todayUSD, livePricesPerHour, dailyBudgetUSD, now, horizonMs } = budget;
+  if (pricePerHour <= 0) return true;
+  return affordableLaunches({ todayUSD }, [...livePricesPerHour, ...launchedPricesPerHour], pricePerHour, dailyBudgetUSD, now, horizonMs).launches > 0;
+}
+
 /** The BudgetExhausted condition: True when not even one launch fits. */
 export function budgetCondition(a: Affordability): { type: 'BudgetExhausted'; status: 'True' | 'False'; reason: string; message: string } {
   return a.launches > 0

@@ -75,8 +75,15 @@ const failed = (receipt: Receipt, reason: string, message: string, open = false)
 export async function runChange(change: Change, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
   const name = receipt.hosts[0] ?? '';
   switch (change.kind) {
-    case 'launch':
+    case 'launch': {
+      // The plan counted its launches at this price; a launch earlier in the check that fell over to a dearer
+      // placement may have used up what was left, so the first try is judged like every fallback.
+      const first = change.placements[0];
+      if (first && !ctx.affordable(first.pricePerHour)) {
+        return failed(receipt, 'OverBudget', `launching ${name}: ${first.pricePerHour} USD/h would pass dailyBudgetUSD with the hosts this check launched; raise spec.dailyBudgetUSD or wait for the next UTC day`);
+      }
       return launch(name, receipt, change.placements, ctx);
+    }
     case 'delete':
       return deleteVM(name, receipt, ctx);
     case 'removeRunner':

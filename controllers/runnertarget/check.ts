@@ -10,6 +10,7 @@ import { statusCode } from '../../src/kube/client.js';
 import { rfc3339, setCondition, type ConditionInput } from '../../src/kube/conditions.js';
 import { errorText } from '../../src/kube/errors.js';
 import { sleep, realClock } from '../../src/kube/workqueue.js';
+import { fitsBudget } from './budget.js';
 import { runChange, type ChangeOutcome } from './changes.js';
 import { checkConditions } from './conditions.js';
 import { DurabilityGuard, NotDurableError, readBackOutcome, type WriteOutcome } from './durability.js';
@@ -64,6 +65,8 @@ export class CheckRun {
   private released = false;
   private lastNow = 0;
   private wroteFirst = false;
+  /** Prices of the hosts this check launched, judged with the plan's budget by every later launch. */
+  private launched: number[] = [];
   private retryAfterMs?: number;
   private limited?: { until: number; message: string };
   private githubAtStart?: number;
@@ -281,7 +284,9 @@ export class CheckRun {
   private async callProvider(): Promise<CheckEvent> {
     const change = this.plan!.changes[this.last.context.done]!;
     const receipt = this.receipt!;
-    const affordable = (price: number) => this.plan!.budget.launches > 0 || price <= 0;
+    const plan = this.plan!;
+    const affordable = (price: number) => fitsBudget(plan.launchBudget, this.launched, price);
+    let price = change.kind === 'launch' ? change.placements[0]?.pricePerHour : undefined;
     try {
       this.outcome = await runChange(change, receipt, {
         target: this.target,
@@ -295,6 +300,7 @@ export class CheckRun {
         affordable,
         record: async (r, host) => {
           this.receipt = r;
+          if (host?.pricePerHour !== undefined) price = host.pricePerHour;
           const hosts = host ? (this.status.hosts ?? []).map((h) => (r.hosts.includes(h.name) ? { ...h, ...host } : h)) : this.status.hosts;
           return this.write({ ...this.status, hosts, receipts: withReceipt(this.status.receipts, r) }, r);
         },
@@ -305,6 +311,7 @@ export class CheckRun {
       const message = refused ? err.message : `${change.kind} ${receipt.hosts.join(',')}: ${errorText(err)}`;
       this.outcome = { ok: false, receiptID: this.receipt!.id, message, event: { type: 'Warning', reason: refused ? 'NotDurable' : 'ChangeFailed', message } };
     }
+    if (this.outcome.ok && price !== undefined) this.launched.push(price);
     this.deps.metrics?.change(this.target, receipt, this.outcome);
     return { type: 'PROVIDER_ANSWERED', ok: this.outcome.ok, message: this.outcome.message };
   }

@@ -6,7 +6,7 @@
 // deregistrations; launches last, since each may wait for a boot.
 import type { RunnerHost, RunnerTargetPlan, RunnerTargetSample, RunnerTargetSpec, RunnerTargetStatus } from '../../src/api/index.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
-import { affordableLaunches, budgetCondition, LAUNCH_HORIZON_MS, spendToday, type Affordability, type EndedHost, type Spend } from './budget.js';
+import { affordableLaunches, budgetCondition, LAUNCH_HORIZON_MS, spendToday, type Affordability, type EndedHost, type LaunchBudget, type Spend } from './budget.js';
 import { busyRunners, demand, type Demand } from './demand.js';
 import { observeHosts } from './hosts.js';
 import { hostNames, namePrefix } from './naming.js';
@@ -80,6 +80,8 @@ export interface CheckPlan {
   ended: EndedHost[];
   spend: Spend;
   budget: Affordability;
+  /** What each launch of this check is judged against (budget.ts fitsBudget). */
+  launchBudget: LaunchBudget;
   budgetCondition: ReturnType<typeof budgetCondition>;
   demand: Demand;
   timing: SampleTiming;
@@ -173,7 +175,8 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   const live = [...hosts];
   const spend = spendToday(status, live, ended, now);
   const order = placementOrder(spec.gce, nextTier);
-  const budget = affordableLaunches(spend, live.map((h) => h.pricePerHour), order[0]!.pricePerHour, spec.dailyBudgetUSD, now, settings.launchHorizonMs);
+  const launchBudget: LaunchBudget = { todayUSD: spend.todayUSD, livePricesPerHour: live.map((h) => h.pricePerHour), dailyBudgetUSD: spec.dailyBudgetUSD, now, horizonMs: settings.launchHorizonMs };
+  const budget = affordableLaunches(spend, launchBudget.livePricesPerHour, order[0]!.pricePerHour, spec.dailyBudgetUSD, now, settings.launchHorizonMs);
   // Ghost runners (their VM is gone) take no jobs, whatever their busy flag says.
   const ghosts = new Set(orphans.removeRunners.map((r) => r.name));
   const pooled = { jobs: observation.jobs, runners: observation.runners.filter((r) => !ghosts.has(r.name)) };
@@ -227,6 +230,7 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
     ended,
     spend,
     budget,
+    launchBudget,
     budgetCondition: budgetCondition(budget),
     demand: want,
     timing,
