@@ -7,7 +7,7 @@ import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@
 import { GROUP, VERSION } from '../src/api/common.js';
 import type { Lease } from '../src/api/lease.js';
 import type { Offer } from '../src/api/offer.js';
-import { statusCode } from '../src/kube/client.js';
+import { statusCode } from '../src/kube/errors.js';
 import type { CommonFlags } from './flags.js';
 
 /** How long one API call may take before its answer counts as lost. */
