@@ -40,15 +40,12 @@ test: deps
 build: deps
 	npm run --silent build
 
-# The CLI for krew: cmd/leasehold.ts bundled into one file (esbuild, which tsx brings), with
-# ssh2's optional native speed-ups left out, packed with plugins/leasehold.yaml filled in.
+# The CLI for krew: the same one minified file npm installs (cli/bundle.ts, esbuild), packed
+# with plugins/leasehold.yaml filled in.
 KREW_URI ?= https://example.invalid/set-KREW_URI/leasehold-krew.tar.gz
 krew-archive: deps
 	@rm -rf dist/krew && mkdir -p dist/krew/pkg
-	node_modules/.bin/esbuild cmd/leasehold.ts --bundle --platform=node --format=esm --target=node20 \
-	  --outfile=dist/krew/pkg/kubectl-leasehold --external:cpu-features --external:'*.node' --log-level=warning \
-	  --banner:js="import { createRequire as __lhRequire } from 'node:module'; import { fileURLToPath as __lhPath } from 'node:url'; import { dirname as __lhDir } from 'node:path'; const require = __lhRequire(import.meta.url); const __filename = __lhPath(import.meta.url); const __dirname = __lhDir(__filename);"
-	chmod 755 dist/krew/pkg/kubectl-leasehold
+	node --import tsx cli/bundle.ts dist/krew/pkg/kubectl-leasehold
 	tar -C dist/krew/pkg -czf dist/krew/leasehold-krew.tar.gz --owner=0 --group=0 --mtime=@0 kubectl-leasehold
 	@sha=$$(sha256sum dist/krew/leasehold-krew.tar.gz | cut -d' ' -f1); version=$$(node -p 'require("./package.json").version'); \
 	  sed -e "s|@URI@|$(KREW_URI)|" -e "s|@SHA256@|$$sha|" -e "s|@VERSION@|$$version|" plugins/leasehold.yaml > dist/krew/leasehold.yaml; \

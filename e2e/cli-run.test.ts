@@ -107,9 +107,9 @@ describe('leasehold run', () => {
   });
 
   it('installs as leasehold (production build) and as kubectl-leasehold (krew archive), and measures run overhead on a Ready Lease against plain ssh', async () => {
-    // The production build, as npm installs it: bin entries point at dist/cmd/leasehold.js, started by its shebang.
+    // The production build, as npm installs it: bin entries point at the bundle dist/bin/leasehold.mjs, started by its shebang.
     await promisify(execFile)('npm', ['run', '--silent', 'build'], { timeout: 300_000 });
-    const entry = join(process.cwd(), 'dist/cmd/leasehold.js');
+    const entry = join(process.cwd(), 'dist/bin/leasehold.mjs');
     chmodSync(entry, 0o755);
     const bin = mkdtempSync(join(tmpdir(), 'leasehold-bin-'));
     symlinkSync(entry, join(bin, 'leasehold'));
