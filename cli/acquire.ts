@@ -6,7 +6,7 @@
 // leasehold.dev/waiters annotation, so a run that stops while the Lease
 // launches withdraws it only when no other run waits on it.
 import { randomBytes } from 'node:crypto';
-import { API_VERSION } from '../src/api/common.js';
+import { API_VERSION } from '../src/api/group.js';
 import type { Lease } from '../src/api/lease.js';
 import { formatWhere, parseWhere } from '../src/api/where.js';
 import { statusCode } from '../src/kube/errors.js';

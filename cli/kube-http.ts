@@ -4,7 +4,7 @@
 // 0.4 s) than the whole run takes to reach the machine.
 import http from 'node:http';
 import https from 'node:https';
-import { GROUP, VERSION } from '../src/api/common.js';
+import { GROUP, VERSION } from '../src/api/group.js';
 import type { Lease } from '../src/api/lease.js';
 import type { Offer } from '../src/api/offer.js';
 import { statusCode } from '../src/kube/errors.js';

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Readable, Writable } from 'node:stream';
 import type { Lease } from '../src/api/lease.js';
 import { parseWhere } from '../src/api/where.js';
-import { interruptJobCommand, jobCommand } from '../src/machine/agent.js';
+import { interruptJobCommand, jobCommand } from '../src/machine/job.js';
 import { createLease, leave, leaseName, newLease, reusable, waitUsable, type Waiting } from './acquire.js';
 import { defaultKeyPath, loadDeviceKey, type DeviceKey } from './device-key.js';
 import { EXIT, ExitError } from './exit-codes.js';

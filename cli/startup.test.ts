@@ -1,7 +1,7 @@
 // What `leasehold run` loads before it reaches the machine. Node's start-up
 // and @kubernetes/client-node's loading were most of a run's overhead over
 // plain ssh (bench/README.md, "cli"); this keeps client-node, XState and the
-// CRD schemas of the other kinds out of a run's way.
+// zod schemas out of a run's way.
 import { describe, expect, it } from '@jest/globals';
 import { build, type Metafile } from 'esbuild';
 import { mkdtempSync } from 'node:fs';
@@ -30,10 +30,10 @@ async function runModules(): Promise<string[]> {
 }
 
 describe('leasehold run start-up', () => {
-  it('loads neither @kubernetes/client-node nor XState nor the other kinds, and does load its own client and ssh2', async () => {
+  it('loads neither @kubernetes/client-node nor XState nor zod, and does load its own client and ssh2', async () => {
     const modules = await runModules();
     const packages = new Set(modules.filter((m) => m.includes('node_modules/')).map((m) => m.replace(/.*node_modules\/((@[^/]+\/)?[^/]+).*/, '$1')));
-    expect([...packages].filter((p) => p === '@kubernetes/client-node' || p === 'xstate')).toEqual([]);
+    expect([...packages].filter((p) => ['@kubernetes/client-node', 'xstate', 'zod'].includes(p))).toEqual([]);
     expect(modules.filter((m) => /^(cli\/kube-client-node|src\/api\/(index|runnertarget|peerfleet|crd))\.ts$/.test(m))).toEqual([]);
     // The walk found the run's own path, so the absences above mean something.
     expect(modules).toContain('cli/kube-http.ts');
