@@ -46,6 +46,8 @@ describe('leasehold run', () => {
 
   it('reuses the Lease, renews its idle window, and exits with the remote code', async () => {
     const [before] = await leases();
+    // The annotation holds whole seconds, and a run now takes less than one: a run in the same second would mark the same time.
+    await waitFor('the second of the last mark over', async () => Date.now() >= Date.parse(before.metadata.annotations['leasehold.dev/activity']) + 1000, 5_000);
     const r = await run(['run', '--where', 'cpus>=1', '--', 'exit', '3']);
     expect(r.stderr).toMatch(new RegExp(`reusing Lease ${before.metadata.name} \\((Ready|Idle), Offer ${offer}, \\$0\\.25/h\\)`));
     expect(r.code).toBe(3);
