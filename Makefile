@@ -93,6 +93,7 @@ clean-cache:
 	rm -rf $${LEASEHOLD_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/leasehold}
 
 # Benchmarks (not part of test): control-loop overhead, quiet cost, memory, Lambda pacing,
-# idle release lateness, printed as ratios from one run. See bench/README.md; BENCH_N etc. shrink it.
+# idle release lateness, leasehold run against plain ssh, printed as ratios from one run. See
+# bench/README.md; BENCH_N etc. shrink it.
 bench: deps binaries
 	node --import tsx bench/run.ts
