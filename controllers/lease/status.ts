@@ -2,7 +2,7 @@
 // machine's step out as status: phase, reason, conditions, endReason.
 import { fitText, LAST_RELEASE_ERROR_MAX_CHARS, type Lease, type LeaseStatus } from '../../src/api/index.js';
 import { setCondition } from '../../src/kube/conditions.js';
-import { isCheckFailure, type CheckFailure, type LeaseContext, type LeaseEvent, type Phase, type Step } from './machine.js';
+import { isCheckFailure, type LeaseContext, type LeaseEvent, type Phase, type Step } from './machine.js';
 import { ACTIVITY_ANNOTATION } from './timing.js';
 
 export { failedCheckOf } from './check-failure.js';
