@@ -40,15 +40,12 @@ test: deps
 build: deps
 	npm run --silent build
 
-# The CLI for krew: cmd/leasehold.ts bundled into one file (esbuild, which tsx brings), with
-# ssh2's optional native speed-ups left out, packed with plugins/leasehold.yaml filled in.
+# The CLI for krew: the same one minified file npm installs (cli/bundle.ts, esbuild), packed
+# with plugins/leasehold.yaml filled in.
 KREW_URI ?= https://example.invalid/set-KREW_URI/leasehold-krew.tar.gz
 krew-archive: deps
 	@rm -rf dist/krew && mkdir -p dist/krew/pkg
-	node_modules/.bin/esbuild cmd/leasehold.ts --bundle --platform=node --format=esm --target=node20 \
-	  --outfile=dist/krew/pkg/kubectl-leasehold --external:cpu-features --external:'*.node' --log-level=warning \
-	  --banner:js="import { createRequire as __lhRequire } from 'node:module'; import { fileURLToPath as __lhPath } from 'node:url'; import { dirname as __lhDir } from 'node:path'; const require = __lhRequire(import.meta.url); const __filename = __lhPath(import.meta.url); const __dirname = __lhDir(__filename);"
-	chmod 755 dist/krew/pkg/kubectl-leasehold
+	node --import tsx cli/bundle.ts dist/krew/pkg/kubectl-leasehold
 	tar -C dist/krew/pkg -czf dist/krew/leasehold-krew.tar.gz --owner=0 --group=0 --mtime=@0 kubectl-leasehold
 	@sha=$$(sha256sum dist/krew/leasehold-krew.tar.gz | cut -d' ' -f1); version=$$(node -p 'require("./package.json").version'); \
 	  sed -e "s|@URI@|$(KREW_URI)|" -e "s|@SHA256@|$$sha|" -e "s|@VERSION@|$$version|" plugins/leasehold.yaml > dist/krew/leasehold.yaml; \
@@ -96,6 +93,7 @@ clean-cache:
 	rm -rf $${LEASEHOLD_CACHE:-$${XDG_CACHE_HOME:-$$HOME/.cache}/leasehold}
 
 # Benchmarks (not part of test): control-loop overhead, quiet cost, memory, Lambda pacing,
-# idle release lateness, printed as ratios from one run. See bench/README.md; BENCH_N etc. shrink it.
+# idle release lateness, leasehold run against plain ssh, printed as ratios from one run. See
+# bench/README.md; BENCH_N etc. shrink it.
 bench: deps binaries
 	node --import tsx bench/run.ts

@@ -24,11 +24,14 @@
 //   runner   RunnerTarget (runnertarget.ts) against the Compute Engine and GitHub emulators with
 //            BENCH_RUNNER_HOSTS (50) sshd hosts: queued job to registered runner vs boot time;
 //            per check duration and provider calls by route vs their floor, steady and scale-down.
+//   cli      `leasehold run` on a Ready Lease (cli.ts; the builds BENCH_CLI names) vs plain ssh to the
+//            same sshd machine, BENCH_CLI_RUNS (20) each: command start to remote process start.
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ControlPlane } from '../e2e/cluster/controlplane.js';
 import { startController } from '../e2e/support/controller.js';
 import { startLambdaEmulator } from '../e2e/fakes/lambda/server.js';
+import { cliPhase } from './cli.js';
 import { memoryPhase } from './memory.js';
 import { peerPhase } from './peer.js';
 import { runnerPhase } from './runnertarget.js';
@@ -43,7 +46,7 @@ const LAMBDA_N = env('BENCH_LAMBDA_N', 10);
 const IDLE_N = env('BENCH_IDLE_N', 50);
 const IDLE_TIMEOUT = process.env.BENCH_IDLE_TIMEOUT ?? '10s';
 const IDLE_CHECK = process.env.BENCH_IDLE_CHECK ?? '5s';
-const PHASES = new Set((process.env.BENCH_PHASES ?? 'loop,memory,lambda,idle,peer,runner').split(','));
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'loop,memory,lambda,idle,peer,runner,cli').split(','));
 
 async function loopPhase() {
   const ns = await namespace('bench-loop');
@@ -209,7 +212,7 @@ async function main() {
   const t0 = Date.now();
   log(`phases ${[...PHASES].join(',')}`);
   // The shared control plane; the peer phase starts its own two (it needs a scheduler, KWOK and a peer).
-  if (['loop', 'memory', 'lambda', 'idle', 'runner'].some((p) => PHASES.has(p))) {
+  if (['loop', 'memory', 'lambda', 'idle', 'runner', 'cli'].some((p) => PHASES.has(p))) {
     const cp = await ControlPlane.start();
     try {
       connect(cp);
@@ -222,6 +225,7 @@ async function main() {
       if (PHASES.has('lambda')) await lambdaPhase();
       if (PHASES.has('idle')) await idlePhase();
       if (PHASES.has('runner')) await runnerPhase();
+      if (PHASES.has('cli')) await cliPhase();
     } finally {
       await stopTrackers().catch(() => undefined);
       await cp.stop();

@@ -1,14 +1,16 @@
 // The cluster as the CLI sees it: the user's kubeconfig and context, as
 // kubectl picks them (--kubeconfig, $KUBECONFIG, ~/.kube/config; --context;
 // the context's namespace unless -n), and the few Lease and Offer calls the
-// commands make. Every write that depends on what was read carries the
-// resourceVersion it was read at.
-import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { GROUP, VERSION } from '../src/api/common.js';
+// commands make, through the CLI's own HTTP client (kube-http.ts) unless the
+// kubeconfig needs what only client-node does (kube-client-node.ts). Every
+// write that depends on what was read carries the resourceVersion it was
+// read at.
 import type { Lease } from '../src/api/lease.js';
 import type { Offer } from '../src/api/offer.js';
-import { statusCode } from '../src/kube/client.js';
+import { statusCode } from '../src/kube/errors.js';
 import type { CommonFlags } from './flags.js';
+import { HttpLeaseAPI } from './kube-http.js';
+import { readKubeconfig } from './kubeconfig.js';
 
 /** How long one API call may take before its answer counts as lost. */
 export const API_TIMEOUT_MS = 30_000;
@@ -22,73 +24,35 @@ export interface Cluster {
   leases: LeaseAPI;
 }
 
-export function connect(flags: CommonFlags, env: NodeJS.ProcessEnv = process.env): Cluster {
-  const kc = new KubeConfig();
-  if (flags.kubeconfig) kc.loadFromFile(flags.kubeconfig);
-  else kc.loadFromDefault();
-  if (flags.context) {
-    if (!kc.getContextObject(flags.context)) throw new Error(`--context ${flags.context}: no such context in the kubeconfig; kubectl config get-contexts lists them`);
-    kc.setCurrentContext(flags.context);
-  }
-  if (!kc.getCurrentCluster()) throw new Error('the kubeconfig names no current cluster: pass --kubeconfig or --context, or set KUBECONFIG');
-  const namespace = flags.namespace ?? kc.getContextObject(kc.getCurrentContext())?.namespace ?? env.LEASEHOLD_NAMESPACE ?? 'default';
-  return { namespace, leases: new LeaseAPI(kc.makeApiClient(CustomObjectsApi)) };
-}
-
-const LEASES = { group: GROUP, version: VERSION, plural: 'leases' };
-const MERGE = () => setHeaderOptions('Content-Type', PatchStrategy.MergePatch);
-
-export class LeaseAPI {
-  constructor(private readonly api: CustomObjectsApi) {}
-
-  async get(namespace: string, name: string): Promise<Lease | undefined> {
-    try {
-      return (await timed(this.api.getNamespacedCustomObject({ ...LEASES, namespace, name }))) as Lease;
-    } catch (err) {
-      if (statusCode(err) === 404) return undefined;
-      throw err;
-    }
-  }
-
-  async list(namespace: string | undefined): Promise<Lease[]> {
-    const r = namespace === undefined
-      ? await timed(this.api.listClusterCustomObject(LEASES))
-      : await timed(this.api.listNamespacedCustomObject({ ...LEASES, namespace }));
-    return (r as { items: Lease[] }).items;
-  }
-
-  async create(lease: Lease): Promise<Lease> {
-    return (await timed(this.api.createNamespacedCustomObject({ ...LEASES, namespace: lease.metadata!.namespace!, body: lease }))) as Lease;
-  }
-
+export interface LeaseAPI {
+  /** The Lease; undefined when there is none. */
+  get(namespace: string, name: string): Promise<Lease | undefined>;
+  /** The namespace's Leases, or every namespace's when undefined. */
+  list(namespace: string | undefined): Promise<Lease[]>;
+  create(lease: Lease): Promise<Lease>;
   /** A merge patch; include metadata.resourceVersion in `body` to make it conditional (409 when the Lease changed). */
-  async patch(namespace: string, name: string, body: unknown): Promise<Lease> {
-    return (await timed(this.api.patchNamespacedCustomObject({ ...LEASES, namespace, name, body }, MERGE()))) as Lease;
-  }
-
+  patch(namespace: string, name: string, body: unknown): Promise<Lease>;
   /**
    * Deletes the Lease; false when it was already gone. The controller
    * releases its machine first (finalizer). With `resourceVersion`, only
    * the Lease as it was then (409 when it changed since).
    */
-  async delete(namespace: string, name: string, resourceVersion?: string): Promise<boolean> {
-    const body = resourceVersion ? { preconditions: { resourceVersion } } : undefined;
-    try {
-      await timed(this.api.deleteNamespacedCustomObject({ ...LEASES, namespace, name, ...(body ? { body } : {}) }));
-      return true;
-    } catch (err) {
-      if (statusCode(err) === 404) return false;
-      throw err;
-    }
-  }
-
-  async offers(): Promise<Offer[]> {
-    const r = await timed(this.api.listClusterCustomObject({ group: GROUP, version: VERSION, plural: 'offers' }));
-    return (r as { items: Offer[] }).items;
-  }
+  delete(namespace: string, name: string, resourceVersion?: string): Promise<boolean>;
+  offers(): Promise<Offer[]>;
 }
 
-function timed<T>(call: Promise<T>, ms = API_TIMEOUT_MS): Promise<T> {
+export async function connect(flags: CommonFlags, env: NodeJS.ProcessEnv = process.env): Promise<Cluster> {
+  const read = readKubeconfig(flags.kubeconfig, flags.context, env);
+  if ('unsupported' in read) {
+    // Loaded only here: client-node alone takes longer to load than a run on a Ready Lease takes to reach its machine.
+    const { connectWithClientNode } = await import('./kube-client-node.js');
+    return connectWithClientNode(flags, env);
+  }
+  const namespace = flags.namespace ?? read.endpoint.namespace ?? env.LEASEHOLD_NAMESPACE ?? 'default';
+  return { namespace, leases: new HttpLeaseAPI(read.endpoint) };
+}
+
+export function timed<T>(call: Promise<T>, ms = API_TIMEOUT_MS): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const lost = new Promise<never>((_, reject) => {
     timer = setTimeout(() => reject(new AnswerLostError(`the API server did not answer within ${ms / 1000}s`)), ms);

@@ -72,7 +72,7 @@ export async function leases(args: string[], out: Out, env: NodeJS.ProcessEnv): 
   const { values, positionals: pos } = parseCommand(args, { 'all-namespaces': { type: 'boolean', short: 'A' }, json: { type: 'boolean' } }, LEASES_USAGE);
   if (values.help) return void out.write(`${LEASES_USAGE}\n`), 0;
   positionals(pos, [], LEASES_USAGE);
-  const cluster = connect(commonFlags(values), env);
+  const cluster = await connect(commonFlags(values), env);
   const all = values['all-namespaces'] ?? false;
   const items = await cluster.leases.list(all ? undefined : cluster.namespace);
   if (values.json) out.write(`${JSON.stringify(items.map(leaseJSON), null, 2)}\n`);

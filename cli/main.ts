@@ -1,14 +1,10 @@
 // The leasehold command (also kubectl-leasehold, so `kubectl leasehold ...`
 // works): picks the subcommand and turns what it throws into a message on
-// stderr and an exit code (README.md, "CLI", lists them).
+// stderr and an exit code (README.md, "CLI", lists them). Each subcommand is
+// imported when it is picked: a run loads only what a run needs.
 import { EXIT, ExitError } from './exit-codes.js';
 import { UsageError } from './flags.js';
 import { apiErrorText } from './kube.js';
-import { leases } from './leases.js';
-import { offers } from './offers.js';
-import { release } from './release.js';
-import { run } from './run.js';
-import { ssh } from './ssh.js';
 
 export const USAGE = `leasehold: rent a machine through Leasehold and run a command on it
 
@@ -30,15 +26,15 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv = process.env)
   try {
     switch (command) {
       case 'run':
-        return await run(args, { stdout: out, stderr: err, stdin: process.stdin, env, interrupts: process });
+        return await (await import('./run.js')).run(args, { stdout: out, stderr: err, stdin: process.stdin, env, interrupts: process });
       case 'leases':
-        return await leases(args, out, env);
+        return await (await import('./leases.js')).leases(args, out, env);
       case 'offers':
-        return await offers(args, out, env);
+        return await (await import('./offers.js')).offers(args, out, env);
       case 'release':
-        return await release(args, out, env);
+        return await (await import('./release.js')).release(args, out, env);
       case 'ssh':
-        return await ssh(args, out, err, env);
+        return await (await import('./ssh.js')).ssh(args, out, err, env);
       case undefined:
       case 'help':
       case '--help':

@@ -36,7 +36,7 @@ export async function offers(args: string[], out: Out, env: NodeJS.ProcessEnv): 
   const { values, positionals: pos } = parseCommand(args, { json: { type: 'boolean' } }, OFFERS_USAGE);
   if (values.help) return void out.write(`${OFFERS_USAGE}\n`), 0;
   positionals(pos, [], OFFERS_USAGE);
-  const items = await connect(commonFlags(values), env).leases.offers();
+  const items = await (await connect(commonFlags(values), env)).leases.offers();
   if (values.json) out.write(`${JSON.stringify(items.map((o) => ({ name: o.metadata?.name, spec: o.spec, status: o.status ?? {} })), null, 2)}\n`);
   else out.write(items.length ? offersTable(items) : 'No Offers.\n');
   return 0;

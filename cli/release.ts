@@ -12,7 +12,7 @@ export async function release(args: string[], out: Out, env: NodeJS.ProcessEnv):
   const { values, positionals: pos } = parseCommand(args, { wait: { type: 'boolean' } }, RELEASE_USAGE);
   if (values.help) return void out.write(`${RELEASE_USAGE}\n`), 0;
   const [name] = positionals(pos, ['NAME'], RELEASE_USAGE) as [string];
-  const cluster = connect(commonFlags(values), env);
+  const cluster = await connect(commonFlags(values), env);
   if (!(await cluster.leases.delete(cluster.namespace, name))) throw new ExitError(`Lease ${name} not found in namespace ${cluster.namespace}; leasehold leases lists them`, EXIT.error);
   if (!values.wait) {
     out.write(`Lease ${name}: release requested; the controller releases its machine, then the Lease is gone (--wait waits for that)\n`);

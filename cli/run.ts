@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import type { Readable, Writable } from 'node:stream';
 import type { Lease } from '../src/api/lease.js';
 import { parseWhere } from '../src/api/where.js';
-import { interruptJobCommand, jobCommand } from '../src/machine/agent.js';
+import { interruptJobCommand, jobCommand } from '../src/machine/job.js';
 import { createLease, leave, leaseName, newLease, reusable, waitUsable, type Waiting } from './acquire.js';
 import { defaultKeyPath, loadDeviceKey, type DeviceKey } from './device-key.js';
 import { EXIT, ExitError } from './exit-codes.js';
@@ -16,7 +16,7 @@ import { commonFlags, parseCommand, UsageError } from './flags.js';
 import { connect, type Cluster } from './kube.js';
 import { markActivity, nameOf } from './lease-use.js';
 import { Progress } from './output.js';
-import { DetachedError, startJob, type RemoteJob } from './remote.js';
+import { connectMachine, DetachedError, type MachineConnection, type RemoteJob } from './remote.js';
 import { sshTargetOf } from './target.js';
 
 export const RUN_USAGE = 'usage: leasehold run --where EXPR [--offer NAME] [--lease NAME] [-n NAMESPACE] [--key FILE] -- CMD [ARG...]';
@@ -67,7 +67,7 @@ export async function run(args: string[], io: RunIO): Promise<number> {
   } catch (err) {
     throw new ExitError(`device key: ${err instanceof Error ? err.message : String(err)}`, EXIT.runFailed);
   }
-  const cluster = connect(common, io.env);
+  const cluster = await connect(common, io.env);
   const runID = randomBytes(6).toString('hex');
   let stage: Stage = { kind: 'preparing' };
   let interrupted = false;
@@ -107,12 +107,31 @@ export async function run(args: string[], io: RunIO): Promise<number> {
       );
     }
     stage = { kind: 'preparing' };
-    // Right before the command is sent: a run that asks after the release was recorded is refused here.
-    lease = await markActivity(cluster.leases, lease);
-    if (interrupted) throw new ExitError('interrupted before the command started', EXIT.interrupted);
-    const ssh = sshTargetOf(nameOf(lease), lease.status?.machine?.ssh);
+    const target = sshTargetOf(nameOf(lease), lease.status?.machine?.ssh);
+    // The SSH handshake runs while the activity is written; the command is
+    // sent only once that write is accepted, so a run that asks after the
+    // release was recorded is still refused before anything runs.
+    const connecting = connectMachine(target, key.privateKey, key.path);
+    // Handled here, awaited below: a refused connection must not end the process as an unhandled rejection meanwhile.
+    connecting.catch(() => undefined);
+    let connection: MachineConnection;
+    try {
+      lease = await markActivity(cluster.leases, lease);
+      connection = await connecting;
+    } catch (err) {
+      void connecting.then((c) => c.close(), () => undefined);
+      throw err;
+    }
+    if (JSON.stringify(sshTargetOf(nameOf(lease), lease.status?.machine?.ssh)) !== JSON.stringify(target)) {
+      connection.close();
+      throw new ExitError(`Lease ${nameOf(lease)} names another machine than when this run connected; run again`, EXIT.runFailed);
+    }
+    if (interrupted) {
+      connection.close();
+      throw new ExitError('interrupted before the command started', EXIT.interrupted);
+    }
     progress.done();
-    const job = await startJob({ host: ssh.host, port: ssh.port ?? 22, user: ssh.user, hostKey: ssh.hostKey }, key.privateKey, key.path, { run: jobCommand(flags.command, runID), interrupt: interruptJobCommand(runID) }, {
+    const job = await connection.start({ run: jobCommand(flags.command, runID), interrupt: interruptJobCommand(runID) }, {
       stdout: io.stdout,
       stderr: io.stderr,
       stdin: io.stdin.isTTY ? undefined : io.stdin,

@@ -54,7 +54,7 @@ export async function ssh(args: string[], out: Out, err: ProgressSink, env: Node
   const [name] = positionals(pos, ['NAME'], SSH_USAGE) as [string];
   const common = commonFlags(values);
   const key = loadDeviceKey(common.key ?? defaultKeyPath(env));
-  const cluster = connect(common, env);
+  const cluster = await connect(common, env);
   const found = await cluster.leases.get(cluster.namespace, name);
   if (!found) throw new ExitError(`Lease ${name} not found in namespace ${cluster.namespace}; leasehold leases lists them`, EXIT.error);
   const progress = new Progress(err);

@@ -46,6 +46,8 @@ describe('leasehold run', () => {
 
   it('reuses the Lease, renews its idle window, and exits with the remote code', async () => {
     const [before] = await leases();
+    // The annotation holds whole seconds, and a run now takes less than one: a run in the same second would mark the same time.
+    await waitFor('the second of the last mark over', async () => Date.now() >= Date.parse(before.metadata.annotations['leasehold.dev/activity']) + 1000, 5_000);
     const r = await run(['run', '--where', 'cpus>=1', '--', 'exit', '3']);
     expect(r.stderr).toMatch(new RegExp(`reusing Lease ${before.metadata.name} \\((Ready|Idle), Offer ${offer}, \\$0\\.25/h\\)`));
     expect(r.code).toBe(3);
@@ -107,9 +109,9 @@ describe('leasehold run', () => {
   });
 
   it('installs as leasehold (production build) and as kubectl-leasehold (krew archive), and measures run overhead on a Ready Lease against plain ssh', async () => {
-    // The production build, as npm installs it: bin entries point at dist/cmd/leasehold.js, started by its shebang.
+    // The production build, as npm installs it: bin entries point at the bundle dist/bin/leasehold.mjs, started by its shebang.
     await promisify(execFile)('npm', ['run', '--silent', 'build'], { timeout: 300_000 });
-    const entry = join(process.cwd(), 'dist/cmd/leasehold.js');
+    const entry = join(process.cwd(), 'dist/bin/leasehold.mjs');
     chmodSync(entry, 0o755);
     const bin = mkdtempSync(join(tmpdir(), 'leasehold-bin-'));
     symlinkSync(entry, join(bin, 'leasehold'));

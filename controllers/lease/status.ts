@@ -2,8 +2,10 @@
 // machine's step out as status: phase, reason, conditions, endReason.
 import { fitText, LAST_RELEASE_ERROR_MAX_CHARS, type Lease, type LeaseStatus } from '../../src/api/index.js';
 import { setCondition } from '../../src/kube/conditions.js';
-import { isCheckFailure, type CheckFailure, type LeaseContext, type LeaseEvent, type Phase, type Step } from './machine.js';
+import { isCheckFailure, type LeaseContext, type LeaseEvent, type Phase, type Step } from './machine.js';
 import { ACTIVITY_ANNOTATION } from './timing.js';
+
+export { failedCheckOf } from './check-failure.js';
 
 export function phaseOf(lease: Lease): Phase {
   return (lease.status?.phase ?? 'Pending') as Phase;
@@ -28,18 +30,6 @@ function failureOf(lease: Lease): { reason: string; message: string } | undefine
   const ready = lease.status?.conditions?.find((c) => c.type === 'Ready');
   if (!ready?.reason || ready.status !== 'False' || ready.reason === 'Releasing') return undefined;
   return { reason: ready.reason.replace(/^Failed:/, ''), message: ready.message ?? '' };
-}
-
-/**
- * Why the Lease's latest idle check failed, while it holds a machine: such
- * a Lease is neither handed out nor run on by name until a check succeeds.
- */
-export function failedCheckOf(lease: Lease): { reason: CheckFailure; message: string } | undefined {
-  const st = lease.status;
-  if (st?.phase !== 'Ready' && st?.phase !== 'Idle') return undefined;
-  const ready = st.conditions?.find((c) => c.type === 'Ready');
-  if (ready?.status !== 'False' || !isCheckFailure(ready.reason)) return undefined;
-  return { reason: ready.reason, message: ready.message ?? '' };
 }
 
 /** What a check depends on besides the machine: a change of spec (sshKeys) or of the activity annotation is looked at without waiting. */

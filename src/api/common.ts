@@ -4,11 +4,9 @@
 import { z } from 'zod';
 import { DURATION_MAX_LENGTH, DURATION_PATTERN, parseDuration } from './duration.js';
 
-export const GROUP = 'leasehold.dev';
-export const VERSION = 'v1alpha1';
-export const API_VERSION = `${GROUP}/${VERSION}` as const;
-/** `kubectl get leasehold` lists every kind. */
-export const CATEGORY = 'leasehold';
+import { API_VERSION } from './group.js';
+
+export { API_VERSION, CATEGORY, GROUP, VERSION } from './group.js';
 
 /** A CEL validation rule, as Kubernetes reads it from `x-kubernetes-validations`. */
 export interface CelRule {

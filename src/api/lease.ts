@@ -1,7 +1,7 @@
 // Lease: a machine a user rents, described by what it needs.
 
-import { createHash } from 'node:crypto';
 import { z } from 'zod';
+import { MAX_SSH_KEYS, SSH_KEY_TYPES } from './ssh-keys.js';
 import {
   kindSchema,
   conditions,
@@ -18,13 +18,13 @@ import {
 } from './common.js';
 import { ARCHES, OSES, WHERE_MAX_LENGTH, WHERE_PATTERN, parseWhere } from './where.js';
 
+export { MAX_SSH_KEYS, SSH_KEY_TYPES, sshKeysHash } from './ssh-keys.js';
+
 export const LEASE_NAMES = { kind: 'Lease', plural: 'leases', singular: 'lease', shortNames: ['lhl'] } as const;
 
 /** The schema limit of status.lastReleaseError. */
 export const LAST_RELEASE_ERROR_MAX_CHARS = 4096;
 
-/** At most this many device keys per Lease. */
-export const MAX_SSH_KEYS = 16;
 
 export const LEASE_PHASES = ['Pending', 'Launching', 'Ready', 'Idle', 'Releasing', 'Released', 'Failed'] as const;
 export type LeasePhase = (typeof LEASE_PHASES)[number];
@@ -33,21 +33,7 @@ export const ACTIVE_PHASES: readonly LeasePhase[] = ['Launching', 'Ready', 'Idle
 /** Phases a Lease never leaves. */
 export const ENDED_PHASES: readonly LeasePhase[] = ['Released', 'Failed'];
 
-/** status.installedKeysHash of spec.sshKeys: the controller writes it once these keys are on the machine; a device compares it to know its key is in. */
-export function sshKeysHash(keys: readonly string[]): string {
-  return createHash('sha256').update(keys.join('\n')).digest('hex').slice(0, 16);
-}
 
-/** OpenSSH public key types accepted in spec.sshKeys. */
-export const SSH_KEY_TYPES = [
-  'ssh-ed25519',
-  'ssh-rsa',
-  'ecdsa-sha2-nistp256',
-  'ecdsa-sha2-nistp384',
-  'ecdsa-sha2-nistp521',
-  'sk-ssh-ed25519@openssh.com',
-  'sk-ecdsa-sha2-nistp256@openssh.com',
-] as const;
 
 /** One OpenSSH public key line: type, base64 key, optional comment of printable ASCII (what the controller writes to authorized_keys). */
 export const SSH_PUBLIC_KEY_PATTERN =

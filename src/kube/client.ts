@@ -53,16 +53,7 @@ export function makeCountingClient<T>(kc: KubeConfig, api: ApiConstructor<T>, me
   return new api(config);
 }
 
-/** The HTTP status of an error thrown by a client-node 1.x API call, if any. */
-export function statusCode(err: unknown): number | undefined {
-  if (typeof err === 'object' && err !== null && 'code' in err && typeof (err as { code: unknown }).code === 'number') {
-    return (err as { code: number }).code;
-  }
-  return undefined;
-}
-
-export const isConflict = (err: unknown) => statusCode(err) === 409;
-export const isNotFound = (err: unknown) => statusCode(err) === 404;
+export { isConflict, isNotFound, statusCode } from './errors.js';
 
 /**
  * KubeConfig's authentication builds a new Agent for every request, so every

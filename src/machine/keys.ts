@@ -3,7 +3,7 @@
 // pinning rests on.
 import { createHash, timingSafeEqual } from 'node:crypto';
 import ssh2 from 'ssh2';
-import { SSH_KEY_TYPES } from '../api/lease.js';
+import { SSH_KEY_TYPES } from '../api/ssh-keys.js';
 
 const { utils } = ssh2;
 
