@@ -46,6 +46,8 @@ export interface EffectResult {
 /** How long a node's holder Lease stands without renewal: mirrors, not the Lease, keep a node once it lends. */
 export const HOLDER_LEASE_SECONDS = 120;
 
+const renewedAt = (lease: V1Lease) => new Date(lease.spec?.renewTime ?? lease.spec?.acquireTime ?? 0).getTime();
+
 export class LendingOperations {
   private readonly accounts = new Set<string>();
 
@@ -158,6 +160,10 @@ export class LendingOperations {
     const now = new V1MicroTime(ctx.now.getTime());
     const spec = { holderIdentity: fleetKey(ctx.fleet), leaseDurationSeconds: HOLDER_LEASE_SECONDS, renewTime: now, acquireTime: now };
     const have = ctx.holders.get(node);
+    // A session's next claim keeps a Lease that is ours and has more than
+    // half its term left: no other PeerFleet takes a Lease before it
+    // expires, and the running mirrors, not the Lease, hold a lending node.
+    if (have?.spec?.holderIdentity === spec.holderIdentity && ctx.now.getTime() < renewedAt(have) + (HOLDER_LEASE_SECONDS * 1000) / 2) return true;
     try {
       if (!have) {
         await coordination.createNamespacedLease({ namespace, body: { metadata: { name, namespace, labels: { [HOLDER_LABEL]: 'true' } }, spec } });
