@@ -32,6 +32,7 @@ import { hasFinalizer } from '../../src/kube/finalizers.js';
 import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from './lending.js';
 import type { PeerFleetMetrics } from './metrics.js';
 import type { EffectResult, LendingOperations } from './operations.js';
+import { PeerWrites } from './peerview.js';
 import { judgeReadiness, readyCondition, type SecretField, type Verdict, type VerdictInput } from './verdict.js';
 
 /** What a probe needs from the peer: one namespaced list with our token. */
@@ -106,8 +107,8 @@ export const EFFECT_SLOT_RETRY_MS = 1_000;
 /** Kept on a PeerFleet until its last mirror has finished and the peer has its record. */
 export const LENDING_FINALIZER = 'leasehold.dev/peer-lending';
 
-/** Effects other than claims run this many at a time. */
-const EFFECTS_AT_ONCE = 8;
+/** A PeerFleet's effects of one kind (write-backs and deletions, then claims) run this many at a time. */
+const EFFECTS_AT_ONCE = 16;
 
 /** How long a created mirror counts before the informer shows it. */
 const EXPECTATION_MS = 60_000;
@@ -129,6 +130,8 @@ export class PeerFleetReconciler {
    * not given again before the watch catches up.
    */
   private readonly expected = new Map<string, { job: V1Job; at: number }>();
+  /** Each fleet's claims and write-backs on the peer that its watch may not show yet. */
+  private readonly peerWrites = new Map<string, PeerWrites>();
   /** The last reading of each fleet's Secrets and peer, and until when it stands. */
   private readonly observed = new Map<string, { generation: number | undefined; until: number; input: VerdictInput; access: PeerAccess | undefined }>();
 
@@ -150,6 +153,7 @@ export class PeerFleetReconciler {
       this.downStreak.delete(key);
       this.observed.delete(key);
       this.standing.delete(key);
+      this.peerWrites.delete(key);
       this.deps.forget?.(key);
       // An effect still running is cancelled; its end enqueues the key again, and that pass drops its result.
       const left = new Set<string>();
@@ -290,7 +294,7 @@ export class PeerFleetReconciler {
       fleet,
       ...world,
       mirrors: [...world.mirrors, ...[...this.expected.values()].map((e) => e.job)],
-      peerJobs: access ? lending.peerJobs(access) : undefined,
+      peerJobs: access ? this.written(fleet).view(lending.peerJobs(access), now.getTime()) : undefined,
       verdict,
       now: now.getTime(),
     });
@@ -315,6 +319,7 @@ export class PeerFleetReconciler {
       nodes: new Map(world.nodes.map((n) => [n.metadata?.name ?? '', n])),
       holders: world.holders,
       created: (mirror: V1Job) => this.expected.set(`${mirror.metadata?.namespace}/${mirror.metadata?.name}`, { job: mirror, at: now.getTime() }),
+      wrote: (before: V1Job, after: V1Job) => this.written(fleet).record(before, after, this.now().getTime()),
       ...(signal ? { signal } : {}),
       now,
     };
@@ -330,13 +335,20 @@ export class PeerFleetReconciler {
       return result;
     };
     // Write-backs, releases and deletions touch one Job each and run side by
-    // side; claims come after them, one at a time, each choosing its room
-    // from what the pass saw.
+    // side; claims come after them. A pass makes at most one claim per node
+    // and gives each Job to one node, each claim with the room the pass saw
+    // on its own node, so claims run side by side too; each is still one
+    // resourceVersion-guarded write for one Job.
     const [claims, rest] = [pass.effects.filter((e) => e.kind === 'claim'), pass.effects.filter((e) => e.kind !== 'claim')];
-    const results: EffectResult[] = [];
-    for (let i = 0; i < rest.length; i += EFFECTS_AT_ONCE) results.push(...(await Promise.all(rest.slice(i, i + EFFECTS_AT_ONCE).map(run))));
-    for (const effect of claims) results.push(await run(effect));
-    return results;
+    const results = rest.length > 0 ? await atMost(EFFECTS_AT_ONCE, rest, run) : [];
+    return [...results, ...(await atMost(EFFECTS_AT_ONCE, claims, run))];
+  }
+
+  private written(fleet: PeerFleet): PeerWrites {
+    const key = `${fleet.metadata?.namespace}/${fleet.metadata?.name}`;
+    const kept = this.peerWrites.get(key) ?? new PeerWrites();
+    this.peerWrites.set(key, kept);
+    return kept;
   }
 
   private async observe(key: string, fleet: PeerFleet, signal?: AbortSignal): Promise<Reading> {
@@ -450,6 +462,20 @@ export class PeerFleetReconciler {
     this.downStreak.set(key, streak);
     return Math.min(poll, UNREACHABLE_RETRY_MS * 2 ** Math.min(streak - 1, 20));
   }
+}
+
+/** `run` over every item, `n` at a time, each starting as soon as one before it ends; results in the items' order. */
+async function atMost<T, R>(n: number, items: readonly T[], run: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await run(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
+  return out;
 }
 
 function sameAccounting(a: PeerFleetStatus['accounting'], b: PeerFleetStatus['accounting']): boolean {
