@@ -110,7 +110,7 @@ describe('lendingPass', () => {
       nodes: [node('gpu-1', 1)],
       mirrors: [mirror(2, 'gpu-1', {})],
       peerJobs: [peerJob(1), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
-    }, ['gpu-1=Lending'], ['writeBack:job-2']],
+    }, ['gpu-1=Lending'], []],
     ['lending, our pod queued with no value: drains, no claim', {
       fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
       mirrors: [mirror(2, 'gpu-1')],

@@ -54,6 +54,7 @@ describe('peerStatusWrite', () => {
   });
 
   it.each<[string, V1JobStatus, Record<string, string>, V1JobStatus, boolean]>([
+    ['queued on the peer, the mirror created but not started (no status yet): nothing, not even the host', {}, {}, {}, false],
     ['queued on the peer, the mirror started: written (Running)', {}, {}, { startTime: START, active: 1 }, true],
     ['running on the peer, the pod of the mirror became ready: not written on its own', { startTime: START, active: 1 }, { 'leasehold.dev/host': HOST }, running, false],
     ['running on the peer, a retried pod failed: not written on its own', running, { 'leasehold.dev/host': HOST }, { ...running, failed: 1 }, false],

@@ -41,6 +41,8 @@ export function peerStatusWrite({ peerJob, mirror, host, exitCode }: WritebackIn
   if (finished && exitCode !== undefined) annotations[EXIT_CODE_ANNOTATION] = String(exitCode);
   const have = peerJob.metadata?.annotations ?? {};
   const annotationsDone = Object.entries(annotations).every(([k, v]) => have[k] === v);
+  // The host goes with the Running write: a mirror not started yet has nothing to tell.
+  if (stage(status) === 'queued') return undefined;
   if (annotationsDone && (sameStatus(peer, status) || STAGES.indexOf(stage(status)) <= STAGES.indexOf(stage(peer)))) return undefined;
   return { status, annotations };
 }
