@@ -144,6 +144,8 @@ export class PeerFleetReconciler {
   private readonly uids = new Map<string, Set<string>>();
   /** Slots taken by passes between deciding and starting their effects. */
   private reserved = 0;
+  /** Fleets that something woke while their effects ran: those passes decided nothing. */
+  private readonly missed = new Set<string>();
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
     const [namespace = '', name = ''] = key.split('/');
@@ -154,6 +156,7 @@ export class PeerFleetReconciler {
       this.observed.delete(key);
       this.standing.delete(key);
       this.peerWrites.delete(key);
+      this.missed.delete(key);
       this.deps.forget?.(key);
       // An effect still running is cancelled; its end enqueues the key again, and that pass drops its result.
       const left = new Set<string>();
@@ -170,7 +173,10 @@ export class PeerFleetReconciler {
       const uids = this.uids.get(key) ?? new Set<string>();
       this.uids.set(key, uids.add(uid));
       // Its end enqueues the PeerFleet again.
-      if (effects.runner.get(uid)?.state === 'running') return;
+      if (effects.runner.get(uid)?.state === 'running') {
+        this.missed.add(key);
+        return;
+      }
       const done = effects.runner.take(uid)?.result;
       if (done?.kind === 'lend') return this.settle(key, fleet, done);
       if (done?.kind === 'probe') this.keep(key, fleet, done.generation, done.reading);
@@ -226,9 +232,12 @@ export class PeerFleetReconciler {
     const kept = this.observed.get(key);
     const now = this.now().getTime();
     const poll = kept ? Math.max(0, kept.until - now) : this.pollInterval(fleet);
+    const missed = this.missed.delete(key);
     // A failed effect is tried again at the next poll, never in a tight loop.
     if (results.some((r) => r.outcome === 'error')) return { requeueAfter: Math.max(poll, UNREACHABLE_RETRY_MS) };
-    if (pass.again || results.some((r) => r.outcome === 'claimed' || r.outcome === 'started')) return { requeueAfter: 0 };
+    // A mirror that finished while the effects ran woke a pass that decided
+    // nothing: the node's next claim is made now, not at the next poll.
+    if (missed || pass.again || results.some((r) => r.outcome === 'claimed' || r.outcome === 'started')) return { requeueAfter: 0 };
     const wake = pass.wakeAt === undefined ? poll : Math.max(0, Math.min(poll, pass.wakeAt - now + 100));
     return { requeueAfter: wake };
   }
