@@ -278,9 +278,9 @@ export async function peerPhase(): Promise<void> {
       return { node, reaction: pod && h?.drainingAt ? h.drainingAt - pod.created : undefined, late, wait: pod?.running !== undefined ? pod.running - pod.created : undefined };
     });
     const reactions = drains.map((d) => d.reaction).filter((x): x is number => x !== undefined);
-    // 3. Writes per peer Job against the floor: peer (claim, status Running, status finished, host and
-    //    exit-code annotations) and ours (mirror create, mirror delete).
-    const floor = { peer: 4 * JOBS, controller: 2 * JOBS };
+    // 3. Writes per peer Job against the floor: peer (claim, status Running, status finished, the host
+    //    and exit-code annotations in those two status PATCHes) and ours (mirror create, mirror delete).
+    const floor = { peer: 3 * JOBS, controller: 2 * JOBS };
     const actual = { peer: sumWhere(busy, 'peer', WRITES), controller: sumWhere(busy, 'controller', WRITES) };
     const metric = async (name: string, labels: Record<string, string> = {}) => ctl!.metric(name, labels);
     results.peer = {
