@@ -244,7 +244,10 @@ describe('PeerFleet lending', () => {
   it('the controller SIGKILLed mid-claim and mid-run: every peer Job runs once and none is lost', async () => {
     const names = Array.from({ length: 6 }, (_, i) => `crash-${i}`);
     for (const n of names) await apply(peer, peerJob(n, { runFor: '6s' }));
-    await waitFor('a first claim', async () => (await events('Claimed')).some((m) => /crash-/.test(m)), 120_000);
+    await waitFor('a first claim', async () => {
+      for (const n of names) if ((await getPeerJob(n)).metadata.annotations?.['leasehold.dev/claimed-by']) return true;
+      return false;
+    }, 120_000, 100);
     await controller.stop('SIGKILL');
     controller = await lenderAs(NS, CONTROLLER_ARGS);
     await waitFor('a crash Job running', async () => {

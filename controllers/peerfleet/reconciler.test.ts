@@ -52,7 +52,7 @@ function harness(obj: PeerFleet | undefined, opts: { secrets?: Record<string, Re
         return current as never;
       },
     },
-    events: { record: async (_o, type, reason, message) => void events.push({ type, reason, message }) },
+    events: { record: async (_o, type, reason, message) => void events.push({ type, reason, message }), recordSeries: async (_o, type, reason, message) => void events.push({ type, reason, message }) },
     now: () => new Date('2026-12-01T00:00:00Z'),
   });
   return { reconciler, writes, events, accesses, get current() { return current; } };
@@ -186,7 +186,7 @@ describe('PeerFleetReconciler', () => {
       peer: () => ({ probe: async () => undefined }),
       forget: (key) => forgotten.push(key),
       status: { write: async () => { throw new Error('no write'); } },
-      events: { record: async () => undefined },
+      events: { record: async () => undefined, recordSeries: async () => undefined },
     });
     expect(await r.reconcile('lend/gone')).toBeUndefined();
     expect(forgotten).toEqual(['lend/gone']);
@@ -390,7 +390,7 @@ describe('PeerFleetReconciler', () => {
             return f as never;
           },
         },
-        events: { record: async (o, _type, reason) => void events.push(`${o.metadata?.name}:${reason}`) },
+        events: { record: async (o, _type, reason) => void events.push(`${o.metadata?.name}:${reason}`), recordSeries: async (o, _type, reason) => void events.push(`${o.metadata?.name}:${reason}`) },
         now: () => new Date('2026-12-01T00:00:00Z'),
         lending: {
           world: (f) => ({ clusterID: 'c1', nodes: [{ ...node, metadata: { name: `node-${f.metadata!.name}`, labels: { pool: 'gpu' } } }], pods: [], mirrors: [], holders: new Map() }),

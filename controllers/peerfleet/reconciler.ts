@@ -79,7 +79,7 @@ export interface PeerFleetReconcilerDeps {
   /** Forgets what was kept for a fleet that is gone. */
   forget?(fleetKey: string): void;
   status: Pick<StatusWriter, 'write'>;
-  events: Pick<EventRecorder, 'record'>;
+  events: Pick<EventRecorder, 'record' | 'recordSeries'>;
   now?: () => Date;
   lending?: LendingDeps;
   /**
@@ -448,7 +448,9 @@ export class PeerFleetReconciler {
         stands.add(note.message);
         if (stood?.has(note.message)) continue;
       }
-      await this.deps.events.record(fleet, note.type, note.reason, note.message);
+      // What recurs with every Job and session (Claimed, Available, SessionEnded) counts on one Event per reason; a warning stands alone.
+      if (note.type === 'Normal') await this.deps.events.recordSeries(fleet, note.type, note.reason, note.message);
+      else await this.deps.events.record(fleet, note.type, note.reason, note.message);
     }
     if (pass) this.standing.set(key, stands);
     return true;
