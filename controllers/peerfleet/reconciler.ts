@@ -130,6 +130,8 @@ export class PeerFleetReconciler {
    * not given again before the watch catches up.
    */
   private readonly expected = new Map<string, { job: V1Job; at: number }>();
+  /** Finished mirrors this controller deleted and the informer may still list, by namespace/name: not deleted twice. */
+  private readonly deleted = new Map<string, number>();
   /** Each fleet's claims and write-backs on the peer that its watch may not show yet. */
   private readonly peerWrites = new Map<string, PeerWrites>();
   /** The last reading of each fleet's Secrets and peer, and until when it stands. */
@@ -299,10 +301,12 @@ export class PeerFleetReconciler {
   private pass(lending: LendingDeps, fleet: PeerFleet, world: OurSide, verdict: Verdict, access: PeerAccess | undefined, now: Date): FleetPass {
     const seen = new Set(world.mirrors.map((m) => `${m.metadata?.namespace}/${m.metadata?.name}`));
     for (const [k, e] of this.expected) if (seen.has(k) || now.getTime() - e.at > EXPECTATION_MS) this.expected.delete(k);
+    for (const [k, at] of this.deleted) if (!seen.has(k) || now.getTime() - at > EXPECTATION_MS) this.deleted.delete(k);
+    const listed = world.mirrors.filter((m) => !this.deleted.has(`${m.metadata?.namespace}/${m.metadata?.name}`));
     return lendingPass({
       fleet,
       ...world,
-      mirrors: [...world.mirrors, ...[...this.expected.values()].map((e) => e.job)],
+      mirrors: [...listed, ...[...this.expected.values()].map((e) => e.job)],
       peerJobs: access ? this.written(fleet).view(lending.peerJobs(access), now.getTime()) : undefined,
       verdict,
       now: now.getTime(),
@@ -337,6 +341,7 @@ export class PeerFleetReconciler {
       if (signal?.aborted) return { effect, outcome: 'error', error: 'not started: cancelled' };
       const result = await lending.operations.run(effect, ctx);
       if (signal?.aborted && result.outcome === 'error') return result;
+      if (effect.kind === 'deleteMirror' && result.outcome === 'deleted') this.deleted.set(`${effect.mirror.metadata?.namespace}/${effect.mirror.metadata?.name}`, this.now().getTime());
       if (result.note) await this.deps.events.record(fleet, result.note.type, result.note.reason, result.note.message);
       if (result.outcome === 'error') {
         await this.deps.events.record(fleet, 'Warning', 'LendingError', `${effect.kind}: ${result.error ?? 'failed'}; retried at the next pass`);
