@@ -182,6 +182,8 @@ export class PeerFleetReconciler {
       const done = effects.runner.take(uid)?.result;
       if (done?.kind === 'lend') return this.settle(key, fleet, done);
       if (done?.kind === 'probe') this.keep(key, fleet, done.generation, done.reading);
+      // This pass sees the world as it is now, whatever woke the PeerFleet while an effect ran.
+      this.missed.delete(key);
     }
     const lending = this.deps.lending;
     const deleting = !!fleet.metadata?.deletionTimestamp;
