@@ -11,7 +11,7 @@ import { rfc3339 } from '../../src/kube/conditions.js';
 import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION, parseClaimant, type StatusWrite } from '../../src/providers/peerqueue/types.js';
 import { account } from './accounting.js';
 import { drainDecision, type DrainReason } from './drain.js';
-import { chooseJob, freeAllocatable, GPU, jobRequests, type Resources } from './fit.js';
+import { chooseJob, freeAllocatable, GPU, jobRequests, OrderedQueue, type Resources } from './fit.js';
 import { holding } from './holder.js';
 import { idleClock, occupancy } from './idle.js';
 import { NODE_LABEL, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from './labels.js';
@@ -175,6 +175,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
   const withPods = new Set(podsOfJob.keys());
   const mirrorsOn = groupBy(world.mirrors, (m) => m.metadata?.labels?.[NODE_LABEL] ?? '');
   const mineOn = groupBy(mine, (m) => m.metadata?.labels?.[NODE_LABEL] ?? '');
+  const ordered = new OrderedQueue(queue);
   const waitingOn = groupBy(waitingClaims, (j) => parseClaimant(j.metadata?.annotations?.[CLAIMED_BY_ANNOTATION])?.node ?? '');
   const wake = (at: number | undefined) => {
     if (at !== undefined && at > now && (out.wakeAt === undefined || at < out.wakeAt)) out.wakeAt = at;
@@ -199,7 +200,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
     for (const [k, v] of Object.entries(podlessMirrors(name, onNode, withPods))) free[k] = (free[k] ?? 0n) - v;
     const choice = world.peerJobs === undefined
       ? { kind: 'none' as const, message: 'the peer queue has not been read yet' }
-      : chooseJob(queue, node, free);
+      : chooseJob(ordered, node, free);
     const state: PeerHostState = prev?.state ?? 'Busy';
     const observation = { state, node: name, mirrorsRunning: running + pending, occupancy: occ, clock, drain, verdict: world.verdict, holding: hold, choice, dryRun: spec.dryRun ?? false };
     const event = hostEvent(observation);
@@ -238,7 +239,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
         out.notes.push({ type: 'Normal', reason: 'Claimed', message: next.context.message });
         claimsNow.push({ kind: 'claim', node: name, job: choice.job });
         // One Job per pass for all nodes: the next node chooses among the rest.
-        queue.splice(queue.indexOf(choice.job), 1);
+        ordered.remove(choice.job);
       }
       if (effect === 'endSession' && hold.kind === 'mine') out.effects.push({ kind: 'freeNode', node: name });
       if (effect === 'announce' && !next.effects.includes('claim')) {
