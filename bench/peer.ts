@@ -155,6 +155,9 @@ export async function peerPhase(): Promise<void> {
   ]);
   const informers: Array<{ stop(): Promise<void> | void }> = [];
   let ctl: ControllerProcess | undefined;
+  // A run stopped from outside (a timeout) takes its control planes and controller with it.
+  const stopped = () => void Promise.allSettled([ctl?.stop(), ours.stop(), peer.stop()]).finally(() => process.exit(143));
+  process.once('SIGTERM', stopped);
   try {
     await must(ours, ['apply', '--server-side', '-f', join(process.cwd(), 'crds')]);
     await must(ours, ['wait', '--for=condition=Established', '--timeout=60s', 'crd', '--all']);
@@ -261,8 +264,10 @@ export async function peerPhase(): Promise<void> {
       .map((m) => m.metadata?.labels?.[NODE_LABEL] ?? '')
       .filter((n, i, all) => n && all.indexOf(n) === i)
       .slice(0, DRAINS);
-    await must(ours, ['create', '-f', '-'], JSON.stringify(list(drained.map((node) =>
-      job(`ours-${node}`, WORK, '2s', {}, { nodeSelector: { ...POOL, 'kubernetes.io/hostname': node } })))));
+    if (drained.length > 0) {
+      await must(ours, ['create', '-f', '-'], JSON.stringify(list(drained.map((node) =>
+        job(`ours-${node}`, WORK, '2s', {}, { nodeSelector: { ...POOL, 'kubernetes.io/hostname': node } })))));
+    }
     log(`peer: our Jobs created for ${drained.length} lending nodes at ${done()} peer Jobs complete`);
 
     await waitUntil(`${JOBS} peer Jobs complete`, async () => done() === JOBS, 60 * 60_000, 500);
@@ -385,6 +390,7 @@ export async function peerPhase(): Promise<void> {
     log(`peer: quiet ${JSON.stringify(results.peerQuiet)}`);
     log(`peer: done in ${ms(Date.now() - t0)} after the PeerFleet was created`);
   } finally {
+    process.off('SIGTERM', stopped);
     for (const i of informers) await i.stop();
     await ctl?.stop();
     await Promise.all([ours.stop(), peer.stop()]);
