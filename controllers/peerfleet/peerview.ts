@@ -50,8 +50,4 @@ export class PeerWrites {
     for (const uid of [...this.byUID.keys()]) if (!seen.has(uid)) this.byUID.delete(uid);
     return out;
   }
-
-  forget(): void {
-    this.byUID.clear();
-  }
 }
