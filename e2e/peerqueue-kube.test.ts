@@ -91,14 +91,16 @@ describe('KubePeerQueue on a real peer', () => {
 
   it('writes status back so that the peer sees its Job run and complete', async () => {
     const start = new Date(Math.floor(Date.now() / 1000) * 1000);
+    // The status and the annotations that describe it go in one PATCH of the status subresource.
+    let before = await patches();
     const running = await queue.writeStatus('a', { status: { startTime: start, active: 1, ready: 1 }, annotations: { [HOST_ANNOTATION]: 'ours/node-1' } });
+    expect((await patches()) - before).toBe(1);
     expect(running.status).toMatchObject({ active: 1, ready: 1 });
     expect(running.metadata?.annotations?.[HOST_ANNOTATION]).toBe('ours/node-1');
-    // The annotations are there already: the next write-back is the status PATCH alone.
-    const before = await patches();
+    expect((await queue.get('a')).metadata?.annotations?.[HOST_ANNOTATION]).toBe('ours/node-1');
     await queue.writeStatus('a', { status: { startTime: start, active: 1, ready: 0 }, annotations: { [HOST_ANNOTATION]: 'ours/node-1' } });
-    expect((await patches()) - before).toBe(1);
     const end = new Date(start.getTime() + 5000);
+    before = await patches();
     await queue.writeStatus('a', {
       status: {
         startTime: start,
@@ -113,6 +115,8 @@ describe('KubePeerQueue on a real peer', () => {
       },
       annotations: { 'leasehold.dev/exit-code': '0' },
     });
+    expect((await patches()) - before).toBe(1);
+    expect((await queue.get('a')).metadata?.annotations).toMatchObject({ [HOST_ANNOTATION]: 'ours/node-1', 'leasehold.dev/exit-code': '0' });
     await must(['wait', '-n', 'queue', '--for=condition=complete', '--timeout=30s', 'job/a']);
     expect((await queue.listQueued()).map((j) => j.metadata?.name)).toEqual([]);
   });

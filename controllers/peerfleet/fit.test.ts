@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Job, V1Node, V1Pod, V1PodSpec } from '@kubernetes/client-node';
-import { chooseJob, freeAllocatable, GPU, jobRequests, podRequests, shortfall } from './fit.js';
+import { chooseJob, freeAllocatable, GPU, jobRequests, OrderedQueue, podRequests, shortfall } from './fit.js';
 
 const node: V1Node = {
   metadata: { name: 'gpu-1', labels: { 'gpu.product': 'H100' } },
@@ -83,5 +83,20 @@ describe('chooseJob', () => {
     const choice = chooseJob(queue, node, free);
     if (typeof want === 'string') expect(choice).toMatchObject({ kind: 'claim', job: { metadata: { name: want } } });
     else expect(choice).toMatchObject({ kind: 'none', message: expect.stringMatching(want) });
+  });
+
+  it.each<[string, V1Job[], Record<string, string>]>([
+    ['a node with no GPU free, every Job asking one', [job('a', 0, { containers: [c({ [GPU]: '1' })] }), job('b', 1, { containers: [c({ [GPU]: '2' })] })], { [GPU]: '0' }],
+    ['a node with one GPU free, the Jobs asking 2 and 4', [job('a', 0, { containers: [c({ [GPU]: '2' })] }), job('b', 1, { containers: [c({ [GPU]: '4' })] })], { [GPU]: '1' }],
+    ['room for one of them', [job('a', 0, { containers: [c({ [GPU]: '4' })] }), job('b', 1, { containers: [c({ [GPU]: '2' })] })], { [GPU]: '2' }],
+  ])('the queue ordered once per pass chooses as the plain list does: %s', (_name, queue, allocatable) => {
+    const room = freeAllocatable({ ...node, status: { allocatable: { ...node.status!.allocatable, ...allocatable } } }, [], 0);
+    const ordered = new OrderedQueue(queue);
+    expect(chooseJob(ordered, node, room)).toEqual(chooseJob(queue, node, room));
+    const first = chooseJob(ordered, node, freeAllocatable(node, [], 0));
+    if (first.kind === 'claim') {
+      ordered.remove(first.job);
+      expect(ordered.entries.map((e) => e.job)).not.toContain(first.job);
+    }
   });
 });

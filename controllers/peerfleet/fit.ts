@@ -141,22 +141,50 @@ const created = (job: V1Job) => new Date(job.metadata?.creationTimestamp ?? 0).g
  * one large Job from holding back every small one our free room could run.
  * The peer's own nodeSelector and required affinity must admit our node.
  */
-export function chooseJob(queue: readonly V1Job[], node: V1Node, free: Resources): Choice {
-  const ordered = queue
-    .filter(claimable)
-    .sort((a, b) => created(a) - created(b) || (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
-  if (ordered.length === 0) return { kind: 'none', message: 'the peer queue has no Job to run' };
+export function chooseJob(queue: readonly V1Job[] | OrderedQueue, node: V1Node, free: Resources): Choice {
+  const ordered = queue instanceof OrderedQueue ? queue : new OrderedQueue(queue);
+  const entries = ordered.entries;
+  if (entries.length === 0) return { kind: 'none', message: 'the peer queue has no Job to run' };
+  // Less of one resource free than any Job asks: none fits, and only the nearest is looked for.
+  const full = Object.entries(ordered.smallest).some(([k, v]) => v > (free[k] ?? 0n));
   let nearest = '';
-  for (const job of ordered) {
-    const requests = jobRequests(job);
+  for (const { job, requests, placement } of entries) {
     if (!requests.ok) continue;
-    // The peer's nodeName names a peer node, and the mirror tolerates our node's taints itself.
-    const placement = { ...(job.spec?.template?.spec ?? { containers: [] }), nodeName: undefined, tolerations: [{ operator: 'Exists' }] };
     if (!admits(placement, node)) continue;
     const short = shortfall(requests.requests, free);
     if (short.length === 0) return { kind: 'claim', job };
     nearest ||= `${job.metadata?.name} needs ${short.join(', ')}`;
+    if (full) break;
   }
   const why = nearest || 'none of them admits this node or has readable requests';
-  return { kind: 'none', message: `${ordered.length} queued Job(s), none fits: ${why}` };
+  return { kind: 'none', message: `${entries.length} queued Job(s), none fits: ${why}` };
+}
+
+/**
+ * The claimable Jobs in the order nodes claim them (oldest first, then by
+ * name), each with its requests and placement read once: a pass asks it
+ * once per node, and sorting and parsing the queue for every node made a
+ * pass cost nodes × Jobs × log Jobs.
+ */
+export class OrderedQueue {
+  readonly entries: { job: V1Job; requests: RequestsResult; placement: V1PodSpec }[];
+  /** Per resource, the least any Job asks (readable requests only); kept as it was when Jobs are taken out, so never above the true least. */
+  readonly smallest: Resources = {};
+
+  constructor(queue: readonly V1Job[]) {
+    const keyed = queue.filter(claimable).map((job) => ({ job, at: created(job), name: job.metadata?.name ?? '' }));
+    keyed.sort((a, b) => a.at - b.at || a.name.localeCompare(b.name));
+    // The peer's nodeName names a peer node, and the mirror tolerates our node's taints itself.
+    this.entries = keyed.map(({ job }) => ({ job, requests: jobRequests(job), placement: { ...(job.spec?.template?.spec ?? { containers: [] }), nodeName: undefined, tolerations: [{ operator: 'Exists' }] } }));
+    const readable = this.entries.flatMap((e) => (e.requests.ok ? [e.requests.requests] : []));
+    for (const k of new Set(readable.flatMap((r) => Object.keys(r)))) {
+      this.smallest[k] = readable.reduce((least, r) => ((r[k] ?? 0n) < least ? (r[k] ?? 0n) : least), readable[0]![k] ?? 0n);
+    }
+  }
+
+  /** Takes a Job out once a node has claimed it in this pass. */
+  remove(job: V1Job): void {
+    const i = this.entries.findIndex((e) => e.job === job);
+    if (i >= 0) this.entries.splice(i, 1);
+  }
 }

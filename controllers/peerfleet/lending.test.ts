@@ -110,7 +110,7 @@ describe('lendingPass', () => {
       nodes: [node('gpu-1', 1)],
       mirrors: [mirror(2, 'gpu-1', {})],
       peerJobs: [peerJob(1), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
-    }, ['gpu-1=Lending'], ['writeBack:job-2']],
+    }, ['gpu-1=Lending'], []],
     ['lending, our pod queued with no value: drains, no claim', {
       fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
       mirrors: [mirror(2, 'gpu-1')],
@@ -129,6 +129,20 @@ describe('lendingPass', () => {
       pods: [mirrorPod(2, 'gpu-1', 0)],
       peerJobs: [{ ...peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: COMPLETE }), metadata: { ...peerJob(2).metadata, annotations: { 'leasehold.dev/claimed-by': CLAIM(2, 'gpu-1'), 'leasehold.dev/host': 'cluster1/gpu-1', 'leasehold.dev/exit-code': '0' } } }],
     }, ['gpu-1=Available'], ['deleteMirror:lh-peer-00000000-0000-4000-8000-000000000002']],
+    ['a finished mirror, another Job queued: its write-back and the next claim in one pass, the session goes on', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      nodes: [node('gpu-1', 1)],
+      mirrors: [mirror(2, 'gpu-1', COMPLETE)],
+      pods: [mirrorPod(2, 'gpu-1', 0)],
+      peerJobs: [peerJob(1), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { startTime: START, active: 1 } })],
+    }, ['gpu-1=Lending'], ['writeBack:job-2', 'claim:job-1']],
+    ['finished mirrors on several nodes, as many Jobs queued: every node claims in the same pass, one Job each', {
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } }), host('gpu-2', 'Lending', { session: { job: 'job-3', startedAt: LONG_AGO } })]),
+      nodes: [node('gpu-1', 1), node('gpu-2', 1)],
+      mirrors: [mirror(2, 'gpu-1', COMPLETE), mirror(3, 'gpu-2', COMPLETE)],
+      pods: [mirrorPod(2, 'gpu-1', 0), mirrorPod(3, 'gpu-2', 0)],
+      peerJobs: [peerJob(1), peerJob(4), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: COMPLETE }), peerJob(3, { claimedBy: CLAIM(3, 'gpu-2'), status: COMPLETE })],
+    }, ['gpu-1=Lending', 'gpu-2=Lending'], ['writeBack:job-2', 'writeBack:job-3', 'claim:job-1', 'claim:job-4']],
     ['a finished mirror the peer lacks the exit code of: written back first', {
       fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
       mirrors: [mirror(2, 'gpu-1', COMPLETE)],
@@ -259,6 +273,21 @@ describe('lendingPass', () => {
     expect(later.ledger).toBe(pass.ledger);
     expect(later.accounting).toMatchObject({ gpuSeconds: 0, ledger: { gpuSeconds: 100 }, mismatchedJobs: [{ reason: 'the peer Job is gone from the peer namespace' }] });
     expect(later.hosts[0]!.lent).toMatchObject({ gpuSeconds: 0, ledger: { gpuSeconds: 100 }, mismatched: 1 });
+  });
+
+  it('a session that goes on keeps its start, records the next claim before it is made, and keeps the holder Lease', () => {
+    const lease: V1Lease = { metadata: { name: 'leasehold-peer-gpu-1' }, spec: { holderIdentity: 'lend/gpu', renewTime: new Date(NOW) as never, leaseDurationSeconds: 120 } };
+    const pass = lendingPass(world({
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+      mirrors: [mirror(2, 'gpu-1', COMPLETE)],
+      pods: [mirrorPod(2, 'gpu-1', 0)],
+      holders: new Map([['gpu-1', lease]]),
+      peerJobs: [peerJob(1), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: COMPLETE })],
+    }));
+    expect(pass.hosts[0]).toMatchObject({ state: 'Lending', session: { job: 'job-1', startedAt: LONG_AGO, claims: [UID(1)] } });
+    expect(pass.sessionsStarted).toBe(0);
+    expect(pass.effects.map((e) => e.kind)).not.toContain('freeNode');
+    expect(pass.notes.map((n) => n.reason)).toEqual(['Claimed']);
   });
 
   it('ends the session where the node is once its last mirror is gone, and gives the holder Lease up', () => {

@@ -11,7 +11,7 @@ import { rfc3339 } from '../../src/kube/conditions.js';
 import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION, parseClaimant, type StatusWrite } from '../../src/providers/peerqueue/types.js';
 import { account } from './accounting.js';
 import { drainDecision, type DrainReason } from './drain.js';
-import { chooseJob, freeAllocatable, GPU, jobRequests, type Resources } from './fit.js';
+import { chooseJob, freeAllocatable, GPU, jobRequests, OrderedQueue, type Resources } from './fit.js';
 import { holding } from './holder.js';
 import { idleClock, occupancy } from './idle.js';
 import { NODE_LABEL, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from './labels.js';
@@ -117,9 +117,8 @@ export function exitCodeOf(mirror: V1Job, pods: readonly V1Pod[]): number | unde
  * pod a moment after the mirror, and a pass in between must not give the
  * same room to a second peer Job.
  */
-function podlessMirrors(node: string, mirrors: readonly V1Job[], pods: readonly V1Pod[]): Resources {
+function podlessMirrors(node: string, mirrors: readonly V1Job[], withPods: ReadonlySet<string>): Resources {
   const held: Resources = {};
-  const withPods = new Set(pods.map((p) => p.metadata?.labels?.[PEER_JOB_UID_LABEL]).filter(Boolean));
   for (const m of mirrors) {
     if (m.metadata?.labels?.[NODE_LABEL] !== node || finished(m) || withPods.has(uidOf(m))) continue;
     const r = jobRequests(m);
@@ -166,6 +165,18 @@ export function lendingPass(world: FleetWorld): FleetPass {
   };
   const plan: PlanStep[] = [];
   const claimsNow: LendEffect[] = [];
+  // Indexes by node and by peer Job, so that a pass costs in proportion to
+  // nodes plus pods, not their product. A node's view is the pods bound to
+  // it and those bound to none yet: every pod its occupancy and room can count.
+  const unbound = world.pods.filter((p) => !p.spec?.nodeName);
+  const boundTo = groupBy(world.pods.filter((p) => p.spec?.nodeName), (p) => p.spec!.nodeName!);
+  const podsOn = (node: string) => [...(boundTo.get(node) ?? []), ...unbound];
+  const podsOfJob = groupBy(world.pods.filter((p) => p.metadata?.labels?.[PEER_JOB_UID_LABEL]), (p) => p.metadata!.labels![PEER_JOB_UID_LABEL]!);
+  const withPods = new Set(podsOfJob.keys());
+  const mirrorsOn = groupBy(world.mirrors, (m) => m.metadata?.labels?.[NODE_LABEL] ?? '');
+  const mineOn = groupBy(mine, (m) => m.metadata?.labels?.[NODE_LABEL] ?? '');
+  const ordered = new OrderedQueue(queue);
+  const waitingOn = groupBy(waitingClaims, (j) => parseClaimant(j.metadata?.annotations?.[CLAIMED_BY_ANNOTATION])?.node ?? '');
   const wake = (at: number | undefined) => {
     if (at !== undefined && at > now && (out.wakeAt === undefined || at < out.wakeAt)) out.wakeAt = at;
   };
@@ -173,21 +184,23 @@ export function lendingPass(world: FleetWorld): FleetPass {
   for (const node of [...world.nodes].sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''))) {
     const name = node.metadata?.name ?? '';
     const prev = previous.get(name);
-    const occ = occupancy(node, world.pods);
+    const pods = podsOn(name);
+    const occ = occupancy(node, pods);
     const clock = idleClock(occ.kind === 'idle', prev?.idleSince, now, windowMs);
     const drain = drainDecision({ spec, deleting, node, occupancy: occ, sessionStartedAt: prev?.session?.startedAt, now });
-    const running = mine.filter((m) => m.metadata?.labels?.[NODE_LABEL] === name && !finished(m)).length;
+    const running = (mineOn.get(name) ?? []).filter((m) => !finished(m)).length;
     // Only claims we recorded hold the node: one the peer wrote in our name must not keep it, or a deleted PeerFleet, forever.
-    const pending = waitingClaims.filter((j) => parseClaimant(j.metadata?.annotations?.[CLAIMED_BY_ANNOTATION])?.node === name && isRecorded(j, name)).length;
-    const lendingTo = [...new Set(world.mirrors
-      .filter((m) => m.metadata?.labels?.[NODE_LABEL] === name && !finished(m))
+    const pending = (waitingOn.get(name) ?? []).filter((j) => isRecorded(j, name)).length;
+    const onNode = mirrorsOn.get(name) ?? [];
+    const lendingTo = [...new Set(onNode
+      .filter((m) => !finished(m))
       .map((m) => `${m.metadata?.namespace}/${m.metadata?.labels?.[PEERFLEET_LABEL]}`))];
     const hold = holding({ lease: world.holders.get(name), me, node: name, lendingTo, now });
-    const free = freeAllocatable(node, world.pods, drain.drain ? 0 : drain.withheldGPUs);
-    for (const [k, v] of Object.entries(podlessMirrors(name, world.mirrors, world.pods))) free[k] = (free[k] ?? 0n) - v;
+    const free = freeAllocatable(node, pods, drain.drain ? 0 : drain.withheldGPUs);
+    for (const [k, v] of Object.entries(podlessMirrors(name, onNode, withPods))) free[k] = (free[k] ?? 0n) - v;
     const choice = world.peerJobs === undefined
       ? { kind: 'none' as const, message: 'the peer queue has not been read yet' }
-      : chooseJob(queue, node, free);
+      : chooseJob(ordered, node, free);
     const state: PeerHostState = prev?.state ?? 'Busy';
     const observation = { state, node: name, mirrorsRunning: running + pending, occupancy: occ, clock, drain, verdict: world.verdict, holding: hold, choice, dryRun: spec.dryRun ?? false };
     const event = hostEvent(observation);
@@ -226,7 +239,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
         out.notes.push({ type: 'Normal', reason: 'Claimed', message: next.context.message });
         claimsNow.push({ kind: 'claim', node: name, job: choice.job });
         // One Job per pass for all nodes: the next node chooses among the rest.
-        queue.splice(queue.indexOf(choice.job), 1);
+        ordered.remove(choice.job);
       }
       if (effect === 'endSession' && hold.kind === 'mine') out.effects.push({ kind: 'freeNode', node: name });
       if (effect === 'announce' && !next.effects.includes('claim')) {
@@ -262,7 +275,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
         const mirror = r.mirror;
         const job = r.kind === 'writeBack' ? r.peerJob : claims.find((c) => c.metadata?.uid === uidOf(mirror));
         const node = mirror.metadata?.labels?.[NODE_LABEL] ?? '';
-        const write = job && peerStatusWrite({ peerJob: job, mirror, host: `${world.clusterID}/${node}`, exitCode: exitCodeOf(mirror, world.pods) });
+        const write = job && peerStatusWrite({ peerJob: job, mirror, host: `${world.clusterID}/${node}`, exitCode: exitCodeOf(mirror, podsOfJob.get(uidOf(mirror)) ?? []) });
         // A mirror goes only once the peer has all of its record, the exit code included.
         if (job && write) out.effects.push({ kind: 'writeBack', job, write });
         else if (r.kind === 'deleteMirror') out.effects.push({ kind: 'deleteMirror', mirror });
@@ -304,6 +317,17 @@ export function lendingPass(world: FleetWorld): FleetPass {
   out.effects.push(...claimsNow);
   out.summary = summarize(out.hosts);
   if (spec.dryRun) out.plan = plan;
+  return out;
+}
+
+function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
+  const out = new Map<string, T[]>();
+  for (const item of items) {
+    const k = key(item);
+    const list = out.get(k);
+    if (list) list.push(item);
+    else out.set(k, [item]);
+  }
   return out;
 }
 

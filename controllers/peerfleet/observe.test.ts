@@ -38,7 +38,16 @@ describe('hostEvent', () => {
     ['draining, the reason gone: still draining, never a claim', { state: 'Draining', mirrorsRunning: 1 }, undefined, null],
     ['draining, a new reason', { state: 'Draining', mirrorsRunning: 1, drain: drainFor('MaxSessionDuration') }, 'DRAIN', null],
     ['the last mirror finished while draining, our work there', { state: 'Draining', occupancy: ourWork, drain: drainFor('OurWorkRunning') }, 'BUSY', null],
-    ['the last mirror finished while lending, still idle', { state: 'Lending' }, 'AVAILABLE', null],
+    ['the last mirror finished while lending, another Job fits: the session claims it at once', { state: 'Lending' }, 'CLAIM', /the next in its session/],
+    ['the last mirror finished while lending, inside a restarted idle window: still claims', { state: 'Lending', clock: { idleSince: '2026-12-03T09:59:00Z', windowEndsAt: Date.parse('2026-12-03T10:09:00Z'), elapsed: false } }, 'CLAIM', /the next in its session/],
+    ['the last mirror finished while lending, the queue is empty: the session ends', { state: 'Lending', choice: { kind: 'none', message: 'the peer queue has no Job to run' } }, 'AVAILABLE', /no Job to run/],
+    ['the last mirror finished while lending, the peer is not Ready: the session ends', { state: 'Lending', verdict: { ready: false, code: 'PeerUnreachable' } }, 'IDLE', /not Ready/],
+    ['the last mirror finished while lending, our work wants the node: the session ends', { state: 'Lending', occupancy: ourWork, drain: drainFor('OurWorkRunning') }, 'BUSY', null],
+    ['the last mirror finished while lending, a drain reason: the session ends', { state: 'Lending', drain: drainFor('MaxSessionDuration') }, 'IDLE', /lends nothing/],
+    ['the last mirror finished while lending, unlisted: the session ends', { state: 'Lending', drain: drainFor('Unlisted') }, 'UNLISTED', null],
+    ['the last mirror finished while lending, another PeerFleet holds the node: the session ends', { state: 'Lending', holding: { kind: 'held', by: 'ns/b', message: 'node gpu-1 lends to PeerFleet ns/b' } }, 'IDLE', /ns\/b/],
+    ['the last mirror finished while lending in a dry run: no claim', { state: 'Lending', dryRun: true }, 'AVAILABLE', /dry run/],
+    ['waiting, inside the window, a Job fits: no claim (the window guards the start)', { state: 'Waiting', clock: { idleSince: '2026-12-03T09:59:00Z', windowEndsAt: Date.parse('2026-12-03T10:09:00Z'), elapsed: false } }, 'IDLE', /may lend from/],
   ])('%s', (_name, over, type, message) => {
     const event = hostEvent({ ...base, ...over });
     expect(event?.type).toBe(type);

@@ -3,8 +3,12 @@
 // claims more (Draining stays Draining until its mirrors finish; a peer that
 // is not Ready gets no new claim, and its running mirrors go on); a node
 // without one is Unlisted, Busy, Waiting or Available, and only an
-// Available node claims, after its whole idle window, from a Ready peer,
-// holding the node's Lease, and never in a dry run.
+// Available node starts a session, after its whole idle window, from a Ready
+// peer, holding the node's Lease, and never in a dry run. A Lending node
+// whose last mirror just finished claims the next Job at once: the idle
+// window guards the start of lending, when our own work may still come
+// back, not the step from one peer Job to the next; our work, a drain, a
+// peer that is not Ready or an empty queue still end the session.
 import type { DrainDecision } from './drain.js';
 import type { Choice } from './fit.js';
 import type { Holding } from './holder.js';
@@ -36,6 +40,9 @@ export function hostEvent(o: HostObservation): HostEvent | undefined {
   if (drain.drain && UNLISTING.has(drain.reason)) return { type: 'UNLISTED', reason: drain.reason as 'Deleted' | 'Unlisted' | 'NodeUnlisted', message: drain.message };
   if (o.occupancy.kind !== 'idle') return { type: 'BUSY', message: o.occupancy.message };
   if (drain.drain) return { type: 'IDLE', message: `node ${node} is idle but lends nothing: ${drain.message}` };
+  if (o.state === 'Lending' && o.verdict.ready && !o.dryRun && o.holding.kind !== 'held' && o.choice.kind === 'claim') {
+    return { type: 'CLAIM', job: o.choice.job.metadata?.name ?? '', message: `node ${node} claims peer Job ${o.choice.job.metadata?.name ?? ''}, the next in its session` };
+  }
   if (!o.clock.elapsed) {
     const from = o.clock.windowEndsAt === undefined ? '' : `; it may lend from ${new Date(o.clock.windowEndsAt).toISOString()}`;
     return { type: 'IDLE', message: `node ${node} is idle since ${o.clock.idleSince}${from}` };

@@ -101,6 +101,18 @@ describe('LendingOperations', () => {
     expect(h.calls[0]).toBe('replaceLease:41:lend/gpu');
   });
 
+  it.each<[string, V1Lease['spec'], boolean]>([
+    ['ours, renewed 30 s ago (more than half its term left): kept as it is', { holderIdentity: 'lend/gpu', renewTime: new Date('2026-12-03T09:59:30Z') as never, leaseDurationSeconds: 120 }, false],
+    ['ours, renewed 61 s ago (under half its term left): renewed', { holderIdentity: 'lend/gpu', renewTime: new Date('2026-12-03T09:58:59Z') as never, leaseDurationSeconds: 120 }, true],
+    ['ours, renewed in the future (a clock moved back): kept', { holderIdentity: 'lend/gpu', renewTime: new Date('2026-12-03T10:00:30Z') as never, leaseDurationSeconds: 120 }, false],
+    ['another PeerFleet\'s, expired: taken with its resourceVersion', { holderIdentity: 'other/x', renewTime: new Date('2026-12-03T09:50:00Z') as never, leaseDurationSeconds: 120 }, true],
+  ])('a session\'s next claim and the holder Lease %s', async (_name, spec, written) => {
+    const h = harness({ lease: { metadata: { name: 'leasehold-peer-gpu-1', resourceVersion: '41' }, spec } });
+    const job = h.queue.add(safeJob());
+    expect((await h.ops.run({ kind: 'claim', node: 'gpu-1', job }, h.ctx)).outcome).toBe('claimed');
+    expect(h.calls.some((c) => c.startsWith('replaceLease:41:lend/gpu'))).toBe(written);
+  });
+
   it('refuses an unsafe Job on the peer with the reason, and never holds the node or claims', async () => {
     const h = harness();
     const job = h.queue.add({ ...safeJob(), spec: { template: { spec: { restartPolicy: 'Never', hostNetwork: true, containers: [{ name: 'c', image: 'i' }] } } } });

@@ -32,6 +32,8 @@ export interface EffectContext {
   holders: ReadonlyMap<string, V1Lease>;
   /** A mirror this controller created, so that the next pass counts it before the informer shows it. */
   created(mirror: V1Job): void;
+  /** A peer Job this controller wrote (`before`, the Job the effect was decided on; `after`, the peer's answer), so that the next pass judges the Job as written. */
+  wrote?(before: V1Job, after: V1Job): void;
   signal?: AbortSignal;
   now: Date;
 }
@@ -45,6 +47,8 @@ export interface EffectResult {
 
 /** How long a node's holder Lease stands without renewal: mirrors, not the Lease, keep a node once it lends. */
 export const HOLDER_LEASE_SECONDS = 120;
+
+const renewedAt = (lease: V1Lease) => new Date(lease.spec?.renewTime ?? lease.spec?.acquireTime ?? 0).getTime();
 
 export class LendingOperations {
   private readonly accounts = new Set<string>();
@@ -72,13 +76,15 @@ export class LendingOperations {
       case 'release': {
         const ours = effect.job.metadata?.annotations?.[CLAIMED_BY_ANNOTATION] ?? '';
         const r = await ctx.queue.release(effect.job.metadata!.name!, effect.job.metadata!.resourceVersion!, ours, ctx.signal);
-        return r.kind === 'claimed'
-          ? { outcome: 'released', note: { type: 'Normal', reason: 'Released', message: effect.message } }
-          : { outcome: 'conflict' };
+        if (r.kind !== 'claimed') return { outcome: 'conflict' };
+        ctx.wrote?.(effect.job, r.job);
+        return { outcome: 'released', note: { type: 'Normal', reason: 'Released', message: effect.message } };
       }
-      case 'writeBack':
-        await ctx.queue.writeStatus(effect.job.metadata!.name!, effect.write, ctx.signal);
+      case 'writeBack': {
+        const after = await ctx.queue.writeStatus(effect.job.metadata!.name!, effect.write, ctx.signal);
+        ctx.wrote?.(effect.job, after);
         return { outcome: 'written' };
+      }
       case 'deleteMirror':
         try {
           await this.apis.batch.deleteNamespacedJob({ name: effect.mirror.metadata!.name!, namespace: effect.mirror.metadata!.namespace!, propagationPolicy: 'Background' });
@@ -102,11 +108,13 @@ export class LendingOperations {
       const reason = mirror.reasons.join('; ').slice(0, 1024);
       const r = await ctx.queue.refuse(name, job.metadata!.resourceVersion!, reason, ctx.signal);
       if (r.kind === 'conflict') return { outcome: 'conflict' };
+      ctx.wrote?.(job, r.job);
       return { outcome: 'refused', note: { type: 'Warning', reason: 'Refused', message: `peer Job ${name} cannot be made safe to run here: ${reason}` } };
     }
     if (!(await this.hold(node, ctx))) return { outcome: 'conflict' };
     const claimed = await ctx.queue.claim(name, job.metadata!.resourceVersion!, by, ctx.signal);
     if (claimed.kind === 'conflict') return { outcome: 'conflict' };
+    ctx.wrote?.(job, claimed.job);
     await this.createMirror(mirror.job, ctx);
     return { outcome: 'claimed' };
   }
@@ -158,6 +166,10 @@ export class LendingOperations {
     const now = new V1MicroTime(ctx.now.getTime());
     const spec = { holderIdentity: fleetKey(ctx.fleet), leaseDurationSeconds: HOLDER_LEASE_SECONDS, renewTime: now, acquireTime: now };
     const have = ctx.holders.get(node);
+    // A session's next claim keeps a Lease that is ours and has more than
+    // half its term left: no other PeerFleet takes a Lease before it
+    // expires, and the running mirrors, not the Lease, hold a lending node.
+    if (have?.spec?.holderIdentity === spec.holderIdentity && ctx.now.getTime() < renewedAt(have) + (HOLDER_LEASE_SECONDS * 1000) / 2) return true;
     try {
       if (!have) {
         await coordination.createNamespacedLease({ namespace, body: { metadata: { name, namespace, labels: { [HOLDER_LABEL]: 'true' } }, spec } });

@@ -52,7 +52,7 @@ function harness(obj: PeerFleet | undefined, opts: { secrets?: Record<string, Re
         return current as never;
       },
     },
-    events: { record: async (_o, type, reason, message) => void events.push({ type, reason, message }) },
+    events: { record: async (_o, type, reason, message) => void events.push({ type, reason, message }), recordSeries: async (_o, type, reason, message) => void events.push({ type, reason, message }) },
     now: () => new Date('2026-12-01T00:00:00Z'),
   });
   return { reconciler, writes, events, accesses, get current() { return current; } };
@@ -186,7 +186,7 @@ describe('PeerFleetReconciler', () => {
       peer: () => ({ probe: async () => undefined }),
       forget: (key) => forgotten.push(key),
       status: { write: async () => { throw new Error('no write'); } },
-      events: { record: async () => undefined },
+      events: { record: async () => undefined, recordSeries: async () => undefined },
     });
     expect(await r.reconcile('lend/gone')).toBeUndefined();
     expect(forgotten).toEqual(['lend/gone']);
@@ -360,7 +360,7 @@ describe('PeerFleetReconciler', () => {
     }
 
     /** PeerFleets named `names` in namespace lend, each with an idle node of its own and a Job in its peer queue; `held` names the calls that wait (`probe:a`, `claim:a`). */
-    function world(names: string[], opts: { concurrency?: number; held?: string[] } = {}) {
+    function world(names: string[], opts: { concurrency?: number; held?: string[]; outcome?: 'claimed' | 'conflict' } = {}) {
       const fleets = new Map<string, PeerFleet>();
       for (const n of names) {
         const f = fleet({}, { hosts: [{ node: `node-${n}`, state: 'Available', since: '2026-11-30T00:00:00Z', idleSince: '2026-11-30T00:00:00Z' }] });
@@ -390,7 +390,7 @@ describe('PeerFleetReconciler', () => {
             return f as never;
           },
         },
-        events: { record: async (o, _type, reason) => void events.push(`${o.metadata?.name}:${reason}`) },
+        events: { record: async (o, _type, reason) => void events.push(`${o.metadata?.name}:${reason}`), recordSeries: async (o, _type, reason) => void events.push(`${o.metadata?.name}:${reason}`) },
         now: () => new Date('2026-12-01T00:00:00Z'),
         lending: {
           world: (f) => ({ clusterID: 'c1', nodes: [{ ...node, metadata: { name: `node-${f.metadata!.name}`, labels: { pool: 'gpu' } } }], pods: [], mirrors: [], holders: new Map() }),
@@ -401,7 +401,7 @@ describe('PeerFleetReconciler', () => {
           operations: {
             run: async (effect: LendEffect, ctx) => {
               const r = await gates.pass(`${effect.kind}:${ctx.fleet.metadata!.name}`, ctx.signal);
-              return r === 'aborted' ? { effect, outcome: 'error', error: 'aborted' } : { effect, outcome: 'claimed' };
+              return r === 'aborted' ? { effect, outcome: 'error', error: 'aborted' } : { effect, outcome: opts.outcome ?? 'claimed' };
             },
           },
           finalizers: { add: async (f: PeerFleet) => f, remove: async () => undefined },
@@ -445,6 +445,19 @@ describe('PeerFleetReconciler', () => {
       expect(await w.pass('a')).toEqual({ requeueAfter: 0 });
       expect(w.runner.get('uid-a')).toBeUndefined();
       expect(w.events).toContain('a:Claimed');
+    });
+
+    it.each<[string, boolean, number]>([
+      ['nothing changed while its effects ran: the next pass at the poll', false, 30_000],
+      ['a change came while its effects ran (a pass that decided nothing): the next pass at once', true, 0],
+    ])('after effects that claimed nothing, %s', async (_name, changed, wait) => {
+      const w = world(['a'], { held: ['claim:a'], outcome: 'conflict' });
+      await probed(w, 'a');
+      expect(w.gates.waiting('claim:a')).toBe(true);
+      if (changed) expect(await w.pass('a')).toBeUndefined();
+      w.gates.release('claim:a');
+      await w.runner.idle();
+      expect(await w.pass('a')).toEqual({ requeueAfter: wait });
     });
 
     it('a slow peer of one PeerFleet holds no pass of another: its probe runs while the other lends', async () => {

@@ -32,6 +32,7 @@ import { hasFinalizer } from '../../src/kube/finalizers.js';
 import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from './lending.js';
 import type { PeerFleetMetrics } from './metrics.js';
 import type { EffectResult, LendingOperations } from './operations.js';
+import { PeerWrites } from './peerview.js';
 import { judgeReadiness, readyCondition, type SecretField, type Verdict, type VerdictInput } from './verdict.js';
 
 /** What a probe needs from the peer: one namespaced list with our token. */
@@ -78,7 +79,7 @@ export interface PeerFleetReconcilerDeps {
   /** Forgets what was kept for a fleet that is gone. */
   forget?(fleetKey: string): void;
   status: Pick<StatusWriter, 'write'>;
-  events: Pick<EventRecorder, 'record'>;
+  events: Pick<EventRecorder, 'record' | 'recordSeries'>;
   now?: () => Date;
   lending?: LendingDeps;
   /**
@@ -106,8 +107,8 @@ export const EFFECT_SLOT_RETRY_MS = 1_000;
 /** Kept on a PeerFleet until its last mirror has finished and the peer has its record. */
 export const LENDING_FINALIZER = 'leasehold.dev/peer-lending';
 
-/** Effects other than claims run this many at a time. */
-const EFFECTS_AT_ONCE = 8;
+/** A PeerFleet's effects of one kind (write-backs and deletions, then claims) run this many at a time. */
+const EFFECTS_AT_ONCE = 16;
 
 /** How long a created mirror counts before the informer shows it. */
 const EXPECTATION_MS = 60_000;
@@ -129,6 +130,10 @@ export class PeerFleetReconciler {
    * not given again before the watch catches up.
    */
   private readonly expected = new Map<string, { job: V1Job; at: number }>();
+  /** Finished mirrors this controller deleted and the informer may still list, by namespace/name: not deleted twice. */
+  private readonly deleted = new Map<string, number>();
+  /** Each fleet's claims and write-backs on the peer that its watch may not show yet. */
+  private readonly peerWrites = new Map<string, PeerWrites>();
   /** The last reading of each fleet's Secrets and peer, and until when it stands. */
   private readonly observed = new Map<string, { generation: number | undefined; until: number; input: VerdictInput; access: PeerAccess | undefined }>();
 
@@ -141,6 +146,8 @@ export class PeerFleetReconciler {
   private readonly uids = new Map<string, Set<string>>();
   /** Slots taken by passes between deciding and starting their effects. */
   private reserved = 0;
+  /** Fleets that something woke while their effects ran: those passes decided nothing. */
+  private readonly missed = new Set<string>();
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
     const [namespace = '', name = ''] = key.split('/');
@@ -150,6 +157,8 @@ export class PeerFleetReconciler {
       this.downStreak.delete(key);
       this.observed.delete(key);
       this.standing.delete(key);
+      this.peerWrites.delete(key);
+      this.missed.delete(key);
       this.deps.forget?.(key);
       // An effect still running is cancelled; its end enqueues the key again, and that pass drops its result.
       const left = new Set<string>();
@@ -166,10 +175,15 @@ export class PeerFleetReconciler {
       const uids = this.uids.get(key) ?? new Set<string>();
       this.uids.set(key, uids.add(uid));
       // Its end enqueues the PeerFleet again.
-      if (effects.runner.get(uid)?.state === 'running') return;
+      if (effects.runner.get(uid)?.state === 'running') {
+        this.missed.add(key);
+        return;
+      }
       const done = effects.runner.take(uid)?.result;
       if (done?.kind === 'lend') return this.settle(key, fleet, done);
       if (done?.kind === 'probe') this.keep(key, fleet, done.generation, done.reading);
+      // This pass sees the world as it is now, whatever woke the PeerFleet while an effect ran.
+      this.missed.delete(key);
     }
     const lending = this.deps.lending;
     const deleting = !!fleet.metadata?.deletionTimestamp;
@@ -222,9 +236,12 @@ export class PeerFleetReconciler {
     const kept = this.observed.get(key);
     const now = this.now().getTime();
     const poll = kept ? Math.max(0, kept.until - now) : this.pollInterval(fleet);
+    const missed = this.missed.delete(key);
     // A failed effect is tried again at the next poll, never in a tight loop.
     if (results.some((r) => r.outcome === 'error')) return { requeueAfter: Math.max(poll, UNREACHABLE_RETRY_MS) };
-    if (pass.again || results.some((r) => r.outcome === 'claimed' || r.outcome === 'started')) return { requeueAfter: 0 };
+    // A mirror that finished while the effects ran woke a pass that decided
+    // nothing: the node's next claim is made now, not at the next poll.
+    if (missed || pass.again || results.some((r) => r.outcome === 'claimed' || r.outcome === 'started')) return { requeueAfter: 0 };
     const wake = pass.wakeAt === undefined ? poll : Math.max(0, Math.min(poll, pass.wakeAt - now + 100));
     return { requeueAfter: wake };
   }
@@ -286,11 +303,13 @@ export class PeerFleetReconciler {
   private pass(lending: LendingDeps, fleet: PeerFleet, world: OurSide, verdict: Verdict, access: PeerAccess | undefined, now: Date): FleetPass {
     const seen = new Set(world.mirrors.map((m) => `${m.metadata?.namespace}/${m.metadata?.name}`));
     for (const [k, e] of this.expected) if (seen.has(k) || now.getTime() - e.at > EXPECTATION_MS) this.expected.delete(k);
+    for (const [k, at] of this.deleted) if (!seen.has(k) || now.getTime() - at > EXPECTATION_MS) this.deleted.delete(k);
+    const listed = world.mirrors.filter((m) => !this.deleted.has(`${m.metadata?.namespace}/${m.metadata?.name}`));
     return lendingPass({
       fleet,
       ...world,
-      mirrors: [...world.mirrors, ...[...this.expected.values()].map((e) => e.job)],
-      peerJobs: access ? lending.peerJobs(access) : undefined,
+      mirrors: [...listed, ...[...this.expected.values()].map((e) => e.job)],
+      peerJobs: access ? this.written(fleet).view(lending.peerJobs(access), now.getTime()) : undefined,
       verdict,
       now: now.getTime(),
     });
@@ -315,6 +334,7 @@ export class PeerFleetReconciler {
       nodes: new Map(world.nodes.map((n) => [n.metadata?.name ?? '', n])),
       holders: world.holders,
       created: (mirror: V1Job) => this.expected.set(`${mirror.metadata?.namespace}/${mirror.metadata?.name}`, { job: mirror, at: now.getTime() }),
+      wrote: (before: V1Job, after: V1Job) => this.written(fleet).record(before, after, this.now().getTime()),
       ...(signal ? { signal } : {}),
       now,
     };
@@ -323,6 +343,7 @@ export class PeerFleetReconciler {
       if (signal?.aborted) return { effect, outcome: 'error', error: 'not started: cancelled' };
       const result = await lending.operations.run(effect, ctx);
       if (signal?.aborted && result.outcome === 'error') return result;
+      if (effect.kind === 'deleteMirror' && result.outcome === 'deleted') this.deleted.set(`${effect.mirror.metadata?.namespace}/${effect.mirror.metadata?.name}`, this.now().getTime());
       if (result.note) await this.deps.events.record(fleet, result.note.type, result.note.reason, result.note.message);
       if (result.outcome === 'error') {
         await this.deps.events.record(fleet, 'Warning', 'LendingError', `${effect.kind}: ${result.error ?? 'failed'}; retried at the next pass`);
@@ -330,13 +351,20 @@ export class PeerFleetReconciler {
       return result;
     };
     // Write-backs, releases and deletions touch one Job each and run side by
-    // side; claims come after them, one at a time, each choosing its room
-    // from what the pass saw.
+    // side; claims come after them. A pass makes at most one claim per node
+    // and gives each Job to one node, each claim with the room the pass saw
+    // on its own node, so claims run side by side too; each is still one
+    // resourceVersion-guarded write for one Job.
     const [claims, rest] = [pass.effects.filter((e) => e.kind === 'claim'), pass.effects.filter((e) => e.kind !== 'claim')];
-    const results: EffectResult[] = [];
-    for (let i = 0; i < rest.length; i += EFFECTS_AT_ONCE) results.push(...(await Promise.all(rest.slice(i, i + EFFECTS_AT_ONCE).map(run))));
-    for (const effect of claims) results.push(await run(effect));
-    return results;
+    const results = rest.length > 0 ? await atMost(EFFECTS_AT_ONCE, rest, run) : [];
+    return [...results, ...(await atMost(EFFECTS_AT_ONCE, claims, run))];
+  }
+
+  private written(fleet: PeerFleet): PeerWrites {
+    const key = `${fleet.metadata?.namespace}/${fleet.metadata?.name}`;
+    const kept = this.peerWrites.get(key) ?? new PeerWrites();
+    this.peerWrites.set(key, kept);
+    return kept;
   }
 
   private async observe(key: string, fleet: PeerFleet, signal?: AbortSignal): Promise<Reading> {
@@ -427,7 +455,9 @@ export class PeerFleetReconciler {
         stands.add(note.message);
         if (stood?.has(note.message)) continue;
       }
-      await this.deps.events.record(fleet, note.type, note.reason, note.message);
+      // What recurs with every Job and session (Claimed, Available, SessionEnded) counts on one Event per reason; a warning stands alone.
+      if (note.type === 'Normal') await this.deps.events.recordSeries(fleet, note.type, note.reason, note.message);
+      else await this.deps.events.record(fleet, note.type, note.reason, note.message);
     }
     if (pass) this.standing.set(key, stands);
     return true;
@@ -450,6 +480,20 @@ export class PeerFleetReconciler {
     this.downStreak.set(key, streak);
     return Math.min(poll, UNREACHABLE_RETRY_MS * 2 ** Math.min(streak - 1, 20));
   }
+}
+
+/** `run` over every item, `n` at a time, each starting as soon as one before it ends; results in the items' order. */
+async function atMost<T, R>(n: number, items: readonly T[], run: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await run(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
+  return out;
 }
 
 function sameAccounting(a: PeerFleetStatus['accounting'], b: PeerFleetStatus['accounting']): boolean {

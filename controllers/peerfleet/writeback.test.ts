@@ -53,6 +53,25 @@ describe('peerStatusWrite', () => {
     expect(peerStatusWrite({ peerJob: peer({ ...running, succeeded: 0, failed: 0 }, { 'leasehold.dev/host': HOST }), mirror: mirror(running), host: HOST })).toBeUndefined();
   });
 
+  it.each<[string, V1JobStatus, Record<string, string>, V1JobStatus, boolean]>([
+    ['queued on the peer, the mirror created but not started (no status yet): nothing, not even the host', {}, {}, {}, false],
+    ['queued on the peer, the mirror started: written (Running)', {}, {}, { startTime: START, active: 1 }, true],
+    ['running on the peer, the pod of the mirror became ready: not written on its own', { startTime: START, active: 1 }, { 'leasehold.dev/host': HOST }, running, false],
+    ['running on the peer, a retried pod failed: not written on its own', running, { 'leasehold.dev/host': HOST }, { ...running, failed: 1 }, false],
+    ['running on the peer, the mirror succeeded but is not Complete yet: not written on its own', running, { 'leasehold.dev/host': HOST }, { startTime: START, succeeded: 1, conditions: [T('SuccessCriteriaMet')] }, false],
+    ['running on the peer without the host annotation (a crash lost it): written', running, {}, running, true],
+    ['running on the peer, the mirror Complete: written (finished)', running, { 'leasehold.dev/host': HOST }, complete, true],
+    ['running on the peer, the mirror Failed: written (finished)', running, { 'leasehold.dev/host': HOST }, failed, true],
+  ])('one write-back per stage: %s', (_name, peerStatus, annotations, mirrorStatus, written) => {
+    expect(peerStatusWrite({ peerJob: peer(peerStatus, annotations), mirror: mirror(mirrorStatus), host: HOST }) !== undefined).toBe(written);
+  });
+
+  it('the write that finishes the Job carries the counts left behind while it ran', () => {
+    const w = peerStatusWrite({ peerJob: peer({ startTime: START, active: 1 }, { 'leasehold.dev/host': HOST }), mirror: mirror({ ...failed, failed: 3 }), host: HOST, exitCode: 1 })!;
+    expect(w.status).toMatchObject({ failed: 3, active: 0, ready: 0 });
+    expect(w.annotations).toEqual({ 'leasehold.dev/host': HOST, 'leasehold.dev/exit-code': '1' });
+  });
+
   it('the annotations alone are written again when a crash lost them', () => {
     const done = peerStatusWrite({ peerJob: peer(running), mirror: mirror(complete), host: HOST, exitCode: 0 })!;
     expect(peerStatusWrite({ peerJob: peer(done.status), mirror: mirror(complete), host: HOST, exitCode: 0 })).toMatchObject({ annotations: { 'leasehold.dev/exit-code': '0' } });

@@ -26,16 +26,33 @@ const ms = (t: Date | string | undefined) => (t === undefined ? undefined : new 
 const later = (a: Date | undefined, b: Date | undefined) => (a && b ? (a.getTime() >= b.getTime() ? a : b) : (a ?? b));
 const asDate = (t: Date | string | undefined) => (t === undefined ? undefined : new Date(t));
 
-/** The write that brings the peer Job up to its mirror; undefined when the peer already has it all. */
+/**
+ * The write that brings the peer Job up to its mirror; undefined when the
+ * peer already has it all, or lacks only counts that change while the Job
+ * runs (ready pods, a retried pod's failure): those go with the next write
+ * that moves the Job on, so a peer Job costs two write-backs, Running and
+ * finished.
+ */
 export function peerStatusWrite({ peerJob, mirror, host, exitCode }: WritebackInput): StatusWrite | undefined {
-  const status = nextStatus(peerJob.status ?? {}, mirror.status ?? {});
-  const finished = !!(condition(status, 'Complete') || condition(status, 'Failed'));
+  const peer = peerJob.status ?? {};
+  const status = nextStatus(peer, mirror.status ?? {});
+  const finished = stage(status) === 'finished';
   const annotations: Record<string, string> = { [HOST_ANNOTATION]: host };
   if (finished && exitCode !== undefined) annotations[EXIT_CODE_ANNOTATION] = String(exitCode);
   const have = peerJob.metadata?.annotations ?? {};
   const annotationsDone = Object.entries(annotations).every(([k, v]) => have[k] === v);
-  if (annotationsDone && sameStatus(peerJob.status ?? {}, status)) return undefined;
+  // The host goes with the Running write: a mirror not started yet has nothing to tell.
+  if (stage(status) === 'queued') return undefined;
+  if (annotationsDone && (sameStatus(peer, status) || STAGES.indexOf(stage(status)) <= STAGES.indexOf(stage(peer)))) return undefined;
   return { status, annotations };
+}
+
+const STAGES = ['queued', 'running', 'finished'] as const;
+
+/** How far the Job has come, as the peer's users read it. */
+function stage(s: V1JobStatus): (typeof STAGES)[number] {
+  if (condition(s, 'Complete') || condition(s, 'Failed')) return 'finished';
+  return s.startTime || (s.active ?? 0) > 0 ? 'running' : 'queued';
 }
 
 function nextStatus(peer: V1JobStatus, m: V1JobStatus): V1JobStatus {

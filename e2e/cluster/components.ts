@@ -65,7 +65,7 @@ async function kubeComponent(ctx: ComponentContext, name: ComponentName, user: s
   };
 }
 
-export function controllerManager(ctx: ComponentContext, controllers: string[]): Promise<ComponentSpec> {
+export function controllerManager(ctx: ComponentContext, controllers: string[], extra: string[] = []): Promise<ComponentSpec> {
   const pki = join(ctx.dir, 'pki');
   return kubeComponent(ctx, 'kube-controller-manager', 'system:kube-controller-manager', [
     // Each controller acts as its own ServiceAccount in kube-system, as in a
@@ -75,11 +75,12 @@ export function controllerManager(ctx: ComponentContext, controllers: string[]):
     `--service-account-private-key-file=${join(pki, 'sa.key')}`,
     `--root-ca-file=${join(pki, 'ca.crt')}`,
     `--controllers=${controllers.join(',')}`,
+    ...extra,
   ]);
 }
 
-export function scheduler(ctx: ComponentContext): Promise<ComponentSpec> {
-  return kubeComponent(ctx, 'kube-scheduler', 'system:kube-scheduler', []);
+export function scheduler(ctx: ComponentContext, extra: string[] = []): Promise<ComponentSpec> {
+  return kubeComponent(ctx, 'kube-scheduler', 'system:kube-scheduler', extra);
 }
 
 export async function kwok(ctx: ComponentContext): Promise<ComponentSpec> {

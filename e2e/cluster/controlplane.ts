@@ -35,6 +35,8 @@ export interface ControlPlaneOptions {
   scheduler?: boolean;
   /** Also run kwok, the kubelet of fake Nodes (see kwok.ts). */
   kwok?: boolean;
+  /** Extra flags of kube-controller-manager and kube-scheduler (e.g. their client's `--kube-api-qps`). */
+  componentArgs?: Partial<Record<'kube-controller-manager' | 'kube-scheduler', string[]>>;
 }
 
 export interface ControlPlaneInfo {
@@ -131,9 +133,9 @@ export class ControlPlane {
       const specs = await Promise.all(components.map(async (part) => {
         const ctx: ComponentContext = { dir, server, clusterName, port: await freePort() };
         if (part === 'kube-controller-manager') {
-          return controllerManager(ctx, Array.isArray(opts.controllers) ? opts.controllers : DEFAULT_CONTROLLERS);
+          return controllerManager(ctx, Array.isArray(opts.controllers) ? opts.controllers : DEFAULT_CONTROLLERS, opts.componentArgs?.['kube-controller-manager']);
         }
-        return part === 'kube-scheduler' ? scheduler(ctx) : kwok(ctx);
+        return part === 'kube-scheduler' ? scheduler(ctx, opts.componentArgs?.['kube-scheduler']) : kwok(ctx);
       }));
       await Promise.all(specs.map((spec) => cp.timed(spec.name, () => cp.startComponent(spec))));
     } catch (err) {

@@ -93,11 +93,16 @@ export class KubePeerQueue implements PeerQueue {
     return this.swap(name, resourceVersion, { [REFUSED_ANNOTATION]: reason }, signal);
   }
 
-  /** The status subresource first, then the annotations that describe it (host, exit code). */
+  /**
+   * One PATCH of the status subresource, the annotations that describe the
+   * status (host, exit code) beside it: a Job's status subresource resets
+   * only the spec, so the API server keeps both. Should a peer's API server
+   * drop the annotations, a second PATCH writes them.
+   */
   async writeStatus(name: string, write: StatusWrite, signal?: AbortSignal): Promise<V1Job> {
-    let job = await this.call((o) => this.batch.patchNamespacedJobStatus({ name, namespace: this.namespace, body: { status: write.status } }, mergePatch(o)), signal);
+    const body = { metadata: { annotations: write.annotations }, status: write.status };
+    let job = await this.call((o) => this.batch.patchNamespacedJobStatus({ name, namespace: this.namespace, body }, mergePatch(o)), signal);
     const have = job.metadata?.annotations ?? {};
-    // One PATCH where the peer already carries the annotations (most write-backs).
     if (Object.entries(write.annotations).some(([k, v]) => have[k] !== v)) {
       job = await this.call((o) => this.batch.patchNamespacedJob({ name, namespace: this.namespace, body: { metadata: { annotations: write.annotations } } }, mergePatch(o)), signal);
     }
