@@ -27,29 +27,10 @@ import { afterDeregister } from './scaledown.js';
 import type { HeldLease } from './checklease.js';
 import { isRateLimited, mayStartCheck, rateLimitedCondition, retryAtAfter } from './ratelimit.js';
 import { repositoriesCondition } from './repositories.js';
+import type { CheckHistory, CheckResult } from './checkresult.js';
 
 /** The name of a target's check lease: its UID, unique across namespaces and recreations. */
 export const checkLeaseName = (uid: string) => `runnertarget-${uid}`;
-
-export interface CheckResult {
-  state: CheckStep['state'];
-  /** When to look again sooner than checkInterval (a lease held elsewhere). */
-  retryAfterMs?: number;
-  /** The check saw no VM and no runner of the pool (a finished check only). */
-  poolGone?: boolean;
-  /** The object as the check last had it. */
-  target: RunnerTarget;
-  /** A GitHub rate limit stopped (or kept from starting) the check: no check before this time (ms). */
-  limitedUntil?: number;
-  /** Requests this check counted against GitHub's primary limit (304s are free). */
-  githubRequests?: number;
-}
-
-/** What the reconciler remembers of a target's earlier checks. */
-export interface CheckHistory {
-  /** Requests the last check counted against GitHub's primary limit: a check waits for the reset when fewer are left. */
-  lastGitHubRequests?: number | undefined;
-}
 
 export class CheckRun {
   private readonly guard = new DurabilityGuard();
