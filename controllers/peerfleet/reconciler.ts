@@ -16,13 +16,11 @@
 // top of unfinished effects could claim or write back twice. The intent is
 // written only when a slot for its effects is free, so a written session
 // never waits on a full runner.
-import { DEFAULT_POLL_INTERVAL, durationMs, MIN_POLL_INTERVAL_MS, PEERFLEET_RESOURCE, type PeerFleet, type PeerFleetStatus } from '../../src/api/index.js';
+import { DEFAULT_POLL_INTERVAL, durationMs, MIN_POLL_INTERVAL_MS, PEERFLEET_RESOURCE, type PeerFleet } from '../../src/api/index.js';
 import type { V1Job } from '@kubernetes/client-node';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import type { EffectRunner } from '../../src/kube/effects.js';
-import { canonical } from '../../src/kube/canonical.js';
 import { isConflict } from '../../src/kube/client.js';
-import { rfc3339, setCondition } from '../../src/kube/conditions.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
 import type { StatusWriter } from '../../src/kube/status.js';
@@ -33,7 +31,8 @@ import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from '.
 import type { PeerFleetMetrics } from './metrics.js';
 import type { EffectResult, LendingOperations } from './operations.js';
 import { PeerWrites } from './peerview.js';
-import { judgeReadiness, readyCondition, type SecretField, type Verdict, type VerdictInput } from './verdict.js';
+import { fleetStatus } from './status.js';
+import { judgeReadiness, type SecretField, type Verdict, type VerdictInput } from './verdict.js';
 
 /** What a probe needs from the peer: one namespaced list with our token. */
 export interface PeerProbe {
@@ -407,34 +406,8 @@ export class PeerFleetReconciler {
 
   /** Writes the verdict and the pass when they changed, with an event when the verdict's code changed; false after a conflict. */
   private async record(fleet: PeerFleet, verdict: Verdict, pass: FleetPass | undefined): Promise<boolean> {
-    const generation = fleet.metadata?.generation;
     const before = fleet.status?.verdict;
-    const status: PeerFleetStatus = {
-      ...fleet.status,
-      observedGeneration: generation,
-      verdict: {
-        ready: verdict.ready,
-        code: verdict.code,
-        reasons: verdict.reasons,
-        ...(verdict.failureClass ? { failureClass: verdict.failureClass } : {}),
-        ...(before?.code === verdict.code && before.checkedAt ? { checkedAt: before.checkedAt } : { checkedAt: rfc3339(this.now()) }),
-      },
-      conditions: setCondition(fleet.status?.conditions, readyCondition(verdict), generation, this.now()),
-    };
-    if (pass) {
-      status.hosts = pass.hosts;
-      status.summary = pass.summary;
-      if (pass.ledger) status.ledger = pass.ledger;
-      if (pass.plan) status.plan = pass.plan;
-      else delete status.plan;
-      const acc = pass.accounting;
-      // Only a change of the numbers is written: a quiet fleet costs no writes.
-      if (acc) status.accounting = sameAccounting(acc, fleet.status?.accounting) ? fleet.status!.accounting! : acc;
-      for (const h of status.hosts) {
-        const had = fleet.status?.hosts?.find((p) => p.node === h.node)?.lent;
-        if (h.lent && had && sameAccounting(h.lent, had)) h.lent = had;
-      }
-    }
+    const status = fleetStatus(fleet, verdict, pass, this.now());
     try {
       await this.deps.status.write(PEERFLEET_RESOURCE, fleet, status);
     } catch (err) {
@@ -494,10 +467,4 @@ async function atMost<T, R>(n: number, items: readonly T[], run: (item: T) => Pr
   };
   await Promise.all(Array.from({ length: Math.min(n, items.length) }, worker));
   return out;
-}
-
-function sameAccounting(a: PeerFleetStatus['accounting'], b: PeerFleetStatus['accounting']): boolean {
-  if (!a || !b) return false;
-  const strip = ({ lastComputedAt: _, ...rest }: NonNullable<PeerFleetStatus['accounting']>) => rest;
-  return canonical(strip(a)) === canonical(strip(b));
 }
