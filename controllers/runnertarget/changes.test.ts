@@ -37,6 +37,17 @@ const launch = (): { change: Parameters<typeof runChange>[0]; receipt: Receipt }
 };
 
 describe('runChange', () => {
+  it('a launch whose first placement no longer fits the budget (an earlier launch of the check went dearer) sends no insert and settles OverBudget', async () => {
+    const inserts: string[] = [];
+    const { ctx } = context({ insert: async (s: { zone: string }) => (inserts.push(s.zone), { name: 'op', zone: s.zone }), waitOperation: async () => ({}) });
+    ctx.affordable = () => false;
+    const { change, receipt } = launch();
+    const out = await runChange(change, receipt, ctx);
+    expect(out).toMatchObject({ ok: false, phase: 'Failed', receiptID: receipt.id, event: { reason: 'OverBudget' } });
+    expect(out.message).toContain('spec.dailyBudgetUSD');
+    expect(inserts).toEqual([]);
+  });
+
   it('an insert whose answer was lost leaves its receipt Intended, for the next check to look', async () => {
     const { ctx, calls } = context({ insert: async () => Promise.reject(new ProviderError('Unknown', 'socket hang up', { answerLost: true })) });
     const { change, receipt } = launch();
