@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver, kube-controller-manager, kube-scheduler, etcd, kubectl,
+# Builds kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, etcd, kubectl,
 # helm and kwok from the pinned Go modules in build/ and caches them outside the
 # repository, keyed by a hash of the module files and the Go version, so a
 # second run builds nothing.
@@ -15,7 +15,7 @@ key="$( (go env GOVERSION GOOS GOARCH; cat "$here"/build/*/go.mod "$here"/build/
   | sha256sum | cut -c1-16)"
 out="$cache_root/bin/k8s-v1.36.3-helm-v3.22.0-kwok-v0.8.0-$key"
 
-kube_bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd)
+kube_bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl etcd kubelet)
 complete=1
 for bin in "${kube_bins[@]}" helm kwok; do
   [[ -x "$out/$bin" ]] || complete=0
