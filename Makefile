@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export NODE_OPTIONS := --experimental-vm-modules
 
-.PHONY: all deps binaries test test-unit test-e2e typecheck crds cluster build clean-cache chart-lint bench krew-archive
+.PHONY: all deps binaries node-setup image test test-unit test-e2e typecheck crds cluster build clean-cache chart-lint bench krew-archive
 
 all: test
 
@@ -20,6 +20,20 @@ node_modules/.installed: package.json package-lock.json
 binaries:
 	bash e2e/cluster/build.sh
 
+# The real node of e2e/installed.test.ts: containerd, runc, CNI plugins, buildah and
+# debootstrap from Debian packages, then its images (the controller's from the
+# Dockerfile), cached in ~/.cache/leasehold/images. Needs root.
+node-setup:
+	bash e2e/node/setup.sh >/dev/null
+
+# The controller image for your registry: IMAGE=registry.example/leasehold:0.1.0 make image,
+# then push it (docker push / buildah push) and install the chart with image.repository/tag.
+IMAGE ?= leasehold:dev
+image:
+	@if command -v docker >/dev/null; then docker build -t $(IMAGE) .; \
+	elif command -v buildah >/dev/null; then buildah bud -t $(IMAGE) .; \
+	else echo "make image needs docker or buildah" >&2; exit 1; fi
+
 typecheck: deps
 	npx tsc --noEmit -p .
 
@@ -29,7 +43,7 @@ crds: deps
 test-unit: deps
 	npx jest --selectProjects unit emulators
 
-test-e2e: deps binaries
+test-e2e: deps binaries node-setup
 	npx jest --selectProjects e2e
 
 # The binaries build in the background while typecheck and the unit tests run

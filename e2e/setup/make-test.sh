@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: the control-plane build (e2e/cluster/build.sh; on a cold machine
-# about 20 minutes, much of it downloading Go modules) runs in the background
-# while typecheck and the unit tests, which need no binaries, run in the
+# about 20 minutes, much of it downloading Go modules), then the real node's
+# packages and images (e2e/node/setup.sh; about 4 minutes cold), run in the
+# background while typecheck and the unit tests, which need neither, run in the
 # foreground. The build's log is printed once they are done, so the two never
 # interleave. The e2e tests start only when all three passed; the exit status
 # is non-zero when any part failed.
@@ -10,7 +11,7 @@ set -uo pipefail
 log="$(mktemp "${TMPDIR:-/tmp}/leasehold-binaries-XXXXXX.log")"
 # Its own session (and so its own process group), so that the whole build,
 # go and its compilers included, can be stopped if this script is.
-setsid bash e2e/cluster/build.sh >"$log" 2>&1 &
+setsid bash -c 'bash e2e/cluster/build.sh && bash e2e/node/setup.sh' >"$log" 2>&1 &
 build=$!
 stop_build() { kill -- "-$build" 2>/dev/null; }
 trap 'stop_build; rm -f "$log"' EXIT
@@ -18,13 +19,13 @@ trap 'stop_build; exit 130' INT
 trap 'stop_build; exit 143' TERM
 
 failed=()
-echo "make test: building the control-plane binaries in the background (log: $log)"
+echo "make test: building the control-plane binaries and the real node's images in the background (log: $log)"
 echo "make test: typecheck"
 npx tsc --noEmit -p . || failed+=(typecheck)
 echo "make test: unit and emulator tests"
 npx jest --selectProjects unit emulators || failed+=(unit)
 
-echo "make test: waiting for the control-plane binaries"
+echo "make test: waiting for the control-plane binaries and images"
 wait "$build" || failed+=(binaries)
 sed 's/^/  binaries: /' "$log"
 
