@@ -40,13 +40,16 @@ async function signClient(pki: string, id: ClientIdentity): Promise<void> {
   await sign(pki, id.name, subj, 'client.ext');
 }
 
-/** A CA, a serving certificate for loopback, an admin client certificate and service-account keys. */
+/**
+ * A CA, a serving certificate for loopback and for the `kubernetes` Service address (which
+ * pods on a real node use), an admin client certificate and service-account keys.
+ */
 export async function generatePKI(pki: string): Promise<void> {
   await mkdir(pki, { recursive: true });
   await openssl(pki, 'req', '-x509', ...ec, '-keyout', 'ca.key', '-out', 'ca.crt', '-days', '30', '-subj', '/CN=leasehold-test-ca');
   await writeFile(
     join(pki, 'serving.ext'),
-    'subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' +
+    'subjectAltName=IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc\n' +
       'extendedKeyUsage=serverAuth\nkeyUsage=digitalSignature,keyEncipherment\n',
   );
   await writeFile(join(pki, 'client.ext'), 'extendedKeyUsage=clientAuth\nkeyUsage=digitalSignature,keyEncipherment\n');

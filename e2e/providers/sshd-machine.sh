@@ -20,9 +20,13 @@
 #                                      (counted in $LEASEHOLD_MACHINES_DIR/.release-failures-<id>)
 #   SSHD_MACHINE_FAIL_ACQUIRE=1        acquire fails before starting anything
 #   SSHD_MACHINE_ACQUIRE_DELAY=S       acquire sleeps S seconds first
+#   SSHD_MACHINE_ADDRESS=IP            listen on IP instead of 127.0.0.1 (an address
+#                                      inside a test's network namespace)
 set -euo pipefail
 
 SSHD=/usr/sbin/sshd
+addr="${SSHD_MACHINE_ADDRESS:-127.0.0.1}"
+[[ "$addr" =~ ^[0-9]{1,3}(\.[0-9]{1,3}){3}$ ]] || { printf 'leasehold: SSHD_MACHINE_ADDRESS "%s" is not an IPv4 address\n' "$addr" >&2; exit 1; }
 MARKER=.sshd-machine
 
 log() { printf 'leasehold: %s\n' "$*" >&2; }
@@ -102,7 +106,7 @@ any_alive() {
 
 free_port() {
   if command -v python3 >/dev/null 2>&1; then
-    python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+    python3 -c 'import socket; s = socket.socket(); s.bind(("'"$addr"'", 0)); print(s.getsockname()[1]); s.close()'
     return
   fi
   local port
@@ -113,13 +117,13 @@ free_port() {
 }
 
 accepts() {
-  (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+  (exec 3<>"/dev/tcp/$addr/$1") 2>/dev/null
 }
 
 write_config() {
   local dir=$1 port=$2
   cat > "$dir/sshd_config" <<CONF
-ListenAddress 127.0.0.1
+ListenAddress $addr
 Port $port
 HostKey "$dir/host_key"
 PidFile "$dir/sshd.pid"
@@ -163,7 +167,7 @@ acquire() {
   for attempt in 1 2 3 4 5; do
     port=$(free_port)
     write_config "$dir" "$port"
-    log "starting sshd on 127.0.0.1:$port (attempt $attempt)"
+    log "starting sshd on $addr:$port (attempt $attempt)"
     # sshd forks into the background once it listens.
     if "$SSHD" -f "$dir/sshd_config" -E "$dir/sshd.log"; then
       for _ in $(seq 1 100); do
@@ -184,9 +188,9 @@ acquire() {
     ssh-keygen -q -t ed25519 -N '' -f "$dir/other_key" < /dev/null
     hostkey=$(cut -d' ' -f1,2 "$dir/other_key.pub")
   fi
-  log "machine $id is up: $(id -un)@127.0.0.1:$port"
-  printf '{"ssh":{"host":"127.0.0.1","port":%d,"user":"%s","host_key":"%s"},"dir":"%s","pid":%d}\n' \
-    "$port" "$(id -un)" "$hostkey" "$dir" "$pid"
+  log "machine $id is up: $(id -un)@$addr:$port"
+  printf '{"ssh":{"host":"%s","port":%d,"user":"%s","host_key":"%s"},"dir":"%s","pid":%d}\n' \
+    "$addr" "$port" "$(id -un)" "$hostkey" "$dir" "$pid"
 }
 
 state_dir() {

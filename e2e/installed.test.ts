@@ -1,0 +1,244 @@
+// Leasehold as users install it: the image built from the repository's Dockerfile,
+// `helm install` of charts/leasehold into a namespace that enforces the restricted
+// Pod Security profile, and the controller pods really running on a real node
+// (containerd + kubelet, e2e/cluster/node.ts). Catches what a host-process test
+// cannot: a broken ENTRYPOINT, files missing from the image, probes on the wrong
+// port, a securityContext the runtime refuses, leader hand-over between pods.
+import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { execFileSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ControlPlane } from './cluster/controlplane.js';
+import { DEFAULT_CONTROLLERS } from './cluster/components.js';
+import { NODE_IP, NODE_NAME, RealNode, ensureNodeImages } from './cluster/node.js';
+import { chartDir } from './support/helm.js';
+import { apply, getJSON, testKubectl, waitFor, type Kubectl } from './support/kube.js';
+
+const release = 'lh';
+const ns = 'leasehold-system';
+const selector = `app.kubernetes.io/instance=${release}`;
+// Generous: a machine several times slower than a developer's still makes these.
+const slow = 180_000;
+const machinesPort = 8070;
+const work = mkdtempSync(join(tmpdir(), 'leasehold-installed-'));
+const machines = join(work, 'machines');
+
+let cp: ControlPlane;
+let node: RealNode | undefined;
+let kubectl: Kubectl;
+let helm: (args: string[]) => Promise<{ stdout: string; stderr: string; code: number }>;
+
+async function controllerPods(): Promise<any[]> {
+  const list = await getJSON(kubectl, ['-n', ns, 'pods', '-l', selector]);
+  return (list?.items ?? []).filter((p: any) => !p.metadata.deletionTimestamp);
+}
+
+const ready = (pod: any) => pod.status?.conditions?.some((c: any) => c.type === 'Ready' && c.status === 'True');
+
+async function leaderIdentity(): Promise<string | undefined> {
+  const lease = await getJSON(kubectl, ['-n', ns, 'leases.coordination.k8s.io', 'leasehold-controller']);
+  return lease?.spec?.holderIdentity;
+}
+
+/** What the controller pods printed, read from the node's log files (the API server cannot reach the kubelet here). */
+async function podLogs(): Promise<string> {
+  const { stdout } = await node!.exec('bash', ['-c', `tail -n 40 /var/log/pods/${ns}_*/*/*.log 2>/dev/null || true`]);
+  return stdout;
+}
+
+/** The host PID of a pod's container, from the runtime's own task list. */
+async function containerPID(pod: any): Promise<number> {
+  const id = String(pod.status.containerStatuses[0].containerID).replace(/^containerd:\/\//, '');
+  const tasks = await node!.ctr(['tasks', 'list']);
+  const line = tasks.split('\n').find((l) => l.startsWith(id));
+  if (!line) throw new Error(`no task for container ${id}`);
+  return Number(line.split(/\s+/)[1]);
+}
+
+beforeAll(async () => {
+  const images = await ensureNodeImages();
+  cp = await ControlPlane.start({
+    name: 'installed',
+    // EndpointSlices for the metrics Service, the disruption controller for the PDB.
+    controllers: [...DEFAULT_CONTROLLERS, 'endpointslice-controller', 'disruption-controller'],
+    scheduler: true,
+  });
+  kubectl = testKubectl(cp.info.kubeconfig, cp.info.binDir);
+  helm = (args) => cp.helm(args);
+  node = await RealNode.start(cp, images);
+  // The "cloud" of the command Offer: sshd machines on the node's address.
+  await node.service('machines', process.execPath,
+    [join(process.cwd(), 'e2e/node/machines.mjs'), NODE_IP, String(machinesPort), machines], 'machines ready');
+  const created = await kubectl(['create', 'namespace', ns]);
+  expect(created.stderr).toBe('');
+  const labelled = await kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted',
+    'pod-security.kubernetes.io/enforce-version=latest']);
+  expect(labelled.code).toBe(0);
+  const ref = images.controller.ref;
+  const installed = await helm(['install', release, chartDir, '-n', ns,
+    '--set', `image.repository=${ref.slice(0, ref.lastIndexOf(':'))}`,
+    '--set', `image.tag=${ref.slice(ref.lastIndexOf(':') + 1)}`,
+    // The image was imported into the node's runtime: there is no registry to pull from.
+    '--set', 'image.pullPolicy=Never',
+    // A provider script as users ship one, from the chart's ConfigMap, and where it finds its cloud.
+    '--set-file', `providerScripts.netns-machine\\.sh=${join(process.cwd(), 'e2e/node/netns-machine.sh')}`,
+    '--set', 'extraEnv[0].name=MACHINES_URL', '--set', `extraEnv[0].value=http://${NODE_IP}:${machinesPort}`,
+    '--set', 'checkInterval=2s',
+    '--wait', '--timeout=4m']);
+  if (installed.code !== 0) {
+    const pods = await kubectl(['-n', ns, 'get', 'pods', '-o', 'wide']);
+    const events = await kubectl(['-n', ns, 'get', 'events', '--sort-by=.lastTimestamp']);
+    throw new Error(`helm install failed: ${installed.stderr}\n${pods.stdout}\n${events.stdout}`);
+  }
+}, 900_000);
+
+afterAll(async () => {
+  await node?.stop();
+  await cp?.stop(process.env.E2E_KEEP_DIRS === '1');
+  // sshd machines the test left (on a failure) run as this user: the service's stop does not end them.
+  try {
+    execFileSync('pkill', ['-f', '--', `${machines}/`]);
+  } catch {
+    // none left
+  }
+}, 180_000);
+
+describe('the chart, installed on a real node', () => {
+  it('runs both replicas Ready on the node, one of them the leader', async () => {
+    const pods = await waitFor('two Ready controller pods', async () => {
+      const list = await controllerPods();
+      return list.length === 2 && list.every(ready) ? list : undefined;
+    }, slow);
+    expect(pods.map((p) => p.spec.nodeName)).toEqual([NODE_NAME, NODE_NAME]);
+    const leader = await waitFor('a leader', leaderIdentity, slow);
+    // The identity is `<hostname>_<uuid>`, and a pod's hostname is its name.
+    expect(pods.filter((p) => leader.startsWith(`${p.metadata.name}_`))).toHaveLength(1);
+  }, slow);
+
+  it('serves /metrics at the addresses the metrics Service lists', async () => {
+    const slices = await waitFor('the metrics Service endpoints', async () => {
+      const list = await getJSON(kubectl, ['-n', ns, 'endpointslices', '-l', `kubernetes.io/service-name=${release}-leasehold-metrics`]);
+      const ready = (list?.items ?? []).flatMap((s: any) => (s.endpoints ?? []).filter((e: any) => e.conditions?.ready)
+        .map((e: any) => `${e.addresses[0]}:${s.ports[0].port}`));
+      return ready.length === 2 ? ready as string[] : undefined;
+    }, slow);
+    for (const at of slices) {
+      // Pod addresses exist only inside the node's network namespace.
+      const { stdout } = await node!.exec(process.execPath, ['-e',
+        `fetch('http://${at}/metrics').then(async (r) => console.log(r.status, await r.text()))`]);
+      expect(stdout.startsWith('200 ')).toBe(true);
+      expect(stdout).toContain('leasehold_workqueue_depth');
+    }
+  }, slow);
+
+  it('runs the controller as non-root, read-only, with RuntimeDefault seccomp and no capabilities', async () => {
+    const nsObj = await getJSON(kubectl, ['namespace', ns]);
+    expect(nsObj.metadata.labels['pod-security.kubernetes.io/enforce']).toBe('restricted');
+    for (const pod of await controllerPods()) {
+      const pid = await containerPID(pod);
+      // What the kernel applies to the running process, not what the spec asked for.
+      const status = await readFile(`/proc/${pid}/status`, 'utf8');
+      const field = (name: string) => status.match(new RegExp(`^${name}:\\s*(.*)$`, 'm'))?.[1]?.trim();
+      expect(field('Uid')!.split(/\s+/)).toEqual(['1000', '1000', '1000', '1000']);
+      expect(field('CapEff')).toBe('0000000000000000');
+      expect(field('CapPrm')).toBe('0000000000000000');
+      expect(field('NoNewPrivs')).toBe('1');
+      expect(field('Seccomp')).toBe('2');
+      const mountinfo = await readFile(`/proc/${pid}/mountinfo`, 'utf8');
+      const root = mountinfo.split('\n').map((l) => l.split(' ')).find((f) => f[4] === '/');
+      expect(root?.[5]?.split(',')).toContain('ro');
+      // The process is the image's ENTRYPOINT: tini, with node under it.
+      const cmdline = (await readFile(`/proc/${pid}/cmdline`, 'utf8')).split('\0');
+      expect(cmdline.slice(0, 2)).toEqual(['tini', '--']);
+    }
+  }, slow);
+
+  it('rents a machine through a provider script from the chart ConfigMap: Ready, ssh with the pinned key, released when idle', async () => {
+    const provider = '/etc/leasehold/providers/netns-machine.sh';
+    await apply(kubectl, JSON.stringify({
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'Offer',
+      metadata: { name: 'node-box' },
+      spec: { command: { acquire: [provider, 'acquire'], release: [provider, 'release'], shape: { os: 'linux', arch: 'amd64', cpus: 1 } },
+        idleTimeout: '15s', maxLifetime: '1h' },
+    }));
+    const key = join(work, 'id_ed25519');
+    execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
+    const created = await kubectl(['create', 'namespace', 'team-a']);
+    expect(created.code).toBe(0);
+    await apply(kubectl, JSON.stringify({
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'Lease',
+      metadata: { name: 'box', namespace: 'team-a' },
+      spec: { where: 'cpus>=1', offer: 'node-box', sshKeys: [readFileSync(`${key}.pub`, 'utf8').trim()] },
+    }));
+    const st = await waitFor('Lease Ready', async () => {
+      const s = (await getJSON(kubectl, ['-n', 'team-a', 'leases.leasehold.dev', 'box']))?.status;
+      if (s?.phase === 'Failed') throw new Error(`Lease failed: ${s.reason}: ${s.message}`);
+      return s?.phase === 'Ready' ? s : undefined;
+    }, slow, 250);
+    const ssh = st.machine.ssh;
+    expect(ssh.host).toBe(NODE_IP);
+    // As a user would: the host key the Lease pinned, and the user's own key.
+    const knownHosts = join(work, 'known_hosts');
+    writeFileSync(knownHosts, `[${ssh.host}]:${ssh.port} ${ssh.hostKey}\n`);
+    const { stdout } = await node!.exec('ssh', ['-i', key, '-p', String(ssh.port), '-o', `UserKnownHostsFile=${knownHosts}`,
+      '-o', 'StrictHostKeyChecking=yes', '-o', 'BatchMode=yes', `${ssh.user}@${ssh.host}`, 'echo on-the-machine']);
+    expect(stdout.trim()).toBe('on-the-machine');
+    // Idle for the Offer's 15 s: released by the controller, the machine gone.
+    const released = await waitFor('Lease Released when idle', async () => {
+      const s = (await getJSON(kubectl, ['-n', 'team-a', 'leases.leasehold.dev', 'box']))?.status;
+      return s?.phase === 'Released' ? s : undefined;
+    }, slow, 500);
+    const events = await getJSON(kubectl, ['-n', 'team-a', 'events', '--field-selector', 'involvedObject.name=box']);
+    expect(events.items.map((e: any) => e.reason)).toEqual(expect.arrayContaining(['IdleTimeout', 'Released']));
+    expect(existsSync(join(machines, st.leaseID))).toBe(false);
+  }, slow * 2);
+
+  it('hands leadership to the other pod within the lease duration when the leader pod is deleted', async () => {
+    const before = await waitFor('a leader', leaderIdentity, slow);
+    const pods = await controllerPods();
+    const leaderPod = pods.find((p) => before.startsWith(`${p.metadata.name}_`));
+    const other = pods.find((p) => p !== leaderPod);
+    expect(leaderPod && other).toBeTruthy();
+    const began = Date.now();
+    const deleted = await kubectl(['-n', ns, 'delete', 'pod', leaderPod.metadata.name, '--wait=false']);
+    expect(deleted.code).toBe(0);
+    const after = await waitFor('the other pod to lead', async () => {
+      const now = await leaderIdentity();
+      return now?.startsWith(`${other.metadata.name}_`) ? now : undefined;
+    }, 60_000, 100).catch(async (err) => {
+      throw new Error(`${err}\nleader: ${await leaderIdentity()}\n${await podLogs()}`);
+    });
+    const tookMs = Date.now() - began;
+    console.log(`leader hand-over after deleting the leader pod: ${tookMs} ms`);
+    expect(after).not.toBe(before);
+    // The chart's lease duration is 15 s; a leader that steps down on SIGTERM
+    // hands over well within it.
+    expect(tookMs).toBeLessThan(15_000);
+    // The Deployment replaces the deleted pod; only one of the two leads.
+    await waitFor('two Ready pods again', async () => {
+      const list = await controllerPods();
+      return list.length === 2 && list.every(ready);
+    }, slow);
+    expect(await leaderIdentity()).toBe(after);
+  }, slow);
+
+  it('leaves no controller object behind on helm uninstall, and keeps the CRDs', async () => {
+    const removed = await helm(['uninstall', release, '-n', ns, '--wait', '--timeout=3m']);
+    expect(removed.code).toBe(0);
+    await waitFor('the controller pods gone', async () => (await controllerPods()).length === 0, slow);
+    for (const kind of ['deployments', 'services', 'serviceaccounts', 'roles', 'rolebindings', 'configmaps', 'poddisruptionbudgets']) {
+      const left = await getJSON(kubectl, ['-n', ns, kind, '-l', selector]);
+      expect({ kind, left: left?.items?.length }).toEqual({ kind, left: 0 });
+    }
+    for (const kind of ['clusterroles', 'clusterrolebindings']) {
+      const left = await getJSON(kubectl, [kind, '-l', selector]);
+      expect({ kind, left: left?.items?.length }).toEqual({ kind, left: 0 });
+    }
+    const crds = await getJSON(kubectl, ['crd', '-l', 'app.kubernetes.io/part-of=leasehold']);
+    expect(crds.items.length).toBeGreaterThanOrEqual(4);
+  }, slow);
+});
