@@ -5,8 +5,8 @@ import { CapacityExhausted } from '../../src/providers/gce/errors.js';
 import { RunnerBusyError } from '../../src/providers/github/errors.js';
 import { runChange, type ChangeContext } from './changes.js';
 import { DurabilityGuard, NotDurableError } from './durability.js';
-import { placementOrder } from './placement.js';
-import { receiptFor } from './receipts.js';
+import { placementOrder } from './policy/placement.js';
+import { receiptFor } from './policy/receipts.js';
 import { NOW, spec } from './testing/pool.js';
 
 const target = { metadata: { namespace: 'ci', name: 'pool', uid: 'u-1' }, spec } as RunnerTarget;

@@ -12,8 +12,8 @@ import { startGceEmulator, type GceEmulator } from '../../e2e/fakes/gce/server.j
 import { runChange, type ChangeContext } from './changes.js';
 import { DurabilityGuard } from './durability.js';
 import { vmLabels } from './operations.js';
-import type { Placement } from './placement.js';
-import { receiptFor } from './receipts.js';
+import type { Placement } from './policy/placement.js';
+import { receiptFor } from './policy/receipts.js';
 import { NOW, spec } from './testing/pool.js';
 
 const ZONE = 'us-central1-a';

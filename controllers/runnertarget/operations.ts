@@ -13,10 +13,10 @@ import type { ComputeInstances, GceInstance } from '../../src/providers/gce/type
 import type { GitHubCredentials } from '../../src/providers/github/auth.js';
 import { GitHubClient } from '../../src/providers/github/client.js';
 import type { GitHubActions } from '../../src/providers/github/types.js';
-import { isPoolRunner, namePrefix, ownerLabels, ownsRunner } from './naming.js';
+import { isPoolRunner, namePrefix, ownerLabels, ownsRunner } from './policy/naming.js';
 import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from './observation.js';
 import { resolveRunnerGroup } from './runnergroup.js';
-import { endpointRefusal, tokenEndpointRefusal, type TargetEndpointPolicy } from './endpoints.js';
+import { endpointRefusal, tokenEndpointRefusal, type TargetEndpointPolicy } from './policy/endpoints.js';
 import { TargetSpecError } from './specerror.js';
 
 export { TargetSpecError };

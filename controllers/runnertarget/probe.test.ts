@@ -8,7 +8,7 @@ import { generateControllerKey } from '../../src/machine/keys.js';
 import { startTestSSHServer } from '../../src/machine/testing/ssh-server.js';
 import type { TargetClients } from './operations.js';
 import { parseProbe, probeCommand, probeHosts } from './probe.js';
-import { parseEvidence, splitHeadOutput } from './pressure.js';
+import { parseEvidence, splitHeadOutput } from './policy/pressure.js';
 import { host, NOW, vm } from './testing/pool.js';
 
 const psi = (some: number) => `some avg10=0.00 avg60=${some.toFixed(2)} avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0`;

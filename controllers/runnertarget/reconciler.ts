@@ -20,10 +20,10 @@ import type { HostAccess } from './deliver.js';
 import type { CheckLeases } from './checklease.js';
 import type { RunnerTargetMetrics } from './metrics.js';
 import type { TargetClients } from './operations.js';
-import type { PlanSettings } from './plan.js';
-import { openReceipts } from './receipts.js';
-import { SAMPLE_WINDOW, sampleTiming } from './sample.js';
-import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
+import type { PlanSettings } from './policy/plan.js';
+import { openReceipts } from './policy/receipts.js';
+import { SAMPLE_WINDOW, sampleTiming } from './policy/sample.js';
+import { RUNNER_HOSTS_FINALIZER } from './policy/teardown.js';
 
 /**
  * How often a target is checked: its checkInterval, never below the minimum
