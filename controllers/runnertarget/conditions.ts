@@ -3,7 +3,7 @@
 // move the object's resourceVersion under the holder, whose next receipt
 // write would then conflict and stop its check.
 import type { ConditionInput } from '../../src/kube/conditions.js';
-import type { DurableCondition } from './durability.js';
+import type { DurableCondition } from './checkrun/durability.js';
 import type { CheckStep } from './machine.js';
 
 export interface ConditionFacts {

@@ -1,7 +1,7 @@
 // The RunnerTarget reconciler: when a target's check is due (every
 // checkInterval, or at once after its spec changed), one check runs
-// (check.ts). The check runs on the shared effect runner, off the reconcile
-// workers, so that a long check of one target never delays another's turn:
+// (checkrun/check.ts). The check runs on the shared effect runner, off the
+// reconcile workers, so that a long check of one target never delays another's turn:
 // a worker only decides whether a check is due, starts it, and takes its
 // result on a later pass (the check's end enqueues the target). At most one
 // check per target runs (the runner's rule per owner), the check lease keeps
@@ -14,12 +14,12 @@ import type { EffectRunner } from '../../src/kube/effects.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
 import type { StatusWriter } from '../../src/kube/status.js';
-import { CheckRun } from './check.js';
+import { CheckRun } from './checkrun/check.js';
 import type { CheckResult } from './checkresult.js';
-import type { HostAccess } from './deliver.js';
-import type { CheckLeases } from './checklease.js';
+import type { HostAccess } from './checkrun/deliver.js';
+import type { CheckLeases } from './checkrun/checklease.js';
 import type { RunnerTargetMetrics } from './metrics.js';
-import type { TargetClients } from './operations.js';
+import type { TargetClients } from './checkrun/operations.js';
 import type { PlanSettings } from './policy/plan.js';
 import { openReceipts } from './policy/receipts.js';
 import { SAMPLE_WINDOW, sampleTiming } from './policy/sample.js';

@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { RunnerTarget } from '../../../src/api/index.js';
 import { endpointRefusal, tokenEndpointRefusal, type TargetEndpointPolicy } from './endpoints.js';
-import { TargetProviders } from '../operations.js';
+import { TargetProviders } from '../checkrun/operations.js';
 import { TargetSpecError } from '../specerror.js';
 import { spec } from '../testing/pool.js';
 

@@ -22,7 +22,7 @@ export type ResumeStep =
    * Launch: the VM runs and no runner is online: deliver the JIT config over
    * pinned SSH. `stale`: a registration that is there but offline, made for a
    * config that may never have reached the host (a check that died between
-   * generate-jitconfig and the write): the host decides (../deliver.ts).
+   * generate-jitconfig and the write): the host decides (../checkrun/deliver.ts).
    */
   | { step: 'deliverConfig'; message: string; stale?: { id: number } }
   /** The change cannot complete: settle Failed; a launched VM is deleted as an orphan. */

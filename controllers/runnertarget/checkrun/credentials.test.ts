@@ -2,11 +2,11 @@
 // without one, the controller's own identity from the metadata server, and
 // that only where the platform admin allowed it (--runner-gce-own-identity).
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
-import type { RunnerTarget } from '../../src/api/index.js';
-import { metadataBaseUrl, MetadataTokenSource } from '../../src/providers/gce/auth.js';
-import { startGceEmulator, type GceEmulator } from '../../e2e/fakes/gce/server.js';
+import type { RunnerTarget } from '../../../src/api/index.js';
+import { metadataBaseUrl, MetadataTokenSource } from '../../../src/providers/gce/auth.js';
+import { startGceEmulator, type GceEmulator } from '../../../e2e/fakes/gce/server.js';
 import { CredentialsError, TargetProviders } from './operations.js';
-import { spec } from './testing/pool.js';
+import { spec } from '../testing/pool.js';
 
 describe('TargetProviders: Compute Engine credentials', () => {
   let g: GceEmulator;

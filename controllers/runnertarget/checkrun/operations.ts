@@ -4,20 +4,20 @@
 // GitHub, and the calls a Change makes. No credential leaves this file
 // except inside the clients; errors carry the field and the fix, never a value.
 import { createHash } from 'node:crypto';
-import { isProviderError } from '../../src/providers/errors.js';
-import type { RunnerTarget } from '../../src/api/index.js';
-import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
-import { GOOGLE_TOKEN_URL, parseServiceAccountKey, type AccessTokens } from '../../src/providers/gce/auth.js';
-import { GceClient } from '../../src/providers/gce/client.js';
-import type { ComputeInstances, GceInstance } from '../../src/providers/gce/types.js';
-import type { GitHubCredentials } from '../../src/providers/github/auth.js';
-import { GitHubClient } from '../../src/providers/github/client.js';
-import type { GitHubActions } from '../../src/providers/github/types.js';
-import { isPoolRunner, namePrefix, ownerLabels, ownsRunner } from './policy/naming.js';
-import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from './observation.js';
+import { isProviderError } from '../../../src/providers/errors.js';
+import type { RunnerTarget } from '../../../src/api/index.js';
+import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../../src/kube/secrets.js';
+import { GOOGLE_TOKEN_URL, parseServiceAccountKey, type AccessTokens } from '../../../src/providers/gce/auth.js';
+import { GceClient } from '../../../src/providers/gce/client.js';
+import type { ComputeInstances, GceInstance } from '../../../src/providers/gce/types.js';
+import type { GitHubCredentials } from '../../../src/providers/github/auth.js';
+import { GitHubClient } from '../../../src/providers/github/client.js';
+import type { GitHubActions } from '../../../src/providers/github/types.js';
+import { isPoolRunner, namePrefix, ownerLabels, ownsRunner } from '../policy/naming.js';
+import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from '../observation.js';
 import { resolveRunnerGroup } from './runnergroup.js';
-import { endpointRefusal, tokenEndpointRefusal, type TargetEndpointPolicy } from './policy/endpoints.js';
-import { TargetSpecError } from './specerror.js';
+import { endpointRefusal, tokenEndpointRefusal, type TargetEndpointPolicy } from '../policy/endpoints.js';
+import { TargetSpecError } from '../specerror.js';
 
 export { TargetSpecError };
 

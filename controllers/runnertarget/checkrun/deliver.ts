@@ -5,11 +5,11 @@
 // with compute read access in the project can read. The host's image runs
 // the runner from the file (see README, RunnerTarget hosts).
 import type { ChangeContext, ChangeOutcome } from './changes.js';
-import { runnerLabels } from './policy/demand.js';
-import { ownerLabels } from './policy/naming.js';
+import { runnerLabels } from '../policy/demand.js';
+import { ownerLabels } from '../policy/naming.js';
 import { openHost, SSH_TIMEOUT_MS, type HostAccess } from './hostssh.js';
-import type { SshSession } from '../../src/machine/ssh.js';
-import { isProviderError } from '../../src/providers/errors.js';
+import type { SshSession } from '../../../src/machine/ssh.js';
+import { isProviderError } from '../../../src/providers/errors.js';
 
 export type { HostAccess };
 

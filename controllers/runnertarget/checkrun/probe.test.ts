@@ -4,12 +4,12 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { generateControllerKey } from '../../src/machine/keys.js';
-import { startTestSSHServer } from '../../src/machine/testing/ssh-server.js';
+import { generateControllerKey } from '../../../src/machine/keys.js';
+import { startTestSSHServer } from '../../../src/machine/testing/ssh-server.js';
 import type { TargetClients } from './operations.js';
 import { parseProbe, probeCommand, probeHosts } from './probe.js';
-import { parseEvidence, splitHeadOutput } from './policy/pressure.js';
-import { host, NOW, vm } from './testing/pool.js';
+import { parseEvidence, splitHeadOutput } from '../policy/pressure.js';
+import { host, NOW, vm } from '../testing/pool.js';
 
 const psi = (some: number) => `some avg10=0.00 avg60=${some.toFixed(2)} avg300=0.00 total=1\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=0`;
 const head = (files: Record<string, string>) => Object.entries(files).map(([f, t]) => `==> ${f} <==\n${t}\n`).join('\n');

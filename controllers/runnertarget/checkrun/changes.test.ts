@@ -1,13 +1,13 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Receipt, RunnerTarget } from '../../src/api/index.js';
-import { ProviderError } from '../../src/providers/errors.js';
-import { CapacityExhausted } from '../../src/providers/gce/errors.js';
-import { RunnerBusyError } from '../../src/providers/github/errors.js';
+import type { Receipt, RunnerTarget } from '../../../src/api/index.js';
+import { ProviderError } from '../../../src/providers/errors.js';
+import { CapacityExhausted } from '../../../src/providers/gce/errors.js';
+import { RunnerBusyError } from '../../../src/providers/github/errors.js';
 import { runChange, type ChangeContext } from './changes.js';
 import { DurabilityGuard, NotDurableError } from './durability.js';
-import { placementOrder } from './policy/placement.js';
-import { receiptFor } from './policy/receipts.js';
-import { NOW, spec } from './testing/pool.js';
+import { placementOrder } from '../policy/placement.js';
+import { receiptFor } from '../policy/receipts.js';
+import { NOW, spec } from '../testing/pool.js';
 
 const target = { metadata: { namespace: 'ci', name: 'pool', uid: 'u-1' }, spec } as RunnerTarget;
 

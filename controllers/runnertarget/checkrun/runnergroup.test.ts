@@ -2,15 +2,15 @@
 // GitHub emulator's runner groups, its id passed to generate-jitconfig, and an
 // unknown name a condition reason naming the field (never a stuck teardown).
 import { describe, it, expect, beforeAll, afterAll, jest } from '@jest/globals';
-import type { RunnerTarget } from '../../src/api/index.js';
-import type { SshSession } from '../../src/machine/ssh.js';
-import { GitHubClient } from '../../src/providers/github/client.js';
-import type { RunnerGroup } from '../../src/providers/github/types.js';
-import { startGitHubEmulator, type GitHubEmulator } from '../../e2e/fakes/github/server.js';
+import type { RunnerTarget } from '../../../src/api/index.js';
+import type { SshSession } from '../../../src/machine/ssh.js';
+import { GitHubClient } from '../../../src/providers/github/client.js';
+import type { RunnerGroup } from '../../../src/providers/github/types.js';
+import { startGitHubEmulator, type GitHubEmulator } from '../../../e2e/fakes/github/server.js';
 import type { ChangeContext } from './changes.js';
 import { DurabilityGuard } from './durability.js';
-import type { Observation } from './observation.js';
-import { NOW, spec } from './testing/pool.js';
+import type { Observation } from '../observation.js';
+import { NOW, spec } from '../testing/pool.js';
 
 // The host side of a delivery is SSH (covered end to end); here it only records what was written.
 const written: string[] = [];

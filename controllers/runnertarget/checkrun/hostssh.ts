@@ -1,13 +1,13 @@
 // SSH to a runner host with its host key pinned from the instance's guest
 // attributes (`hostkeys/`, as `gcloud compute ssh` reads them): a host that
 // has not published its keys, or presents another one, is never trusted.
-import { errorText } from '../../src/kube/errors.js';
-import { connectPinned, type SshSession } from '../../src/machine/ssh.js';
-import { isProviderError } from '../../src/providers/errors.js';
+import { errorText } from '../../../src/kube/errors.js';
+import { connectPinned, type SshSession } from '../../../src/machine/ssh.js';
+import { isProviderError } from '../../../src/providers/errors.js';
 import { hostAddress, type TargetClients } from './operations.js';
 
 export interface HostAccess {
-  /** The target's own SSH key pair (targetkey.ts). */
+  /** The target's own SSH key pair (../targetkey.ts). */
   privateKey: string;
   publicKey: string;
   /** The login user and port on hosts (user `leasehold`, port 22 on Compute Engine). */

@@ -4,14 +4,14 @@
 // reach reported rather than failing the check.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
-import type { RunnerTarget } from '../../src/api/index.js';
-import { parseServiceAccountKey } from '../../src/providers/gce/auth.js';
-import { GceClient } from '../../src/providers/gce/client.js';
-import { GitHubClient } from '../../src/providers/github/client.js';
-import { startGceEmulator, type GceEmulator } from '../../e2e/fakes/gce/server.js';
-import { startGitHubEmulator, type GitHubEmulator } from '../../e2e/fakes/github/server.js';
+import type { RunnerTarget } from '../../../src/api/index.js';
+import { parseServiceAccountKey } from '../../../src/providers/gce/auth.js';
+import { GceClient } from '../../../src/providers/gce/client.js';
+import { GitHubClient } from '../../../src/providers/github/client.js';
+import { startGceEmulator, type GceEmulator } from '../../../e2e/fakes/gce/server.js';
+import { startGitHubEmulator, type GitHubEmulator } from '../../../e2e/fakes/github/server.js';
 import { observePool, vmLabels } from './operations.js';
-import { spec } from './testing/pool.js';
+import { spec } from '../testing/pool.js';
 
 const ZONES = ['us-central1-a', 'us-central1-b', 'us-central1-c'];
 

@@ -3,11 +3,11 @@
 // host is deleted only after this says none), and the pressure evidence
 // the tier policy reads. A host that cannot be read is 'unknown', which
 // keeps it. Only reads: no guard, no receipt.
-import type { RunnerHost } from '../../src/api/index.js';
+import type { RunnerHost } from '../../../src/api/index.js';
 import { openHost, SSH_TIMEOUT_MS, type HostAccess } from './hostssh.js';
-import type { HostProbe, Observation } from './observation.js';
+import type { HostProbe, Observation } from '../observation.js';
 import type { TargetClients } from './operations.js';
-import { EVIDENCE_FILES, parseEvidence, splitHeadOutput } from './policy/pressure.js';
+import { EVIDENCE_FILES, parseEvidence, splitHeadOutput } from '../policy/pressure.js';
 
 /**
  * The runner is installed under the login user's home (~/actions-runner): its

@@ -1,33 +1,33 @@
-// One check of one RunnerTarget: the check machine (machine.ts) stepped
+// One check of one RunnerTarget: the check machine (../machine.ts) stepped
 // with what happened, and its effects run here. Status is the intent: the
 // receipt of each provider change is written (with the resourceVersion the
 // check read) before the change, through the DurabilityGuard; once a write
 // fails, conflicts or stays unknown, no provider call is made for the rest
 // of the check. A dry run takes no lease, writes no receipt and changes
 // nothing: its plan goes to status.plan and an event.
-import { RUNNERTARGET_RESOURCE, type Receipt, type RunnerTarget, type RunnerTargetStatus } from '../../src/api/index.js';
-import { statusCode } from '../../src/kube/client.js';
-import { rfc3339, setCondition, type ConditionInput } from '../../src/kube/conditions.js';
-import { errorText } from '../../src/kube/errors.js';
-import { sleep, realClock } from '../../src/kube/workqueue.js';
-import { fitsBudget } from './policy/budget.js';
+import { RUNNERTARGET_RESOURCE, type Receipt, type RunnerTarget, type RunnerTargetStatus } from '../../../src/api/index.js';
+import { statusCode } from '../../../src/kube/client.js';
+import { rfc3339, setCondition, type ConditionInput } from '../../../src/kube/conditions.js';
+import { errorText } from '../../../src/kube/errors.js';
+import { sleep, realClock } from '../../../src/kube/workqueue.js';
+import { fitsBudget } from '../policy/budget.js';
 import { runChange, type ChangeOutcome } from './changes.js';
-import { checkConditions } from './conditions.js';
+import { checkConditions } from '../conditions.js';
 import { DurabilityGuard, NotDurableError, readBackOutcome, type WriteOutcome } from './durability.js';
-import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from './machine.js';
-import type { Observation } from './observation.js';
+import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from '../machine.js';
+import type { Observation } from '../observation.js';
 import { observePool, TargetSpecError, type TargetClients } from './operations.js';
 import { probeHosts } from './probe.js';
-import { planCheck, plannedStatus, type CheckPlan, type PlanEvent } from './policy/plan.js';
-import { receiptFor, settled, withReceipt } from './policy/receipts.js';
-import type { RunnerTargetDeps } from './reconciler.js';
-import { sampleTiming } from './policy/sample.js';
-import { abandonLaunches, poolGone, teardownPlan, teardownSpec } from './policy/teardown.js';
-import { afterDeregister } from './policy/scaledown.js';
+import { planCheck, plannedStatus, type CheckPlan, type PlanEvent } from '../policy/plan.js';
+import { receiptFor, settled, withReceipt } from '../policy/receipts.js';
+import type { RunnerTargetDeps } from '../reconciler.js';
+import { sampleTiming } from '../policy/sample.js';
+import { abandonLaunches, poolGone, teardownPlan, teardownSpec } from '../policy/teardown.js';
+import { afterDeregister } from '../policy/scaledown.js';
 import type { HeldLease } from './checklease.js';
-import { isRateLimited, mayStartCheck, rateLimitedCondition, retryAtAfter } from './policy/ratelimit.js';
-import { repositoriesCondition } from './repositories.js';
-import type { CheckHistory, CheckResult } from './checkresult.js';
+import { isRateLimited, mayStartCheck, rateLimitedCondition, retryAtAfter } from '../policy/ratelimit.js';
+import { repositoriesCondition } from '../repositories.js';
+import type { CheckHistory, CheckResult } from '../checkresult.js';
 
 /** The name of a target's check lease: its UID, unique across namespaces and recreations. */
 export const checkLeaseName = (uid: string) => `runnertarget-${uid}`;

@@ -6,8 +6,8 @@
 // local time. The holder renews it every third of the duration; a renewal
 // that fails or conflicts aborts the check's signal at once.
 import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/client-node';
-import { isConflict, isNotFound } from '../../src/kube/client.js';
-import { errorText } from '../../src/kube/errors.js';
+import { isConflict, isNotFound } from '../../../src/kube/client.js';
+import { errorText } from '../../../src/kube/errors.js';
 
 export interface HeldLease {
   /** Aborted when the lease is lost (a renewal failed or another holder wrote it). */

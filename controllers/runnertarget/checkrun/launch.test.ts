@@ -3,18 +3,18 @@
 // Compute Engine forgot after a long outage) is the VM existing, looked up
 // by name, not a failed launch; a VM of that name that is not the target's is.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import type { Receipt, RunnerTarget } from '../../src/api/index.js';
-import { parseServiceAccountKey } from '../../src/providers/gce/auth.js';
-import { GceClient } from '../../src/providers/gce/client.js';
-import { errorForOperation } from '../../src/providers/gce/errors.js';
-import { RateLimitedError } from '../../src/providers/ratelimit.js';
-import { startGceEmulator, type GceEmulator } from '../../e2e/fakes/gce/server.js';
+import type { Receipt, RunnerTarget } from '../../../src/api/index.js';
+import { parseServiceAccountKey } from '../../../src/providers/gce/auth.js';
+import { GceClient } from '../../../src/providers/gce/client.js';
+import { errorForOperation } from '../../../src/providers/gce/errors.js';
+import { RateLimitedError } from '../../../src/providers/ratelimit.js';
+import { startGceEmulator, type GceEmulator } from '../../../e2e/fakes/gce/server.js';
 import { runChange, type ChangeContext } from './changes.js';
 import { DurabilityGuard } from './durability.js';
 import { vmLabels } from './operations.js';
-import type { Placement } from './policy/placement.js';
-import { receiptFor } from './policy/receipts.js';
-import { NOW, spec } from './testing/pool.js';
+import type { Placement } from '../policy/placement.js';
+import { receiptFor } from '../policy/receipts.js';
+import { NOW, spec } from '../testing/pool.js';
 
 const ZONE = 'us-central1-a';
 

@@ -6,7 +6,7 @@
 // means another writer moved the object: it is never "fixed" by
 // overwriting, and a later successful write in the same check does not
 // restore durability.
-import type { Receipt, RunnerTargetStatus } from '../../src/api/index.js';
+import type { Receipt, RunnerTargetStatus } from '../../../src/api/index.js';
 
 export type WriteOutcome =
   | { kind: 'written'; resourceVersion: string }

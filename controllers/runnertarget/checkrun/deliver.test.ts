@@ -1,10 +1,10 @@
 import { describe, expect, it } from '@jest/globals';
-import type { RunnerTarget } from '../../src/api/index.js';
-import { ProviderError } from '../../src/providers/errors.js';
+import type { RunnerTarget } from '../../../src/api/index.js';
+import { ProviderError } from '../../../src/providers/errors.js';
 import type { ChangeContext } from './changes.js';
 import { deliverOver } from './deliver.js';
 import { DurabilityGuard, NotDurableError } from './durability.js';
-import { NOW, spec } from './testing/pool.js';
+import { NOW, spec } from '../testing/pool.js';
 
 const target = { metadata: { namespace: 'ci', name: 'pool', uid: 'u-1' }, spec } as RunnerTarget;
 

@@ -3,25 +3,25 @@
 // zone or tier refuses settles its receipt Failed and records a new one
 // for the next placement before that insert: every insert has its own
 // receipt and requestId. An answer that never came leaves the receipt
-// Intended, so that the next check finds out what happened (policy/resume.ts).
-import type { Receipt, RunnerHost, RunnerTarget } from '../../src/api/index.js';
-import { errorText } from '../../src/kube/errors.js';
-import { isProviderError, ProviderError } from '../../src/providers/errors.js';
-import { AlreadyExists, CAPACITY_CODES, CapacityExhausted, GceApiError, PolicyRefused, QuotaExceeded } from '../../src/providers/gce/errors.js';
-import { RunnerBusyError } from '../../src/providers/github/errors.js';
-import { RateLimitedError } from '../../src/providers/ratelimit.js';
+// Intended, so that the next check finds out what happened (../policy/resume.ts).
+import type { Receipt, RunnerHost, RunnerTarget } from '../../../src/api/index.js';
+import { errorText } from '../../../src/kube/errors.js';
+import { isProviderError, ProviderError } from '../../../src/providers/errors.js';
+import { AlreadyExists, CAPACITY_CODES, CapacityExhausted, GceApiError, PolicyRefused, QuotaExceeded } from '../../../src/providers/gce/errors.js';
+import { RunnerBusyError } from '../../../src/providers/github/errors.js';
+import { RateLimitedError } from '../../../src/providers/ratelimit.js';
 import type { DurabilityGuard } from './durability.js';
-import type { Observation } from './observation.js';
+import type { Observation } from '../observation.js';
 import { deliverRunnerConfig, type HostAccess } from './deliver.js';
-import { maxRunDurationMs } from './policy/lifetime.js';
+import { maxRunDurationMs } from '../policy/lifetime.js';
 import { DEFAULT_IMAGE, INSTALLATION_LABEL, TARGET_UID_LABEL, vmLabels, type TargetClients } from './operations.js';
-import { policyRefusalCondition } from './policy/orgpolicy.js';
-import { nextPlacement, type LaunchFailure, type Placement } from './policy/placement.js';
-import type { Change, PlanEvent } from './policy/plan.js';
-import { rerunStep } from './policy/preemption.js';
-import { receiptFor } from './policy/receipts.js';
-import { resumeStep } from './policy/resume.js';
-import type { DeregisterOutcome } from './policy/scaledown.js';
+import { policyRefusalCondition } from '../policy/orgpolicy.js';
+import { nextPlacement, type LaunchFailure, type Placement } from '../policy/placement.js';
+import type { Change, PlanEvent } from '../policy/plan.js';
+import { rerunStep } from '../policy/preemption.js';
+import { receiptFor } from '../policy/receipts.js';
+import { resumeStep } from '../policy/resume.js';
+import type { DeregisterOutcome } from '../policy/scaledown.js';
 
 export interface ChangeContext {
   target: RunnerTarget;
@@ -324,7 +324,7 @@ async function removeRunner(name: string, id: number, receipt: Receipt, ctx: Cha
   }
 }
 
-/** The Compute Engine code of a refused insert, as policy/placement.ts names them (a synchronous quota error says quotaExceeded). */
+/** The Compute Engine code of a refused insert, as ../policy/placement.ts names them (a synchronous quota error says quotaExceeded). */
 function launchCode(err: ProviderError): string {
   if (err instanceof QuotaExceeded) return 'QUOTA_EXCEEDED';
   if (err instanceof CapacityExhausted) return (CAPACITY_CODES as readonly string[]).includes(err.reason ?? '') ? err.reason! : 'ZONE_RESOURCE_POOL_EXHAUSTED';

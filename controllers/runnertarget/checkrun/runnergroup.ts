@@ -2,8 +2,8 @@
 // generate-jitconfig takes its id, so each check looks the name up once
 // (GET /orgs/{org}/actions/runner-groups) and every runner config of that
 // check uses the answer.
-import type { GitHubActions, RunnerGroup } from '../../src/providers/github/types.js';
-import { TargetSpecError } from './specerror.js';
+import type { GitHubActions, RunnerGroup } from '../../../src/providers/github/types.js';
+import { TargetSpecError } from '../specerror.js';
 
 /** The id of the group named `name` (exactly as GitHub shows it), or why there is none. */
 export function findRunnerGroup(groups: readonly RunnerGroup[], name: string, org: string): { id: number } | { problem: string } {
