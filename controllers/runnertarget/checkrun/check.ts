@@ -12,7 +12,7 @@ import { errorText } from '../../../src/kube/errors.js';
 import { sleep, realClock } from '../../../src/kube/workqueue.js';
 import { fitsBudget } from '../policy/budget.js';
 import { runChange, type ChangeOutcome } from './changes.js';
-import { checkConditions } from '../conditions.js';
+import { checkConditions, repositoriesCondition } from '../conditions.js';
 import { DurabilityGuard, NotDurableError, readBackOutcome, type WriteOutcome } from './durability.js';
 import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from '../machine.js';
 import type { Observation } from '../observation.js';
@@ -26,7 +26,6 @@ import { abandonLaunches, poolGone, teardownPlan, teardownSpec } from '../policy
 import { afterDeregister } from '../policy/scaledown.js';
 import type { HeldLease } from './checklease.js';
 import { isRateLimited, mayStartCheck, rateLimitedCondition, retryAtAfter } from '../policy/ratelimit.js';
-import { repositoriesCondition } from '../repositories.js';
 import type { CheckHistory, CheckResult } from '../checkresult.js';
 
 /** The name of a target's check lease: its UID, unique across namespaces and recreations. */

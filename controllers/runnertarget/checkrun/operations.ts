@@ -1,7 +1,8 @@
 // The provider side of a RunnerTarget check: clients made from the
 // target's Secrets (kept while the credentials stay the same, so their token
 // caches live across checks), the observation read from Compute Engine and
-// GitHub, and the calls a Change makes. No credential leaves this file
+// GitHub (the runner group's id looked up once per check among them), and
+// the calls a Change makes. No credential leaves this file
 // except inside the clients; errors carry the field and the fix, never a value.
 import { createHash } from 'node:crypto';
 import { isProviderError } from '../../../src/providers/errors.js';
@@ -12,12 +13,10 @@ import { GceClient } from '../../../src/providers/gce/client.js';
 import type { ComputeInstances, GceInstance } from '../../../src/providers/gce/types.js';
 import type { GitHubCredentials } from '../../../src/providers/github/auth.js';
 import { GitHubClient } from '../../../src/providers/github/client.js';
-import type { GitHubActions } from '../../../src/providers/github/types.js';
+import type { GitHubActions, RunnerGroup } from '../../../src/providers/github/types.js';
 import { isPoolRunner, namePrefix, ownerLabels, ownsRunner } from '../policy/naming.js';
 import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from '../observation.js';
-import { resolveRunnerGroup } from './runnergroup.js';
-import { endpointRefusal, tokenEndpointRefusal, type TargetEndpointPolicy } from '../policy/endpoints.js';
-import { TargetSpecError } from '../specerror.js';
+import { endpointRefusal, TargetSpecError, tokenEndpointRefusal, type TargetEndpointPolicy } from '../policy/endpoints.js';
 
 export { TargetSpecError };
 
@@ -181,6 +180,27 @@ export function poolVM(i: GceInstance, externalIP = true): PoolVM {
     address: hostAddress(i, externalIP),
     ...(known ? {} : { reportedStatus: i.status.replace(/[^A-Za-z0-9_-]/g, '?').slice(0, 40) || '(empty)' }),
   };
+}
+
+// spec.github.runnerGroup names the org's runner group the runners join;
+// generate-jitconfig takes its id, so each check looks the name up once
+// (GET /orgs/{org}/actions/runner-groups) and every runner config of that
+// check uses the answer.
+/** The id of the group named `name` (exactly as GitHub shows it), or why there is none. */
+export function findRunnerGroup(groups: readonly RunnerGroup[], name: string, org: string): { id: number } | { problem: string } {
+  const found = groups.find((g) => g.name === name);
+  if (found) return { id: found.id };
+  const near = groups.find((g) => g.name.toLowerCase() === name.toLowerCase());
+  const names = groups.map((g) => g.name).slice(0, 20).join(', ') || 'none';
+  const hint = near ? `did you mean "${near.name}"? Names are compared exactly` : `the org has: ${names}`;
+  return { problem: `spec.github.runnerGroup "${name}" is not a runner group of the GitHub org ${org} (${hint}); create the group in the org's Actions settings, or set spec.github.runnerGroup to an existing one` };
+}
+
+/** Looks the target's runner group up; TargetSpecError (reason RunnerGroupUnknown) when the org has none of that name. */
+export async function resolveRunnerGroup(github: GitHubActions, name: string, org: string, signal?: AbortSignal): Promise<number> {
+  const found = findRunnerGroup(await github.listRunnerGroups(signal), name, org);
+  if ('problem' in found) throw new TargetSpecError(found.problem, 'RunnerGroupUnknown');
+  return found.id;
 }
 
 /** Everything a check reads from the providers: the target's VMs in every zone, the pool's runners, the jobs of the followed repositories. */

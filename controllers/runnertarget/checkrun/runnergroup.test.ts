@@ -24,8 +24,7 @@ jest.unstable_mockModule('./hostssh.js', () => ({
   },
 }));
 const { deliverRunnerConfig } = await import('./deliver.js');
-const { observePool, TargetSpecError } = await import('./operations.js');
-const { findRunnerGroup } = await import('./runnergroup.js');
+const { findRunnerGroup, observePool, TargetSpecError } = await import('./operations.js');
 
 const groups: RunnerGroup[] = [
   { id: 1, name: 'Default', isDefault: true, visibility: 'all' },

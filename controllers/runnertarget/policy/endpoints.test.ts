@@ -4,9 +4,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { RunnerTarget } from '../../../src/api/index.js';
-import { endpointRefusal, tokenEndpointRefusal, type TargetEndpointPolicy } from './endpoints.js';
+import { endpointRefusal, TargetSpecError, tokenEndpointRefusal, type TargetEndpointPolicy } from './endpoints.js';
 import { TargetProviders } from '../checkrun/operations.js';
-import { TargetSpecError } from '../specerror.js';
 import { spec } from '../testing/pool.js';
 
 const defaults: TargetEndpointPolicy = {

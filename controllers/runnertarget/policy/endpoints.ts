@@ -2,10 +2,23 @@
 // are written by whoever may write the RunnerTarget, and so is the token_uri
 // inside the service account key it names; the GitHub token (or the App's
 // signed JWT), the key's signed assertion and the Compute Engine token are
-// only sent to endpoints an admin listed.
+// only sent to endpoints an admin listed. A refusal is a TargetSpecError,
+// the kind of problem the user fixes in the spec (or a Secret it names),
+// defined here as the lowest file that makes one.
 import type { RunnerTarget } from '../../../src/api/index.js';
 import { checkEndpoint, type EndpointPolicy } from '../../../src/providers/endpoints.js';
-import { TargetSpecError } from '../specerror.js';
+
+/** A problem the user fixes in the RunnerTarget's spec or a Secret it names; `reason` becomes the Ready condition's. */
+export class TargetSpecError extends Error {
+  override readonly name: string = 'TargetSpecError';
+
+  constructor(
+    message: string,
+    readonly reason: string,
+  ) {
+    super(message);
+  }
+}
 
 /** The admin's allow-lists for RunnerTargets (--allowed-github-endpoints, --allowed-gce-endpoints, --allowed-gce-token-endpoints, --allow-loopback-endpoints). */
 export interface TargetEndpointPolicy {
