@@ -4,7 +4,7 @@
 // informer's RunnerTargets at scrape time, so they are what status says.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { RUNNER_HOST_STATES, type Receipt, type RunnerTarget } from '../../src/api/index.js';
-import type { ChangeOutcome } from './checkrun/changes.js';
+import type { ChangeOutcome } from './checkrun/changecontext.js';
 import type { CheckState } from './machine.js';
 import type { PlanEvent } from './policy/plan.js';
 

@@ -4,43 +4,22 @@
 // for the next placement before that insert: every insert has its own
 // receipt and requestId. An answer that never came leaves the receipt
 // Intended, so that the next check finds out what happened (../policy/resume.ts).
-import type { Receipt, RunnerHost, RunnerTarget } from '../../../src/api/index.js';
+import type { Receipt } from '../../../src/api/index.js';
 import { errorText } from '../../../src/kube/errors.js';
 import { isProviderError, ProviderError } from '../../../src/providers/errors.js';
 import { AlreadyExists, CAPACITY_CODES, CapacityExhausted, GceApiError, PolicyRefused, QuotaExceeded } from '../../../src/providers/gce/errors.js';
 import { RunnerBusyError } from '../../../src/providers/github/errors.js';
 import { RateLimitedError } from '../../../src/providers/ratelimit.js';
-import type { DurabilityGuard } from './durability.js';
-import type { Observation } from '../observation.js';
-import { deliverRunnerConfig, type HostAccess } from './deliver.js';
+import type { ChangeContext, ChangeOutcome } from './changecontext.js';
+import { deliverRunnerConfig } from './deliver.js';
 import { maxRunDurationMs } from '../policy/lifetime.js';
-import { DEFAULT_IMAGE, INSTALLATION_LABEL, TARGET_UID_LABEL, vmLabels, type TargetClients } from './operations.js';
+import { DEFAULT_IMAGE, INSTALLATION_LABEL, TARGET_UID_LABEL, vmLabels } from './operations.js';
 import { policyRefusalCondition } from '../policy/orgpolicy.js';
 import { nextPlacement, type LaunchFailure, type Placement } from '../policy/placement.js';
-import type { Change, PlanEvent } from '../policy/plan.js';
+import type { Change } from '../policy/plan.js';
 import { rerunStep } from '../policy/preemption.js';
 import { receiptFor } from '../policy/receipts.js';
 import { resumeStep } from '../policy/resume.js';
-import type { DeregisterOutcome } from '../policy/scaledown.js';
-
-export interface ChangeContext {
-  target: RunnerTarget;
-  clients: TargetClients;
-  observation: Observation;
-  installationID: string;
-  host: HostAccess;
-  guard: DurabilityGuard;
-  signal?: AbortSignal | undefined;
-  now: () => number;
-  /** Whether one more host at this price fits the daily budget. */
-  affordable(pricePerHour: number): boolean;
-  /** Writes a new Intended receipt, and where its host now goes; false when status is no longer durable. */
-  record(receipt: Receipt, host?: Partial<RunnerHost>): Promise<boolean>;
-  /** Settles a receipt Done or Failed; false when status is no longer durable. */
-  settle(id: string, phase: 'Done' | 'Failed', message: string): Promise<boolean>;
-  /** The first wait before an insert Compute Engine throttled is sent again, doubling each time (default 1000; tests shorten it). */
-  throttleBackoffMs?: number;
-}
 
 /** How often one launch sends an insert again after Compute Engine throttled it, before leaving it to the next check. */
 export const LAUNCH_THROTTLE_RETRIES = 3;
@@ -51,20 +30,6 @@ function pause(ms: number, signal: AbortSignal | undefined): Promise<void> {
     const t = setTimeout(resolve, ms);
     signal?.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
   });
-}
-
-export interface ChangeOutcome {
-  ok: boolean;
-  /** How the receipt ends; absent: it stays Intended (a VM booting, an answer lost) or was settled already. */
-  phase?: 'Done' | 'Failed' | undefined;
-  /** The receipt the outcome belongs to (a launch may have moved to a new one). */
-  receiptID: string;
-  message: string;
-  event: PlanEvent;
-  /** A Deregister's answer, for the host's next state. */
-  deregistered?: DeregisterOutcome;
-  /** The check ends after this change, with Ready=False for this reason (a launch an organisation policy refused). */
-  endsCheck?: { reason: string; message: string };
 }
 
 const done = (receipt: Receipt, reason: string, message: string): ChangeOutcome => ({ ok: true, phase: 'Done', receiptID: receipt.id, message, event: { type: 'Normal', reason, message } });

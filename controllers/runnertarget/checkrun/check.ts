@@ -11,7 +11,8 @@ import { rfc3339, setCondition, type ConditionInput } from '../../../src/kube/co
 import { errorText } from '../../../src/kube/errors.js';
 import { sleep, realClock } from '../../../src/kube/workqueue.js';
 import { fitsBudget } from '../policy/budget.js';
-import { runChange, type ChangeOutcome } from './changes.js';
+import type { ChangeOutcome } from './changecontext.js';
+import { runChange } from './changes.js';
 import { checkConditions, repositoriesCondition } from '../conditions.js';
 import { DurabilityGuard, NotDurableError, readBackOutcome, type WriteOutcome } from './durability.js';
 import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from '../machine.js';

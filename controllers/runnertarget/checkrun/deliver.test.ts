@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { RunnerTarget } from '../../../src/api/index.js';
 import { ProviderError } from '../../../src/providers/errors.js';
-import type { ChangeContext } from './changes.js';
+import type { ChangeContext } from './changecontext.js';
 import { deliverOver } from './deliver.js';
 import { DurabilityGuard, NotDurableError } from './durability.js';
 import { NOW, spec } from '../testing/pool.js';

@@ -4,7 +4,7 @@
 // connection. The config never goes into instance metadata, which anyone
 // with compute read access in the project can read. The host's image runs
 // the runner from the file (see README, RunnerTarget hosts).
-import type { ChangeContext, ChangeOutcome } from './changes.js';
+import type { ChangeContext, ChangeOutcome } from './changecontext.js';
 import { runnerLabels } from '../policy/demand.js';
 import { ownerLabels } from '../policy/naming.js';
 import { openHost, SSH_TIMEOUT_MS, type HostAccess } from './hostssh.js';

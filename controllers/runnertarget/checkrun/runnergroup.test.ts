@@ -7,7 +7,7 @@ import type { SshSession } from '../../../src/machine/ssh.js';
 import { GitHubClient } from '../../../src/providers/github/client.js';
 import type { RunnerGroup } from '../../../src/providers/github/types.js';
 import { startGitHubEmulator, type GitHubEmulator } from '../../../e2e/fakes/github/server.js';
-import type { ChangeContext } from './changes.js';
+import type { ChangeContext } from './changecontext.js';
 import { DurabilityGuard } from './durability.js';
 import type { Observation } from '../observation.js';
 import { NOW, spec } from '../testing/pool.js';
