@@ -5,10 +5,13 @@
 // fails, conflicts or stays unknown, no provider call is made for the rest
 // of the check. A dry run takes no lease, writes no receipt and changes
 // nothing: its plan goes to status.plan and an event.
+import type { Logger } from 'pino';
 import { RUNNERTARGET_RESOURCE, type Receipt, type RunnerTarget, type RunnerTargetStatus } from '../../../src/api/index.js';
 import { statusCode } from '../../../src/kube/client.js';
 import { rfc3339, setCondition, type ConditionInput } from '../../../src/kube/conditions.js';
 import { errorText } from '../../../src/kube/errors.js';
+import type { EventRecorder } from '../../../src/kube/events.js';
+import type { StatusWriter } from '../../../src/kube/status.js';
 import { sleep, realClock } from '../../../src/kube/workqueue.js';
 import { fitsBudget } from '../policy/budget.js';
 import type { ChangeOutcome } from './changecontext.js';
@@ -19,18 +22,38 @@ import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from
 import type { Observation } from '../observation.js';
 import { observePool, TargetSpecError, type TargetClients } from './operations.js';
 import { probeHosts } from './probe.js';
-import { planCheck, plannedStatus, type CheckPlan, type PlanEvent } from '../policy/plan.js';
+import { planCheck, plannedStatus, type CheckPlan, type PlanEvent, type PlanSettings } from '../policy/plan.js';
 import { receiptFor, settled, withReceipt } from '../policy/receipts.js';
-import type { RunnerTargetDeps } from '../reconciler.js';
 import { sampleTiming } from '../policy/sample.js';
 import { abandonLaunches, poolGone, teardownPlan, teardownSpec } from '../policy/teardown.js';
 import { afterDeregister } from '../policy/scaledown.js';
-import type { HeldLease } from './checklease.js';
+import type { CheckLeases, HeldLease } from './checklease.js';
 import { isRateLimited, mayStartCheck, rateLimitedCondition, retryAtAfter } from '../policy/ratelimit.js';
 import type { CheckHistory, CheckResult } from '../checkresult.js';
+import type { HostAccess } from './hostssh.js';
+import type { RunnerTargetMetrics } from '../metrics.js';
 
 /** The name of a target's check lease: its UID, unique across namespaces and recreations. */
 export const checkLeaseName = (uid: string) => `runnertarget-${uid}`;
+
+/** What one check works with: the API server, the providers, the check lease, this replica; the reconciler's deps carry them. */
+export interface CheckDeps {
+  /** The object as the API server has it now; undefined when it is gone. */
+  read(namespace: string, name: string): Promise<RunnerTarget | undefined>;
+  status: Pick<StatusWriter, 'write'>;
+  events: Pick<EventRecorder, 'record'>;
+  providers: { clients(target: RunnerTarget): Promise<TargetClients>; forget(key: string): void };
+  leases: Pick<CheckLeases, 'acquire'>;
+  /** This replica, as the Held condition names it. */
+  identity: string;
+  installationID: string;
+  /** The target's own SSH key (its hosts admit its public half, and only theirs) and the hosts' login user and port. */
+  hostAccess(target: RunnerTarget): Promise<HostAccess>;
+  settings?: Partial<PlanSettings>;
+  metrics?: RunnerTargetMetrics;
+  log?: Logger;
+  now?: () => number;
+}
 
 export class CheckRun {
   private readonly guard = new DurabilityGuard();
@@ -54,7 +77,7 @@ export class CheckRun {
   private last!: CheckStep;
 
   constructor(
-    private readonly deps: RunnerTargetDeps,
+    private readonly deps: CheckDeps,
     private target: RunnerTarget,
     private readonly history: CheckHistory = {},
     /** Aborted when the controller stops and the shutdown grace has passed: the check ends where it is, as on a lost lease. */

@@ -11,8 +11,6 @@ import { openHost, SSH_TIMEOUT_MS, type HostAccess } from './hostssh.js';
 import type { SshSession } from '../../../src/machine/ssh.js';
 import { isProviderError } from '../../../src/providers/errors.js';
 
-export type { HostAccess };
-
 /** Where the host finds its runner config: written whole (a rename), readable by the login user only. */
 export const JIT_CONFIG_PATH = '.leasehold/jitconfig';
 const HAS_CONFIG = `test -s "$HOME/${JIT_CONFIG_PATH}"`;
