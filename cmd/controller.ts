@@ -15,7 +15,7 @@ import { leaseRecords, registerLeaseController } from '../controllers/lease/regi
 import { registerOfferController } from '../controllers/offer/register.js';
 import { registerPeerFleetController } from '../controllers/peerfleet/register.js';
 import { registerRunnerTargetController } from '../controllers/runnertarget/register.js';
-import { sampleWindow } from '../controllers/runnertarget/sample.js';
+import { sampleWindow } from '../controllers/runnertarget/policy/sample.js';
 import { FlagError, parseControllerFlags, type ControllerFlags } from './flags.js';
 
 let flags: ControllerFlags;

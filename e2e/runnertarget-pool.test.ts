@@ -5,8 +5,8 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
-import { vmLabels } from '../controllers/runnertarget/operations.js';
-import { ownerLabels } from '../controllers/runnertarget/naming.js';
+import { vmLabels } from '../controllers/runnertarget/checkrun/operations.js';
+import { ownerLabels } from '../controllers/runnertarget/policy/naming.js';
 import { parseServiceAccountKey } from '../src/providers/gce/auth.js';
 import { GceClient } from '../src/providers/gce/client.js';
 import { getJSON, waitFor } from './support/kube.js';

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/glob
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
-import { JIT_CONFIG_PATH } from '../controllers/runnertarget/deliver.js';
+import { JIT_CONFIG_PATH } from '../controllers/runnertarget/checkrun/deliver.js';
 import { apply, waitFor } from './support/kube.js';
 import { condition, HOST_ACCOUNT, startRunnerTargetPool, TEST_TIMES, type RunnerTargetPool } from './support/runnertarget.js';
 

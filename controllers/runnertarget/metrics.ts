@@ -4,9 +4,9 @@
 // informer's RunnerTargets at scrape time, so they are what status says.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { RUNNER_HOST_STATES, type Receipt, type RunnerTarget } from '../../src/api/index.js';
-import type { ChangeOutcome } from './changes.js';
+import type { ChangeOutcome } from './checkrun/changecontext.js';
 import type { CheckState } from './machine.js';
-import type { PlanEvent } from './plan.js';
+import type { PlanEvent } from './policy/plan.js';
 
 const labelsOf = (t: RunnerTarget) => ({ namespace: t.metadata?.namespace ?? '', runnertarget: t.metadata?.name ?? '' });
 const TARGET = ['namespace', 'runnertarget'] as const;

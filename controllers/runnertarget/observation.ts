@@ -1,7 +1,7 @@
 // What one check sees of the pool, in the controller's own terms: the
 // reconciler fills it from Compute Engine, GitHub and SSH, and every policy
-// beside this file reads it without I/O.
-import type { PressureEvidence } from './pressure.js';
+// in policy/ reads it without I/O.
+import type { PressureEvidence } from './policy/pressure.js';
 
 /** A workflow job of a followed repository. */
 export interface WorkflowJob {
@@ -18,7 +18,7 @@ export interface WorkflowJob {
   runnerName?: string | undefined;
 }
 
-/** A runner registration of the pool: isPoolRunner (naming.ts) filters the org's list. */
+/** A runner registration of the pool: isPoolRunner (policy/naming.ts) filters the org's list. */
 export interface PoolRunner {
   id: number;
   name: string;

@@ -1,29 +1,21 @@
 // The RunnerTarget reconciler: when a target's check is due (every
 // checkInterval, or at once after its spec changed), one check runs
-// (check.ts). The check runs on the shared effect runner, off the reconcile
-// workers, so that a long check of one target never delays another's turn:
+// (checkrun/check.ts). The check runs on the shared effect runner, off the
+// reconcile workers, so that a long check of one target never delays another's turn:
 // a worker only decides whether a check is due, starts it, and takes its
 // result on a later pass (the check's end enqueues the target). At most one
 // check per target runs (the runner's rule per owner), the check lease keeps
 // two replicas apart, and status writes of our own wake the target but start
 // no check before its time.
-import type { Logger } from 'pino';
 import { durationMs, MIN_CHECK_INTERVAL_MS, type RunnerTarget } from '../../src/api/index.js';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import type { EffectRunner } from '../../src/kube/effects.js';
-import type { EventRecorder } from '../../src/kube/events.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
-import type { StatusWriter } from '../../src/kube/status.js';
-import { CheckRun } from './check.js';
+import { CheckRun, type CheckDeps } from './checkrun/check.js';
 import type { CheckResult } from './checkresult.js';
-import type { HostAccess } from './deliver.js';
-import type { CheckLeases } from './checklease.js';
-import type { RunnerTargetMetrics } from './metrics.js';
-import type { TargetClients } from './operations.js';
-import type { PlanSettings } from './plan.js';
-import { openReceipts } from './receipts.js';
-import { SAMPLE_WINDOW, sampleTiming } from './sample.js';
-import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
+import { openReceipts } from './policy/receipts.js';
+import { SAMPLE_WINDOW, sampleTiming } from './policy/sample.js';
+import { RUNNER_HOSTS_FINALIZER } from './policy/teardown.js';
 
 /**
  * How often a target is checked: its checkInterval, never below the minimum
@@ -37,29 +29,15 @@ export function checkEveryMs(checkInterval: string, scale = 1): number {
 /** How soon a check follows one that left a launch open (a VM booting, a runner to register). */
 export const LAUNCH_FOLLOW_UP_MS = 10_000;
 
-export interface RunnerTargetDeps {
+/** What the reconciler works with: what each check it starts needs (CheckDeps), and its own. */
+export interface RunnerTargetDeps extends CheckDeps {
   targets: ObjectCache<RunnerTarget>;
-  /** The object as the API server has it now; undefined when it is gone. */
-  read(namespace: string, name: string): Promise<RunnerTarget | undefined>;
-  status: Pick<StatusWriter, 'write'>;
-  events: Pick<EventRecorder, 'record'>;
-  providers: { clients(target: RunnerTarget): Promise<TargetClients>; forget(key: string): void };
-  leases: Pick<CheckLeases, 'acquire'>;
-  /** This replica, as the Held condition names it. */
-  identity: string;
-  installationID: string;
-  /** The target's own SSH key (its hosts admit its public half, and only theirs) and the hosts' login user and port. */
-  hostAccess(target: RunnerTarget): Promise<HostAccess>;
   /** Deletes a target's SSH key once its pool is gone. */
   removeHostKey?(target: RunnerTarget): Promise<void>;
-  settings?: Partial<PlanSettings>;
   /** checkInterval times this (--runner-check-interval-scale, 1 unless set; below 1 only for tests). */
   checkIntervalScale?: number;
   /** How soon a check follows an open launch or a deleted target's check (LAUNCH_FOLLOW_UP_MS unless set). */
   followUpMs?: number;
-  metrics?: RunnerTargetMetrics;
-  log?: Logger;
-  now?: () => number;
   /**
    * Where checks run, and how many at once; absent, a check runs on the
    * reconcile worker (unit tests). `requeue` enqueues a target when its check ends.

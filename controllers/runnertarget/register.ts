@@ -7,15 +7,15 @@ import type { Manager } from '../../src/kube/manager.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { secretDataReader } from '../../src/kube/secrets.js';
 import type { AccessTokens } from '../../src/providers/gce/auth.js';
-import { CheckLeases } from './checklease.js';
+import { CheckLeases } from './checkrun/checklease.js';
 import { RunnerTargetMetrics } from './metrics.js';
-import type { TargetEndpointPolicy } from './endpoints.js';
-import { TargetProviders } from './operations.js';
-import type { PlanSettings } from './plan.js';
+import type { TargetEndpointPolicy } from './policy/endpoints.js';
+import { TargetProviders } from './checkrun/operations.js';
+import type { PlanSettings } from './policy/plan.js';
 import { RunnerTargetReconciler, type FinishedCheck } from './reconciler.js';
 import type { WorkQueue } from '../../src/kube/workqueue.js';
 import { TargetKeys } from './targetkey.js';
-import { RUNNER_HOSTS_FINALIZER } from './teardown.js';
+import { RUNNER_HOSTS_FINALIZER } from './policy/teardown.js';
 
 export interface RunnerTargetOptions {
   installationID: string;

@@ -6,7 +6,7 @@
 // registered, and counts the SSH logins the hosts accepted.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { JIT_CONFIG_PATH } from '../../controllers/runnertarget/deliver.js';
+import { JIT_CONFIG_PATH } from '../../controllers/runnertarget/checkrun/deliver.js';
 import { sshKeysOf, startGceEmulator, type GceEmulator } from '../fakes/gce/server.js';
 import { startGitHubEmulator, type GitHubEmulator } from '../fakes/github/server.js';
 import { freePort, SshdMachine } from '../fakes/lambda/machine.js';

@@ -9,7 +9,7 @@ import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
-import { JIT_CONFIG_PATH } from '../../controllers/runnertarget/deliver.js';
+import { JIT_CONFIG_PATH } from '../../controllers/runnertarget/checkrun/deliver.js';
 import { sshKeysOf, startGceEmulator, type EmulatedInstance, type GceEmulator } from '../fakes/gce/server.js';
 import { startGitHubEmulator, type GitHubEmulator } from '../fakes/github/server.js';
 import { freePort, SshdMachine } from '../fakes/lambda/machine.js';

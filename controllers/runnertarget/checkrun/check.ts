@@ -1,0 +1,414 @@
+// One check of one RunnerTarget: the check machine (../machine.ts) stepped
+// with what happened, and its effects run here. Status is the intent: the
+// receipt of each provider change is written (with the resourceVersion the
+// check read) before the change, through the DurabilityGuard; once a write
+// fails, conflicts or stays unknown, no provider call is made for the rest
+// of the check. A dry run takes no lease, writes no receipt and changes
+// nothing: its plan goes to status.plan and an event.
+import type { Logger } from 'pino';
+import { RUNNERTARGET_RESOURCE, type Receipt, type RunnerTarget, type RunnerTargetStatus } from '../../../src/api/index.js';
+import { statusCode } from '../../../src/kube/client.js';
+import { rfc3339, setCondition, type ConditionInput } from '../../../src/kube/conditions.js';
+import { errorText } from '../../../src/kube/errors.js';
+import type { EventRecorder } from '../../../src/kube/events.js';
+import type { StatusWriter } from '../../../src/kube/status.js';
+import { sleep, realClock } from '../../../src/kube/workqueue.js';
+import { fitsBudget } from '../policy/budget.js';
+import type { ChangeOutcome } from './changecontext.js';
+import { runChange } from './changes.js';
+import { checkConditions, repositoriesCondition } from '../conditions.js';
+import { DurabilityGuard, NotDurableError, readBackOutcome, type WriteOutcome } from './durability.js';
+import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from '../machine.js';
+import type { Observation } from '../observation.js';
+import { observePool, TargetSpecError, type TargetClients } from './operations.js';
+import { probeHosts } from './probe.js';
+import { planCheck, plannedStatus, type CheckPlan, type PlanEvent, type PlanSettings } from '../policy/plan.js';
+import { receiptFor, settled, withReceipt } from '../policy/receipts.js';
+import { sampleTiming } from '../policy/sample.js';
+import { abandonLaunches, poolGone, teardownPlan, teardownSpec } from '../policy/teardown.js';
+import { afterDeregister } from '../policy/scaledown.js';
+import type { CheckLeases, HeldLease } from './checklease.js';
+import { isRateLimited, mayStartCheck, rateLimitedCondition, retryAtAfter } from '../policy/ratelimit.js';
+import type { CheckHistory, CheckResult } from '../checkresult.js';
+import type { HostAccess } from './hostssh.js';
+import type { RunnerTargetMetrics } from '../metrics.js';
+
+/** The name of a target's check lease: its UID, unique across namespaces and recreations. */
+export const checkLeaseName = (uid: string) => `runnertarget-${uid}`;
+
+/** What one check works with: the API server, the providers, the check lease, this replica; the reconciler's deps carry them. */
+export interface CheckDeps {
+  /** The object as the API server has it now; undefined when it is gone. */
+  read(namespace: string, name: string): Promise<RunnerTarget | undefined>;
+  status: Pick<StatusWriter, 'write'>;
+  events: Pick<EventRecorder, 'record'>;
+  providers: { clients(target: RunnerTarget): Promise<TargetClients>; forget(key: string): void };
+  leases: Pick<CheckLeases, 'acquire'>;
+  /** This replica, as the Held condition names it. */
+  identity: string;
+  installationID: string;
+  /** The target's own SSH key (its hosts admit its public half, and only theirs) and the hosts' login user and port. */
+  hostAccess(target: RunnerTarget): Promise<HostAccess>;
+  settings?: Partial<PlanSettings>;
+  metrics?: RunnerTargetMetrics;
+  log?: Logger;
+  now?: () => number;
+}
+
+export class CheckRun {
+  private readonly guard = new DurabilityGuard();
+  private readonly key: string;
+  private lease?: HeldLease;
+  private clients?: TargetClients;
+  private observation?: Observation;
+  private plan?: CheckPlan;
+  private receipt?: Receipt;
+  private outcome?: ChangeOutcome;
+  private status: RunnerTargetStatus;
+  private waited = false;
+  private released = false;
+  private lastNow = 0;
+  private wroteFirst = false;
+  /** Prices of the hosts this check launched, judged with the plan's budget by every later launch. */
+  private launched: number[] = [];
+  private retryAfterMs?: number;
+  private limited?: { until: number; message: string };
+  private githubAtStart?: number;
+  private last!: CheckStep;
+
+  constructor(
+    private readonly deps: CheckDeps,
+    private target: RunnerTarget,
+    private readonly history: CheckHistory = {},
+    /** Aborted when the controller stops and the shutdown grace has passed: the check ends where it is, as on a lost lease. */
+    private readonly shutdown?: AbortSignal,
+  ) {
+    this.key = `${target.metadata!.namespace}/${target.metadata!.name}`;
+    this.status = target.status ?? {};
+  }
+
+  /** Strictly increasing within the check, so that two receipts of one host never share an ID. */
+  private now(): number {
+    this.lastNow = Math.max((this.deps.now ?? Date.now)(), this.lastNow + 1);
+    return this.lastNow;
+  }
+
+  async run(): Promise<CheckResult> {
+    let snapshot = restore();
+    let event: CheckEvent | undefined = { type: 'START', dryRun: this.target.spec.dryRun, message: `check of ${this.key} started` };
+    try {
+      while (event) {
+        if (this.lease?.signal.aborted && !this.released && snapshot.can({ type: 'LEASE_LOST', message: '' })) {
+          event = { type: 'LEASE_LOST', message: `the check lease was lost (${errorText(this.lease.signal.reason)}); the check stopped where it was` };
+        } else if (this.shutdown?.aborted && snapshot.can({ type: 'LEASE_LOST', message: '' })) {
+          event = { type: 'LEASE_LOST', message: 'the controller stopped past its shutdown grace; the check stopped where it was and the next check continues it' };
+        }
+        const s = step(snapshot, event);
+        if (!s.accepted) {
+          this.deps.log?.error({ target: this.key, state: s.state, event: event.type }, 'check machine refused an event');
+          break;
+        }
+        this.last = s;
+        snapshot = restore(s.state, s.context);
+        let next: CheckEvent | undefined;
+        for (const effect of s.effects) next = (await this.effect(effect, event)) ?? next;
+        event = s.final ? undefined : next;
+      }
+    } finally {
+      await this.releaseLease();
+    }
+    this.deps.metrics?.check(this.target, this.last.state);
+    const gone = (this.last.state === 'Done' || this.last.state === 'DryRun') && this.observation !== undefined && poolGone(this.observation, this.status.receipts);
+    const used = this.githubAtStart === undefined ? undefined : (this.clients?.github.usage?.requests ?? this.githubAtStart) - this.githubAtStart;
+    return {
+      state: this.last.state,
+      poolGone: gone,
+      target: this.target,
+      ...(this.retryAfterMs !== undefined ? { retryAfterMs: this.retryAfterMs } : {}),
+      ...(this.limited ? { limitedUntil: this.limited.until } : {}),
+      ...(used !== undefined ? { githubRequests: used } : {}),
+    };
+  }
+
+  /** The check stops for a GitHub rate limit: nothing more is asked of GitHub before `until`. */
+  private rateLimited(until: number, message: string): CheckEvent {
+    this.limited = { until, message };
+    this.retryAfterMs = Math.max(1000, until - (this.deps.now ?? Date.now)());
+    return { type: 'FAILED', reason: 'RateLimited', message: `${message}; the check stopped and is tried again at ${new Date(until).toISOString()}`.slice(0, 1000) };
+  }
+
+  private async effect(effect: CheckEffect, event: CheckEvent): Promise<CheckEvent | undefined> {
+    try {
+      switch (effect) {
+        case 'acquireLease':
+          return await this.acquireLease();
+        case 'observe':
+          return await this.observe();
+        case 'waitForSample':
+          await sleep(realClock, event.type === 'SAMPLE_EARLY' ? event.waitMs : 0, this.signal);
+          return { type: 'SAMPLE_DUE', message: 'the sample window opened; reading the runners again' };
+        case 'plan':
+          return await this.makePlan();
+        case 'recordIntent':
+          return await this.recordIntent();
+        case 'callProvider':
+          return await this.callProvider();
+        case 'settleReceipt':
+          return await this.settleReceipt();
+        case 'writePlan':
+        case 'writeStatus':
+          await this.finalWrite();
+          return undefined;
+        case 'releaseLease':
+          await this.releaseLease();
+          return undefined;
+        case 'announce':
+          await this.announce();
+          return undefined;
+      }
+    } catch (err) {
+      this.deps.log?.warn({ target: this.key, effect, err: errorText(err) }, 'check step failed');
+      if (isRateLimited(err)) return this.rateLimited(retryAtAfter(err, (this.deps.now ?? Date.now)()), `${effect}: ${errorText(err)}`);
+      const reason = err instanceof TargetSpecError ? err.reason : 'CheckError';
+      return { type: 'FAILED', reason, message: `${effect}: ${errorText(err)}`.slice(0, 1000) };
+    }
+  }
+
+  private async acquireLease(): Promise<CheckEvent> {
+    const uid = this.target.metadata!.uid!;
+    const got = await this.deps.leases.acquire(checkLeaseName(uid), { 'leasehold.dev/runnertarget': this.key });
+    if (got.held) {
+      this.lease = got.lease;
+      return { type: 'LEASE_ACQUIRED', message: `${this.deps.identity} holds the check lease` };
+    }
+    this.retryAfterMs = got.retryAfterMs;
+    return { type: 'LEASE_HELD', holder: got.holder, message: `the check lease of ${this.key} is held by ${got.holder}; this check changed nothing` };
+  }
+
+  /** What ends the check's provider calls: a lost lease, or the controller's shutdown past its grace. */
+  private get signal(): AbortSignal | undefined {
+    const signals = [this.lease?.signal, this.shutdown].filter((x): x is AbortSignal => x !== undefined);
+    return signals.length > 1 ? AbortSignal.any(signals) : signals[0];
+  }
+
+  /** Once per check; a lost lease is not ours to release. */
+  private async releaseLease(): Promise<void> {
+    const lease = this.lease;
+    if (!lease || this.released) return;
+    this.released = true;
+    if (!lease.signal.aborted) await lease.release();
+  }
+
+  private async observe(): Promise<CheckEvent> {
+    // The latest object, not the cache: the receipts are written over exactly what this check read.
+    const fresh = await this.deps.read(this.target.metadata!.namespace!, this.target.metadata!.name!);
+    if (!fresh) return { type: 'FAILED', reason: 'TargetGone', message: `RunnerTarget ${this.key} is gone` };
+    this.target = fresh;
+    this.status = fresh.status ?? {};
+    this.clients ??= await this.deps.providers.clients(fresh);
+    const github = this.clients.github;
+    if (!this.waited) {
+      this.githubAtStart = github.usage?.requests;
+      // Before any request: a check that would run into a limit is not started.
+      const gate = mayStartCheck({
+        now: (this.deps.now ?? Date.now)(),
+        blockedUntil: github.blockedUntil?.getTime(),
+        rateLimit: github.rateLimit ? { remaining: github.rateLimit.remaining, resetAt: github.rateLimit.resetAt.getTime() } : undefined,
+        lastCheckRequests: this.history.lastGitHubRequests,
+      });
+      if (!gate.start) return this.rateLimited(gate.until, gate.message);
+    }
+    const seen = await observePool(fresh, this.clients, this.deps.installationID, this.signal);
+    this.observation = { ...seen, probes: await probeHosts(this.status.hosts ?? [], seen, this.clients, await this.deps.hostAccess(fresh), this.signal) };
+    const timing = sampleTiming(this.status.lastSample?.at, this.observation.at, this.deps.settings?.window);
+    if (timing.kind === 'wait' && !this.waited) {
+      this.waited = true;
+      return { type: 'SAMPLE_EARLY', waitMs: timing.waitMs, message: `the sample window opens in ${Math.ceil(timing.waitMs / 1000)} s; waiting for it` };
+    }
+    return { type: 'OBSERVED', message: `${this.observation.vms.length} VMs, ${this.observation.runners.length} runners, ${this.observation.jobs.length} jobs` };
+  }
+
+  private async makePlan(): Promise<CheckEvent> {
+    const { metadata, spec } = this.target;
+    const deleting = !!metadata?.deletionTimestamp;
+    let abandoned: PlanEvent[] = [];
+    if (deleting) {
+      // Settled before planning, so that the plan drains or deletes these hosts; written with the plan's status.
+      const a = abandonLaunches(this.status.receipts, this.observation!, new Date(metadata!.deletionTimestamp as unknown as string | Date).getTime());
+      this.status = { ...this.status, receipts: a.receipts };
+      abandoned = a.events;
+    }
+    const planned = planCheck({ name: metadata!.name!, spec: deleting ? teardownSpec(spec) : spec, status: this.status, observation: this.observation!, settings: this.deps.settings });
+    this.plan = deleting ? teardownPlan(planned, this.observation!) : planned;
+    // What the check found (a preempted host, an orphan VM, a tier change), said before anything is done about it.
+    for (const e of [...abandoned, ...this.plan.events]) await this.event(e);
+    // A dry run leaves the preempted host in status, so the next one would count it again.
+    if (!spec.dryRun) this.deps.metrics?.found(this.target, this.plan.events);
+    return { type: 'PLANNED', changes: this.plan.changes.length, message: this.plan.plan.reason };
+  }
+
+  private conditions(extra: ConditionInput[] = []): RunnerTargetStatus['conditions'] {
+    const facts = { holder: this.deps.identity, durable: this.guard.condition(), ...(this.plan ? { budget: this.plan.budgetCondition } : {}) };
+    let list = this.status.conditions;
+    const was = (type: string) => list?.some((c) => c.type === type && c.status === 'True');
+    const github: ConditionInput[] = [];
+    if (checkConditions(this.last, facts) !== undefined) {
+      // Each says True while it holds, and False once, after it held, so that the fix shows.
+      if (this.limited) github.push(rateLimitedCondition(this.limited));
+      else if (this.observation && was('RateLimited')) github.push(rateLimitedCondition(undefined));
+      const missing = this.observation?.missingRepositories;
+      if (missing?.length || (this.observation && was('RepositoryMissing'))) github.push(repositoriesCondition(missing));
+    }
+    for (const c of [...(checkConditions(this.last, facts) ?? []), ...github, ...extra]) list = setCondition(list, c, this.target.metadata?.generation, new Date(this.now()));
+    return list;
+  }
+
+  /** The first write of a check carries the plan's status with its first receipt. */
+  private base(): RunnerTargetStatus {
+    if (this.wroteFirst || !this.plan) return this.status;
+    this.wroteFirst = true;
+    return { ...plannedStatus(this.status, this.plan), observedGeneration: this.target.metadata?.generation };
+  }
+
+  private async recordIntent(): Promise<CheckEvent> {
+    const change = this.plan!.changes[this.last.context.done]!;
+    this.outcome = undefined;
+    this.receipt = change.kind === 'resume' ? change.receipt : receiptFor(change.intent, this.now(), this.target.metadata!.uid!);
+    const base = this.base();
+    const status = { ...base, receipts: withReceipt(base.receipts, this.receipt), conditions: this.conditions() };
+    const ok = await this.write(status, this.receipt);
+    return ok ? { type: 'INTENT_WRITTEN', message: `receipt ${this.receipt.id} recorded` } : this.notDurable();
+  }
+
+  private notDurable(): CheckEvent {
+    const c = this.guard.condition();
+    return { type: 'WRITE_NOT_DURABLE', reason: c.reason as 'StatusConflict', message: c.message };
+  }
+
+  private async callProvider(): Promise<CheckEvent> {
+    const change = this.plan!.changes[this.last.context.done]!;
+    const receipt = this.receipt!;
+    const plan = this.plan!;
+    const affordable = (price: number) => fitsBudget(plan.launchBudget, this.launched, price);
+    let price = change.kind === 'launch' ? change.placements[0]?.pricePerHour : undefined;
+    try {
+      this.outcome = await runChange(change, receipt, {
+        target: this.target,
+        clients: this.clients!,
+        observation: this.observation!,
+        installationID: this.deps.installationID,
+        host: await this.deps.hostAccess(this.target),
+        guard: this.guard,
+        signal: this.signal,
+        now: () => this.now(),
+        affordable,
+        record: async (r, host) => {
+          this.receipt = r;
+          if (host?.pricePerHour !== undefined) price = host.pricePerHour;
+          const hosts = host ? (this.status.hosts ?? []).map((h) => (r.hosts.includes(h.name) ? { ...h, ...host } : h)) : this.status.hosts;
+          return this.write({ ...this.status, hosts, receipts: withReceipt(this.status.receipts, r) }, r);
+        },
+        settle: async (id, phase, message) => this.write({ ...this.status, receipts: settled(this.status.receipts, id, phase, message) ?? this.status.receipts }, { id, phase }),
+      });
+    } catch (err) {
+      const refused = err instanceof NotDurableError;
+      const message = refused ? err.message : `${change.kind} ${receipt.hosts.join(',')}: ${errorText(err)}`;
+      this.outcome = { ok: false, receiptID: this.receipt!.id, message, event: { type: 'Warning', reason: refused ? 'NotDurable' : 'ChangeFailed', message } };
+    }
+    if (this.outcome.ok && price !== undefined) this.launched.push(price);
+    this.deps.metrics?.change(this.target, receipt, this.outcome);
+    return { type: 'PROVIDER_ANSWERED', ok: this.outcome.ok, message: this.outcome.message };
+  }
+
+  private async settleReceipt(): Promise<CheckEvent> {
+    const settled = await this.settleOutcome();
+    if (settled.type !== 'SETTLED') return settled;
+    // A launch an organisation policy refused ends the check: every later launch would be refused the same way.
+    const ends = this.outcome!.endsCheck;
+    if (ends) return { type: 'FAILED', reason: ends.reason, message: ends.message };
+    // A change that met a GitHub limit ends the check: the changes after it would only be refused too.
+    const blocked = this.clients?.github.blockedUntil?.getTime();
+    if (blocked !== undefined && blocked > (this.deps.now ?? Date.now)()) return this.rateLimited(blocked, `GitHub answered a rate limit during the check's changes (${this.outcome!.message})`);
+    return settled;
+  }
+
+  private async settleOutcome(): Promise<CheckEvent> {
+    const outcome = this.outcome!;
+    await this.event(outcome.event);
+    if (!this.guard.durable) return this.notDurable();
+    if (!outcome.phase) return { type: 'SETTLED', message: outcome.message };
+    let hosts = this.status.hosts;
+    const name = this.receipt?.hosts[0];
+    if (outcome.deregistered && this.receipt?.action === 'Deregister') {
+      hosts = hosts?.map((h) => (h.name === name ? { ...h, ...afterDeregister(h, outcome.deregistered!) } : h));
+    }
+    const receipts = settled(this.status.receipts, outcome.receiptID, outcome.phase, outcome.message.slice(0, 4000)) ?? this.status.receipts;
+    const ok = await this.write({ ...this.status, hosts, receipts }, { id: outcome.receiptID, phase: outcome.phase });
+    return ok ? { type: 'SETTLED', message: outcome.message } : this.notDurable();
+  }
+
+  /** The status a finished check (or a dry run) leaves: the plan, the conditions, when it ran. */
+  private async finalWrite(): Promise<void> {
+    const at = rfc3339(new Date(this.now()));
+    let status: RunnerTargetStatus;
+    if (this.last.context.dryRun) {
+      const p = this.plan!;
+      status = { ...this.status, plan: p.plan, counts: p.counts, observedGeneration: this.target.metadata?.generation, lastCheckAt: at };
+    } else {
+      status = { ...this.base(), lastCheckAt: at };
+    }
+    status.conditions = this.conditions();
+    try {
+      this.target = await this.deps.status.write(RUNNERTARGET_RESOURCE, this.target, status);
+    } catch (err) {
+      // Nothing depends on this write: the next check computes it again.
+      this.deps.log?.info({ target: this.key, err: errorText(err) }, 'writing the check result failed');
+    }
+  }
+
+  private async announce(): Promise<void> {
+    const { state, context } = this.last;
+    if (state === 'DryRun') {
+      await this.event({ type: 'Normal', reason: 'DryRunPlan', message: `dry run, nothing changed; plan: ${JSON.stringify(this.plan!.plan)}` });
+      return;
+    }
+    // Held elsewhere is the lease doing its job; a lease lost mid-check is worth a warning.
+    if (state === 'Held') return this.event({ type: context.reason === 'LeaseLost' ? 'Warning' : 'Normal', reason: context.reason, message: context.message });
+    await this.event({ type: 'Warning', reason: context.reason, message: context.message });
+    // An ended check says why on a fresh read: never over the object a conflicting writer moved.
+    const fresh = await this.deps.read(this.target.metadata!.namespace!, this.target.metadata!.name!).catch(() => undefined);
+    if (!fresh) return;
+    this.target = fresh;
+    this.status = fresh.status ?? {};
+    try {
+      this.target = await this.deps.status.write(RUNNERTARGET_RESOURCE, fresh, { ...this.status, conditions: this.conditions() });
+    } catch (err) {
+      this.deps.log?.info({ target: this.key, err: errorText(err) }, 'writing the failed check\'s conditions failed');
+    }
+  }
+
+  private async event(e: PlanEvent): Promise<void> {
+    await this.deps.events.record(this.target, e.type, e.reason, e.message);
+  }
+
+  /** A guarded status write: its outcome goes to the guard, read back when the answer was lost. */
+  private async write(status: RunnerTargetStatus, receipt: Pick<Receipt, 'id' | 'phase'>): Promise<boolean> {
+    this.status = status;
+    let outcome: WriteOutcome;
+    try {
+      this.target = await this.deps.status.write(RUNNERTARGET_RESOURCE, this.target, status);
+      outcome = { kind: 'written', resourceVersion: this.target.metadata?.resourceVersion ?? '' };
+    } catch (err) {
+      const code = statusCode(err);
+      if (code === 409) outcome = { kind: 'conflict', message: `another writer changed RunnerTarget ${this.key} since this check read it (HTTP 409)` };
+      else if (code !== undefined) outcome = { kind: 'failed', message: `HTTP ${code}: ${errorText(err).slice(0, 300)}` };
+      else {
+        const read = await this.deps.read(this.target.metadata!.namespace!, this.target.metadata!.name!).catch(() => undefined);
+        outcome = readBackOutcome(read ? { status: read.status, resourceVersion: read.metadata?.resourceVersion } : undefined, receipt, errorText(err).slice(0, 300));
+        if (outcome.kind === 'written' && read) this.target = read;
+      }
+    }
+    this.guard.record(outcome);
+    return outcome.kind === 'written';
+  }
+}

@@ -1,0 +1,90 @@
+import { describe, expect, it } from '@jest/globals';
+import type { RunnerTarget } from '../../../src/api/index.js';
+import { ProviderError } from '../../../src/providers/errors.js';
+import type { ChangeContext } from './changecontext.js';
+import { deliverOver } from './deliver.js';
+import { DurabilityGuard, NotDurableError } from './durability.js';
+import { NOW, spec } from '../testing/pool.js';
+
+const target = { metadata: { namespace: 'ci', name: 'pool', uid: 'u-1' }, spec } as RunnerTarget;
+
+/** A host whose config file is there or not, and a GitHub that records what it is asked. */
+function world(opts: { configOnHost: boolean; deleteFails?: Error }) {
+  const calls: string[] = [];
+  const guard = new DurabilityGuard();
+  const session = {
+    exec: async (command: string, o: { stdin?: string }) => {
+      if (command.startsWith('test -s')) {
+        calls.push('ssh: is the config there');
+        return { code: opts.configOnHost ? 0 : 1, stdout: '', stderr: '', truncated: false };
+      }
+      calls.push(`ssh: write ${o.stdin}`);
+      return { code: 0, stdout: '', stderr: '', truncated: false };
+    },
+  };
+  const github = {
+    deleteRunner: async (id: number) => {
+      calls.push(`github: delete runner ${id}`);
+      if (opts.deleteFails) throw opts.deleteFails;
+    },
+    generateJitConfig: async (r: { name: string; runnerGroupId: number }) => {
+      calls.push(`github: generate ${r.name} in group ${r.runnerGroupId}`);
+      return { runner: { id: 99 }, encodedJitConfig: 'CONFIG' };
+    },
+  };
+  const ctx = {
+    target,
+    clients: { gce: {} as never, github: github as never },
+    observation: { at: NOW, jobs: [], runners: [], vms: [], probes: new Map() },
+    installationID: 'abcd',
+    host: { privateKey: '', publicKey: '', user: 'leasehold', port: 22 },
+    guard,
+    now: () => NOW,
+    affordable: () => true,
+    record: async () => true,
+    settle: async () => true,
+  } satisfies ChangeContext;
+  return { session, ctx, calls, guard };
+}
+
+describe('deliverOver', () => {
+  it('a host with no registration yet: one config made and written', async () => {
+    const { session, ctx, calls } = world({ configOnHost: false });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1 });
+    expect(calls).toEqual(['github: generate pool-1 in group 1', 'ssh: write CONFIG']);
+    expect(out).toMatchObject({ ok: true, event: { reason: 'RunnerConfigDelivered' } });
+    expect(out.phase).toBeUndefined();
+  });
+
+  it.each([
+    ['removed already', undefined],
+    ['already gone at GitHub', new ProviderError('NotFound', 'no such runner')],
+  ])('an offline registration whose config never reached the host (%s): it goes, then a new config is made and written', async (_what, deleteFails) => {
+    const { session, ctx, calls } = world({ configOnHost: false, ...(deleteFails ? { deleteFails } : {}) });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, stale: { id: 7 } });
+    expect(calls).toEqual(['ssh: is the config there', 'github: delete runner 7', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
+    expect(out).toMatchObject({ ok: true, event: { reason: 'RunnerConfigDelivered' } });
+  });
+
+  it('an offline registration whose config is on the host: its runner is starting; nothing is made or removed', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, stale: { id: 7 } });
+    expect(calls).toEqual(['ssh: is the config there']);
+    expect(out).toMatchObject({ ok: true, receiptID: 'r-1', event: { type: 'Normal', reason: 'RunnerStarting' } });
+    expect(out.phase).toBeUndefined();
+  });
+
+  it('a removal that fails otherwise stops the delivery: no second registration under the name', async () => {
+    const { session, ctx, calls } = world({ configOnHost: false, deleteFails: new ProviderError('Unknown', 'socket hang up', { answerLost: true }) });
+    await expect(deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, stale: { id: 7 } })).rejects.toThrow('socket hang up');
+    expect(calls).toEqual(['ssh: is the config there', 'github: delete runner 7']);
+  });
+
+  it('once status is not durable, the stale registration is not touched', async () => {
+    const { session, ctx, calls, guard } = world({ configOnHost: false });
+    guard.record({ kind: 'conflict', message: '409' });
+    await expect(deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, stale: { id: 7 } })).rejects.toThrow(NotDurableError);
+    expect(calls).toEqual(['ssh: is the config there']);
+    expect(guard.refused).toEqual(['github.deleteRunner pool-1']);
+  });
+});

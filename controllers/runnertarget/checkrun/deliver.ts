@@ -1,0 +1,69 @@
+// A launched host gets its runner: the controller reaches it over SSH with
+// the host key pinned (hostssh.ts; never trusted on first use), asks GitHub
+// for a just-in-time runner config, and writes it to the host over that
+// connection. The config never goes into instance metadata, which anyone
+// with compute read access in the project can read. The host's image runs
+// the runner from the file (see README, RunnerTarget hosts).
+import type { ChangeContext, ChangeOutcome } from './changecontext.js';
+import { runnerLabels } from '../policy/demand.js';
+import { ownerLabels } from '../policy/naming.js';
+import { openHost, SSH_TIMEOUT_MS, type HostAccess } from './hostssh.js';
+import type { SshSession } from '../../../src/machine/ssh.js';
+import { isProviderError } from '../../../src/providers/errors.js';
+
+/** Where the host finds its runner config: written whole (a rename), readable by the login user only. */
+export const JIT_CONFIG_PATH = '.leasehold/jitconfig';
+const HAS_CONFIG = `test -s "$HOME/${JIT_CONFIG_PATH}"`;
+const DELIVER = `umask 077 && mkdir -p "$HOME/.leasehold" && cat > "$HOME/${JIT_CONFIG_PATH}.tmp" && mv "$HOME/${JIT_CONFIG_PATH}.tmp" "$HOME/${JIT_CONFIG_PATH}"`;
+
+const wait = (id: string, reason: string, message: string): ChangeOutcome => ({ ok: false, receiptID: id, message, event: { type: 'Warning', reason, message } });
+
+/**
+ * Delivers a runner config to host `name`; its receipt stays Intended until
+ * the runner registers. `stale`: a registration of this host that is offline.
+ */
+export async function deliverRunnerConfig(name: string, zone: string, receiptID: string, ctx: ChangeContext, host: HostAccess, stale?: { id: number }): Promise<ChangeOutcome> {
+  const groupId = ctx.observation.runnerGroupId;
+  if (groupId === undefined) return wait(receiptID, 'RunnerGroupUnknown', `no runner config for ${name}: spec.github.runnerGroup "${ctx.target.spec.github.runnerGroup}" was not found in the org this check`);
+  const opened = await openHost(name, zone, ctx.clients, host, ctx.signal, { externalIP: ctx.target.spec.gce.externalIP });
+  if (!('session' in opened)) return wait(receiptID, opened.reason, `${opened.message}; looked at again next check`);
+  try {
+    return await deliverOver(opened.session, name, receiptID, ctx, { groupId, ...(stale ? { stale } : {}) });
+  } finally {
+    opened.session.close();
+  }
+}
+
+/** The delivery over an open, pinned session. */
+export async function deliverOver(session: Pick<SshSession, 'exec'>, name: string, receiptID: string, ctx: ChangeContext, how: { groupId: number; stale?: { id: number } }): Promise<ChangeOutcome> {
+  const { clients, signal } = ctx;
+  const { groupId, stale } = how;
+  const opts = { timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) };
+  if (stale) {
+    // The file is written whole or not at all: there, its runner is starting and must not lose its registration.
+    if ((await session.exec(HAS_CONFIG, opts)).code === 0) {
+      const message = `the runner config is on ${name} and runner ${stale.id} is registered, still offline; the receipt settles once it is online`;
+      return { ok: true, receiptID, message, event: { type: 'Normal', reason: 'RunnerStarting', message } };
+    }
+    // Not there: a check died between generate-jitconfig and the write. That registration can
+    // never come online, and its name blocks a new one: it goes before the new config is made.
+    ctx.guard.permit(`github.deleteRunner ${name}`);
+    try {
+      await clients.github.deleteRunner(stale.id, signal);
+    } catch (err) {
+      if (!isProviderError(err, 'NotFound')) throw err;
+    }
+  }
+  ctx.guard.permit(`github.generateJitConfig ${name}`);
+  const labels = [...runnerLabels(ctx.target.spec.github).filter((l) => l !== 'self-hosted'), ...ownerLabels(ctx.target.metadata!.uid!, ctx.installationID)];
+  const jit = await clients.github.generateJitConfig({ name, runnerGroupId: groupId, labels }, signal);
+  const result = await session.exec(DELIVER, { stdin: jit.encodedJitConfig, ...opts });
+  if (result.code !== 0) {
+    // A registration whose config never arrived would pass for a registered runner: it goes again.
+    ctx.guard.permit(`github.deleteRunner ${name}`);
+    await clients.github.deleteRunner(jit.runner.id, signal).catch(() => undefined);
+    return wait(receiptID, 'DeliveryFailed', `writing the runner config on ${name} failed (exit ${result.code}): ${result.stderr.slice(0, 300)}; tried again next check`);
+  }
+  const message = `runner config delivered to ${name} over SSH (host key pinned); the receipt settles once its runner registers`;
+  return { ok: true, receiptID, message, event: { type: 'Normal', reason: 'RunnerConfigDelivered', message } };
+}
