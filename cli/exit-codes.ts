@@ -1,7 +1,7 @@
 // The CLI's exit codes. `leasehold run` exits with the remote command's code
 // when the command ran; the codes below are the CLI's own, at the top of the
 // range as ssh's 255 is, so a script can tell "never ran" from most remote
-// failures. README.md lists them.
+// failures. docs/cli.md lists them.
 
 export const EXIT = {
   ok: 0,

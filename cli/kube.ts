@@ -78,7 +78,7 @@ export function apiErrorText(err: unknown, what: string): string {
     }
   }
   if (code === 403) {
-    return `${what}: forbidden (${reason}); Leases need the leasehold-lease-editor role in the namespace (edit or admin include it), listing Offers a ClusterRoleBinding to leasehold-lease-viewer (see "CLI" in the README)`;
+    return `${what}: forbidden (${reason}); Leases need the leasehold-lease-editor role in the namespace (edit or admin include it), listing Offers a ClusterRoleBinding to leasehold-lease-viewer (see docs/cli.md, "RBAC")`;
   }
   if (code === undefined) return `${what}: ${reason}`;
   return `${what}: ${reason} (HTTP ${code})`;

@@ -1,6 +1,6 @@
 // The leasehold command (also kubectl-leasehold, so `kubectl leasehold ...`
 // works): picks the subcommand and turns what it throws into a message on
-// stderr and an exit code (README.md, "CLI", lists them). Each subcommand is
+// stderr and an exit code (docs/cli.md, "Exit codes", lists them). Each subcommand is
 // imported when it is picked: a run loads only what a run needs.
 import { EXIT, ExitError } from './exit-codes.js';
 import { UsageError } from './flags.js';

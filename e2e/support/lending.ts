@@ -45,7 +45,7 @@ export async function startLendingClusters(name: string, peerAPIServerArgs: stri
   return { ours, peer, lender };
 }
 
-/** The NetworkPolicy the README gives: mirrors in the namespace reach nothing unless another policy allows it. */
+/** The NetworkPolicy docs/peerfleet.md gives: mirrors in the namespace reach nothing unless another policy allows it. */
 export function defaultDenyEgress(namespace: string) {
   return { apiVersion: 'networking.k8s.io/v1', kind: 'NetworkPolicy', metadata: { name: 'default-deny-egress', namespace }, spec: { podSelector: {}, policyTypes: ['Egress'] } };
 }

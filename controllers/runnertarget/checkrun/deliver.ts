@@ -3,7 +3,7 @@
 // for a just-in-time runner config, and writes it to the host over that
 // connection. The config never goes into instance metadata, which anyone
 // with compute read access in the project can read. The host's image runs
-// the runner from the file (see README, RunnerTarget hosts).
+// the runner from the file (see docs/runnertarget.md).
 import type { ChangeContext, ChangeOutcome } from './changecontext.js';
 import { runnerLabels } from '../policy/demand.js';
 import { ownerLabels } from '../policy/naming.js';
