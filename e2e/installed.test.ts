@@ -12,9 +12,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ControlPlane } from './cluster/controlplane.js';
 import { DEFAULT_CONTROLLERS } from './cluster/components.js';
-import { NODE_IP, NODE_NAME, RealNode, ensureNodeImages } from './cluster/node.js';
-import { chartDir } from './support/helm.js';
+import { NODE_IP, NODE_NAME, RealNode, ensureNodeImages, type NodeImages } from './cluster/node.js';
+import { createPeerCredential } from './cluster/peer.js';
+import { startController, type ControllerProcess } from './support/controller.js';
+import { chartDir, chartIdentity } from './support/helm.js';
 import { apply, getJSON, testKubectl, waitFor, type Kubectl } from './support/kube.js';
+import { fleetManifest, json, lendingNamespace, must, OPTED_IN, peerJob, QUEUE } from './support/lending.js';
 
 const release = 'lh';
 const ns = 'leasehold-system';
@@ -26,6 +29,12 @@ const work = mkdtempSync(join(tmpdir(), 'leasehold-installed-'));
 const machines = join(work, 'machines');
 
 let cp: ControlPlane;
+let peer: ControlPlane;
+let images: NodeImages;
+/** The controller as a host process, for lending the node once the chart's pods are gone. */
+let lender: ControllerProcess | undefined;
+const LEND = 'lend';
+const POOL = { 'leasehold.dev/pool': 'real' };
 let node: RealNode | undefined;
 let kubectl: Kubectl;
 let helm: (args: string[]) => Promise<{ stdout: string; stderr: string; code: number }>;
@@ -58,19 +67,29 @@ async function containerPID(pod: any): Promise<number> {
 }
 
 beforeAll(async () => {
-  const images = await ensureNodeImages();
-  cp = await ControlPlane.start({
-    name: 'installed',
-    // EndpointSlices for the metrics Service, the disruption controller for the PDB.
-    controllers: [...DEFAULT_CONTROLLERS, 'endpointslice-controller', 'disruption-controller'],
-    scheduler: true,
-  });
+  images = await ensureNodeImages();
+  [cp, peer] = await Promise.all([
+    ControlPlane.start({
+      name: 'installed',
+      // EndpointSlices for the metrics Service, the disruption controller for the PDB.
+      controllers: [...DEFAULT_CONTROLLERS, 'endpointslice-controller', 'disruption-controller'],
+      scheduler: true,
+    }),
+    // A peer that allows privileged pods: what it may ask for, our side must refuse.
+    ControlPlane.start({ name: 'installed-peer', controllers: true, apiServerArgs: ['--allow-privileged=true'] }),
+  ]);
   kubectl = testKubectl(cp.info.kubeconfig, cp.info.binDir);
   helm = (args) => cp.helm(args);
   node = await RealNode.start(cp, images);
   // The "cloud" of the command Offer: sshd machines on the node's address.
   await node.service('machines', process.execPath,
     [join(process.cwd(), 'e2e/node/machines.mjs'), NODE_IP, String(machinesPort), machines], 'machines ready');
+  // The real node is lendable: opted in by the admin's label, with one (advertised) GPU.
+  await must(cp, ['label', 'node', NODE_NAME, ...Object.entries({ ...OPTED_IN, ...POOL }).map(([k, v]) => `${k}=${v}`)]);
+  await must(cp, ['patch', 'node', NODE_NAME, '--subresource=status', '--type=json', '-p',
+    JSON.stringify([{ op: 'add', path: '/status/capacity/nvidia.com~1gpu', value: '1' }])]);
+  const lender = await createPeerCredential(peer, { namespace: QUEUE });
+  await lendingNamespace({ ours: cp, peer, lender }, LEND);
   const created = await kubectl(['create', 'namespace', ns]);
   expect(created.stderr).toBe('');
   const labelled = await kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted',
@@ -95,15 +114,16 @@ beforeAll(async () => {
 }, 900_000);
 
 afterAll(async () => {
+  await lender?.stop();
   await node?.stop();
-  await cp?.stop(process.env.E2E_KEEP_DIRS === '1');
+  await Promise.all([cp?.stop(process.env.E2E_KEEP_DIRS === '1'), peer?.stop()]);
   // sshd machines the test left (on a failure) run as this user: the service's stop does not end them.
   try {
     execFileSync('pkill', ['-f', '--', `${machines}/`]);
   } catch {
     // none left
   }
-}, 180_000);
+}, 300_000);
 
 describe('the chart, installed on a real node', () => {
   it('runs both replicas Ready on the node, one of them the leader', async () => {
@@ -241,4 +261,57 @@ describe('the chart, installed on a real node', () => {
     const crds = await getJSON(kubectl, ['crd', '-l', 'app.kubernetes.io/part-of=leasehold']);
     expect(crds.items.length).toBeGreaterThanOrEqual(4);
   }, slow);
+  // The node is lent only while none of our work runs there, and the controller's
+  // own pods are our work: from here on the controller runs as a process on the host
+  // with the chart's identity, and the mirror Jobs are the node's only pods.
+  it('runs a peer Job as a real container under the restricted profile; the peer sees Complete with its exit code', async () => {
+    const identity = await chartIdentity({ kubectl, release: 'lender', namespace: LEND,
+      set: [`watchNamespace=${LEND}`, `secretNamespaces={${LEND}}`], file: join(work, 'lender.kubeconfig') });
+    lender = await startController(identity, ['--namespace', LEND, '--watch-namespace', LEND, '--leader-election-namespace', LEND,
+      '--allowed-peer-origins', peer.info.server]);
+    await apply(kubectl, JSON.stringify(fleetManifest(peer, 'real', LEND, {
+      lendableNodes: { matchLabels: POOL }, idleWindow: '2s', pollInterval: '5s',
+    })));
+    await must(cp, ['wait', '-n', LEND, '--for=condition=Ready', '--timeout=180s', 'peerfleet.leasehold.dev/real']);
+    const peerWork = (name: string, exitCode: string) =>
+      peerJob(name, { container: { image: images.workload.ref, env: [{ name: 'EXIT_CODE', value: exitCode }] } });
+    await must(peer, ['apply', '-f', '-'], JSON.stringify(peerWork('real-ok', '0')));
+    await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=150s', 'job/real-ok']).catch(async (err) => {
+      const fleet = await json(cp, ['-n', LEND, 'get', 'peerfleet.leasehold.dev', 'real']);
+      const jobs = await cp.kubectl(['-n', LEND, 'get', 'jobs,pods,events', '-o', 'wide']);
+      throw new Error(`${err}\nPeerFleet status: ${JSON.stringify(fleet.status)}\n${jobs.stdout}\n${lender ? readFileSync(lender.logFile, "utf8").slice(-4000) : ""}`);
+    });
+    const done = await waitFor('the exit code on the peer Job', async () => {
+      const j = await json(peer, ['-n', QUEUE, 'get', 'job', 'real-ok']);
+      return j.metadata.annotations?.['leasehold.dev/exit-code'] === '0' ? j : undefined;
+    }, slow);
+    expect(done.status.succeeded).toBe(1);
+    expect(done.metadata.annotations['leasehold.dev/host']).toMatch(new RegExp(`/${NODE_NAME}$`));
+    // A failing run's own exit code travels back too.
+    await must(peer, ['apply', '-f', '-'], JSON.stringify(peerWork('real-fails', '3')));
+    const failed = await waitFor('the failed peer Job with its exit code', async () => {
+      const j = await json(peer, ['-n', QUEUE, 'get', 'job', 'real-fails']);
+      return j.metadata.annotations?.['leasehold.dev/exit-code'] === '3' ? j : undefined;
+    }, slow);
+    expect(failed.status.failed).toBe(1);
+  }, slow * 2);
+
+  it('refuses a peer Job that asks for what the restricted profile forbids, and never starts it', async () => {
+    const unsafe = peerJob('real-root', { container: { image: images.workload.ref, securityContext: { privileged: true } } });
+    await must(peer, ['apply', '-f', '-'], JSON.stringify(unsafe));
+    const refused = await waitFor('peer Job real-root refused', async () => {
+      const j = await json(peer, ['-n', QUEUE, 'get', 'job', 'real-root']);
+      return j.metadata.annotations?.['leasehold.dev/refused'] ? j : undefined;
+    }, 120_000);
+    expect(refused.metadata.annotations['leasehold.dev/refused']).toMatch(/privileged/);
+    expect(refused.metadata.annotations['leasehold.dev/claimed-by']).toBeUndefined();
+    // Nothing of it reached the node: no mirror Job, and no pod of one ever ran there.
+    const mirror = `lh-peer-${refused.metadata.uid}`;
+    expect(await getJSON(kubectl, ['-n', LEND, 'job', mirror])).toBeUndefined();
+    const pods = await json(cp, ['-n', LEND, 'get', 'pods']);
+    expect(pods.items.map((p: any) => p.metadata.name).filter((n: string) => n.startsWith(mirror))).toEqual([]);
+    const events = await json(cp, ['-n', LEND, 'get', 'events', '--field-selector', 'reason=Refused']);
+    expect(events.items.map((e: any) => e.message).join('\n')).toContain('real-root');
+  }, slow);
+
 });

@@ -13,7 +13,7 @@
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile, readdir } from 'node:fs/promises';
-import { createConnection, createServer, type Server } from 'node:net';
+import { createConnection, createServer, type Server, type Socket } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -56,6 +56,7 @@ export class RealNode {
   private kubelet?: ChildProcess;
   private containerd?: ChildProcess;
   private readonly relays: Server[] = [];
+  private readonly sockets = new Set<Socket>();
   private saved = new Map<string, string>();
 
   private constructor(
@@ -135,12 +136,17 @@ export class RealNode {
     const server = createServer((inside) => {
       const upstream = createConnection(hostPort, '127.0.0.1');
       inside.pipe(upstream).pipe(inside);
+      this.sockets.add(inside).add(upstream);
       const close = () => {
         inside.destroy();
         upstream.destroy();
+        this.sockets.delete(inside);
+        this.sockets.delete(upstream);
       };
-      inside.on('error', close);
-      upstream.on('error', close);
+      for (const end of [inside, upstream]) {
+        end.on('error', close);
+        end.on('close', close);
+      }
     });
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
@@ -256,12 +262,19 @@ resolvConf: /etc/resolv.conf
   async stop(): Promise<void> {
     if (this.kubelet && this.kubelet.exitCode === null) {
       await this.cp.kubectl(['delete', 'pods', '--all-namespaces', '--all', '--force', '--grace-period=0', '--wait=false']).catch(() => {});
-      await this.waitFor('pod sandboxes removed', async () => (await this.ctr(['containers', 'list', '-q'])).trim() === '', this.kubelet, 60_000)
-        .catch(() => {});
+      // Stopped sandboxes have no task and no network namespace left; the records of
+      // exited containers wait for the kubelet's garbage collection, which need not run.
+      await this.waitFor('pod sandboxes stopped', async () => {
+        const tasks = (await this.ctr(['tasks', 'list'])).split('\n').slice(1).filter((l) => /\bRUNNING\b/.test(l));
+        const netns = (await readdir('/run/netns').catch(() => [] as string[])).filter((n) => n.startsWith('cni-'));
+        return tasks.length === 0 && netns.length === 0;
+      }, this.kubelet, 60_000).catch(() => {});
     }
     await stopChild(this.kubelet);
     await stopChild(this.containerd);
     for (const child of this.procs) await stopChild(child);
+    // A server's close waits for its connections, and a watch through the relay never ends by itself.
+    for (const socket of this.sockets) socket.destroy();
     await Promise.all(this.relays.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
     await sweepStale();
     for (const [key, value] of this.saved) await writeFile(`/proc/sys/${key}`, value).catch(() => {});

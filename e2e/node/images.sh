@@ -101,7 +101,8 @@ npm_global_rc="$(npm config get globalconfig 2>/dev/null || true)"
 build_from() {
   local ref="$1" tar="$2" context="$3"
   shift 3
-  bh bud --isolation chroot --network host --pull-never "${run_mounts[@]}" -t "$ref" "$@" "$context"
+  # --layers: steps whose inputs did not change (npm ci on the same lockfile) come from the cache.
+  bh bud --layers --isolation chroot --network host --pull-never "${run_mounts[@]}" -t "$ref" "$@" "$context"
   rm -f "$tar.partial"
   bh push "$ref" "docker-archive:$tar.partial:$ref"
   mv "$tar.partial" "$tar"
