@@ -293,7 +293,8 @@ export function runTool(bin: string, args: string[], input?: string): Promise<{ 
   });
 }
 
-async function stopProcess(child: ChildProcess | undefined, graceMs = 10_000): Promise<void> {
+/** SIGTERM, then SIGKILL after `graceMs`; resolves once the process has exited. */
+export async function stopProcess(child: ChildProcess | undefined, graceMs = 10_000): Promise<void> {
   if (!child || child.exitCode !== null || child.signalCode !== null) return;
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   child.kill('SIGTERM');

@@ -17,7 +17,7 @@ import { createConnection, createServer, type Server, type Socket } from 'node:n
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import type { ControlPlane } from './controlplane.js';
+import { stopProcess, type ControlPlane } from './controlplane.js';
 import { clientKubeconfig } from './pki.js';
 
 const run = promisify(execFile);
@@ -270,9 +270,9 @@ resolvConf: /etc/resolv.conf
         return tasks.length === 0 && netns.length === 0;
       }, this.kubelet, 60_000).catch(() => {});
     }
-    await stopChild(this.kubelet);
-    await stopChild(this.containerd);
-    for (const child of this.procs) await stopChild(child);
+    await stopProcess(this.kubelet);
+    await stopProcess(this.containerd);
+    for (const child of this.procs) await stopProcess(child);
     // A server's close waits for its connections, and a watch through the relay never ends by itself.
     for (const socket of this.sockets) socket.destroy();
     await Promise.all(this.relays.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
@@ -308,15 +308,6 @@ resolvConf: /etc/resolv.conf
 
 async function ip(...args: string[]): Promise<void> {
   await run('ip', args);
-}
-
-async function stopChild(child: ChildProcess | undefined, graceMs = 10_000): Promise<void> {
-  if (!child || child.exitCode !== null || child.signalCode !== null) return;
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-  await exited;
-  clearTimeout(timer);
 }
 
 /**
