@@ -66,6 +66,16 @@ async function containerPID(pod: any): Promise<number> {
   return Number(line.split(/\s+/)[1]);
 }
 
+/** The machine service's journal: each provider run's start and end. */
+function journal(): { at: number; what: string; id: string; code?: string }[] {
+  const file = join(machines, '.journal');
+  if (!existsSync(file)) return [];
+  return readFileSync(file, 'utf8').trim().split('\n').filter(Boolean).map((line) => {
+    const [at, what, id, code] = line.split(' ');
+    return { at: Number(at), what: what!, id: id!, code };
+  });
+}
+
 beforeAll(async () => {
   images = await ensureNodeImages();
   [cp, peer] = await Promise.all([
@@ -216,6 +226,95 @@ describe('the chart, installed on a real node', () => {
     expect(events.items.map((e: any) => e.reason)).toEqual(expect.arrayContaining(['IdleTimeout', 'Released']));
     expect(existsSync(join(machines, st.leaseID))).toBe(false);
   }, slow * 2);
+
+  it('carries a launch through helm upgrade: the old leader finishes its acquire, the Lease ends Ready, nothing is acquired twice', async () => {
+    const provider = '/etc/leasehold/providers/netns-machine.sh';
+    // Slow enough that the rollout reaches the leader while the acquire runs,
+    // and well inside the chart's 25 s shutdown grace.
+    const acquireSeconds = 15;
+    await apply(kubectl, JSON.stringify({
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'Offer',
+      metadata: { name: 'slow-box' },
+      spec: { command: { acquire: [provider, 'acquire', String(acquireSeconds)], release: [provider, 'release'],
+        shape: { os: 'linux', arch: 'amd64', cpus: 1 } }, idleTimeout: '10m', maxLifetime: '1h' },
+    }));
+    await apply(kubectl, JSON.stringify({
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'Lease',
+      metadata: { name: 'through-upgrade', namespace: 'team-a' },
+      spec: { where: 'cpus>=1', offer: 'slow-box' },
+    }));
+    const leaseStatus = async () => (await getJSON(kubectl, ['-n', 'team-a', 'leases.leasehold.dev', 'through-upgrade']))?.status;
+    const leaseID: string = await waitFor('the acquire running', async () => {
+      const id = (await leaseStatus())?.leaseID;
+      return id && journal().some((e) => e.what === 'acquire-start' && e.id === id) ? id : undefined;
+    }, slow, 100);
+    const leader = await waitFor('a leader', leaderIdentity, slow);
+    const leaderPod = (await controllerPods()).find((p) => leader.startsWith(`${p.metadata.name}_`));
+    expect(leaderPod).toBeTruthy();
+
+    const upgrade = helm(['upgrade', release, chartDir, '-n', ns, '--reuse-values', '--set', 'logLevel=debug', '--wait', '--timeout=4m']);
+    // When the rollout told the leader to stop (its pod marked for deletion).
+    const stopping = await waitFor('the leader pod told to stop', async () => {
+      const pod = await getJSON(kubectl, ['-n', ns, 'pod', leaderPod.metadata.name]);
+      return !pod || pod.metadata.deletionTimestamp ? Date.now() : undefined;
+    }, slow, 100);
+    const upgraded = await upgrade;
+    if (upgraded.code !== 0) throw new Error(`helm upgrade failed: ${upgraded.stderr}`);
+
+    const st = await waitFor('Lease Ready after the upgrade', async () => {
+      const s = await leaseStatus();
+      if (s?.phase === 'Failed' || s?.phase === 'Releasing' || s?.phase === 'Released') {
+        throw new Error(`Lease ${s.phase}: ${s.reason}: ${s.message}`);
+      }
+      return s?.phase === 'Ready' ? s : undefined;
+    }, slow, 250);
+    expect(st.reason ?? '').not.toBe('LaunchInterrupted');
+    const runs = journal().filter((e) => e.id === leaseID);
+    expect(runs.filter((e) => e.what === 'acquire-start')).toHaveLength(1);
+    expect(runs.filter((e) => e.what.startsWith('release'))).toEqual([]);
+    // The case this covers: the leader was stopping while its acquire still ran.
+    const ended = runs.find((e) => e.what === 'acquire-end')!;
+    expect(ended.code).toBe('0');
+    expect(stopping).toBeLessThan(ended.at);
+    // Every pod runs the upgraded value, and one of the new pods leads.
+    const pods = await waitFor('two Ready upgraded pods', async () => {
+      const list = await controllerPods();
+      return list.length === 2 && list.every(ready) ? list : undefined;
+    }, slow);
+    for (const pod of pods) expect(pod.spec.containers[0].args).toContain('--log-level=debug');
+    const now = await waitFor('a leader', leaderIdentity, slow);
+    expect(pods.filter((p) => now.startsWith(`${p.metadata.name}_`))).toHaveLength(1);
+
+    const deleted = await kubectl(['-n', 'team-a', 'delete', 'leases.leasehold.dev', 'through-upgrade', '--timeout=150s']);
+    expect(deleted.code).toBe(0);
+    expect(existsSync(join(machines, leaseID))).toBe(false);
+  }, slow * 2);
+
+  it('lets a drain evict one controller pod at a time (the PodDisruptionBudget)', async () => {
+    const pdb = await waitFor('the budget counting two healthy pods', async () => {
+      const b = await getJSON(kubectl, ['-n', ns, 'poddisruptionbudgets', '-l', selector]);
+      const item = b?.items?.[0];
+      return item?.status?.currentHealthy === 2 && item.status.disruptionsAllowed === 1 ? item : undefined;
+    }, slow);
+    expect(pdb.spec.maxUnavailable).toBe(1);
+    const [first, second] = await controllerPods();
+    const evict = (pod: any) => kubectl(['create', '--raw', `/api/v1/namespaces/${ns}/pods/${pod.metadata.name}/eviction`, '-f', '-'],
+      JSON.stringify({ apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: pod.metadata.name, namespace: ns } }));
+    const one = await evict(first);
+    expect(one.stderr).toBe('');
+    expect(one.code).toBe(0);
+    // The other one stays until the first one's replacement is Ready.
+    const two = await evict(second);
+    expect(two.code).not.toBe(0);
+    expect(two.stderr).toMatch(/disruption budget/);
+    await waitFor('two Ready pods again', async () => {
+      const list = await controllerPods();
+      return list.length === 2 && list.every(ready);
+    }, slow);
+    expect((await controllerPods()).map((p) => p.metadata.name)).toContain(second.metadata.name);
+  }, slow);
 
   it('hands leadership to the other pod within the lease duration when the leader pod is deleted', async () => {
     const before = await waitFor('a leader', leaderIdentity, slow);
