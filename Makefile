@@ -90,6 +90,14 @@ chart-lint: binaries
 demo: deps binaries
 	node --import tsx e2e/demo/main.ts
 
+# The same story as users install Leasehold: the image built from the Dockerfile, a real node
+# (containerd + kubelet in a network namespace), `helm install` of charts/leasehold, a Lease
+# through a provider script from the chart's ConfigMap. Needs root; installs the Debian
+# packages it lacks. Ctrl-C cleans up.
+.PHONY: demo-installed
+demo-installed: deps binaries
+	node --import tsx e2e/demo/installed.ts
+
 # The PeerFleet act, on this machine with no network: our cluster (with kube-scheduler and
 # kwok's three fake GPU nodes) lends idle nodes to a peer cluster's Job queue, drains one for
 # our own Job without cutting the peer Job off, and shows the accounting. Ctrl-C cleans up.

@@ -16,6 +16,7 @@ import { NODE_IP, NODE_NAME, RealNode, ensureNodeImages, type NodeImages } from 
 import { createPeerCredential } from './cluster/peer.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { chartDir, chartIdentity } from './support/helm.js';
+import { nodeInstallArgs, nodeOffer, startMachineService } from './support/installed.js';
 import { apply, getJSON, testKubectl, waitFor, type Kubectl } from './support/kube.js';
 import { fleetManifest, json, lendingNamespace, must, OPTED_IN, peerJob, QUEUE } from './support/lending.js';
 
@@ -24,7 +25,6 @@ const ns = 'leasehold-system';
 const selector = `app.kubernetes.io/instance=${release}`;
 // Generous: a machine several times slower than a developer's still makes these.
 const slow = 180_000;
-const machinesPort = 8070;
 const work = mkdtempSync(join(tmpdir(), 'leasehold-installed-'));
 const machines = join(work, 'machines');
 
@@ -92,8 +92,7 @@ beforeAll(async () => {
   helm = (args) => cp.helm(args);
   node = await RealNode.start(cp, images);
   // The "cloud" of the command Offer: sshd machines on the node's address.
-  await node.service('machines', process.execPath,
-    [join(process.cwd(), 'e2e/node/machines.mjs'), NODE_IP, String(machinesPort), machines], 'machines ready');
+  await startMachineService(node, machines);
   // The real node is lendable: opted in by the admin's label, with one (advertised) GPU.
   await must(cp, ['label', 'node', NODE_NAME, ...Object.entries({ ...OPTED_IN, ...POOL }).map(([k, v]) => `${k}=${v}`)]);
   await must(cp, ['patch', 'node', NODE_NAME, '--subresource=status', '--type=json', '-p',
@@ -105,16 +104,7 @@ beforeAll(async () => {
   const labelled = await kubectl(['label', 'namespace', ns, 'pod-security.kubernetes.io/enforce=restricted',
     'pod-security.kubernetes.io/enforce-version=latest']);
   expect(labelled.code).toBe(0);
-  const ref = images.controller.ref;
-  const installed = await helm(['install', release, chartDir, '-n', ns,
-    '--set', `image.repository=${ref.slice(0, ref.lastIndexOf(':'))}`,
-    '--set', `image.tag=${ref.slice(ref.lastIndexOf(':') + 1)}`,
-    // The image was imported into the node's runtime: there is no registry to pull from.
-    '--set', 'image.pullPolicy=Never',
-    // A provider script as users ship one, from the chart's ConfigMap, and where it finds its cloud.
-    '--set-file', `providerScripts.netns-machine\\.sh=${join(process.cwd(), 'e2e/node/netns-machine.sh')}`,
-    '--set', 'extraEnv[0].name=MACHINES_URL', '--set', `extraEnv[0].value=http://${NODE_IP}:${machinesPort}`,
-    '--set', 'checkInterval=2s',
+  const installed = await helm(['install', release, chartDir, '-n', ns, ...nodeInstallArgs(images, '2s'),
     '--wait', '--timeout=4m']);
   if (installed.code !== 0) {
     const pods = await kubectl(['-n', ns, 'get', 'pods', '-o', 'wide']);
@@ -186,14 +176,7 @@ describe('the chart, installed on a real node', () => {
   }, slow);
 
   it('rents a machine through a provider script from the chart ConfigMap: Ready, ssh with the pinned key, released when idle', async () => {
-    const provider = '/etc/leasehold/providers/netns-machine.sh';
-    await apply(kubectl, JSON.stringify({
-      apiVersion: 'leasehold.dev/v1alpha1',
-      kind: 'Offer',
-      metadata: { name: 'node-box' },
-      spec: { command: { acquire: [provider, 'acquire'], release: [provider, 'release'], shape: { os: 'linux', arch: 'amd64', cpus: 1 } },
-        idleTimeout: '15s', maxLifetime: '1h' },
-    }));
+    await apply(kubectl, JSON.stringify(nodeOffer('node-box', '15s')));
     const key = join(work, 'id_ed25519');
     execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', key]);
     const created = await kubectl(['create', 'namespace', 'team-a']);
@@ -228,17 +211,9 @@ describe('the chart, installed on a real node', () => {
   }, slow * 2);
 
   it('carries a launch through helm upgrade: the old leader finishes its acquire, the Lease ends Ready, nothing is acquired twice', async () => {
-    const provider = '/etc/leasehold/providers/netns-machine.sh';
     // Slow enough that the rollout reaches the leader while the acquire runs,
     // and well inside the chart's 25 s shutdown grace.
-    const acquireSeconds = 15;
-    await apply(kubectl, JSON.stringify({
-      apiVersion: 'leasehold.dev/v1alpha1',
-      kind: 'Offer',
-      metadata: { name: 'slow-box' },
-      spec: { command: { acquire: [provider, 'acquire', String(acquireSeconds)], release: [provider, 'release'],
-        shape: { os: 'linux', arch: 'amd64', cpus: 1 } }, idleTimeout: '10m', maxLifetime: '1h' },
-    }));
+    await apply(kubectl, JSON.stringify(nodeOffer('slow-box', '10m', 15)));
     await apply(kubectl, JSON.stringify({
       apiVersion: 'leasehold.dev/v1alpha1',
       kind: 'Lease',

@@ -9,7 +9,8 @@
 // process outside). Nothing is sent to any other address.
 //
 // One real node per machine at a time: the namespace, containerd's shim sockets
-// and the kernel settings the kubelet changes are machine-wide.
+// and the kernel settings the kubelet changes are machine-wide. A second start
+// (another Jest worker, a demo) waits for the first to stop, on a file lock.
 import { spawn, execFile, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile, readdir } from 'node:fs/promises';
@@ -58,6 +59,7 @@ export class RealNode {
   private readonly relays: Server[] = [];
   private readonly sockets = new Set<Socket>();
   private saved = new Map<string, string>();
+  private lock?: ChildProcess;
 
   private constructor(
     readonly cp: ControlPlane,
@@ -71,9 +73,11 @@ export class RealNode {
 
   /** Starts containerd, the kubelet and the CNI bridge, imports the images and waits for the Node to be Ready. */
   static async start(cp: ControlPlane, images: NodeImages): Promise<RealNode> {
-    await sweepStale();
     const node = new RealNode(cp, join(cp.info.dir, 'node'), images);
+    node.lock = await holdNodeLock();
     try {
+      // Only with the lock held: what is left now is a dead run's, never a live one's.
+      await sweepStale();
       await node.up();
     } catch (err) {
       await node.stop().catch(() => {});
@@ -278,6 +282,7 @@ resolvConf: /etc/resolv.conf
     await Promise.all(this.relays.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
     await sweepStale();
     for (const [key, value] of this.saved) await writeFile(`/proc/sys/${key}`, value).catch(() => {});
+    await releaseNodeLock(this.lock);
   }
 
   private spawnIn(name: string, file: string, args: string[]): ChildProcess {
@@ -306,6 +311,34 @@ resolvConf: /etc/resolv.conf
   }
 }
 
+const LOCK_FILE = '/run/leasehold-node.lock';
+const LOCK_WAIT_SECONDS = 1800;
+
+/**
+ * Waits for the machine's one real node to be free and holds it. The lock is
+ * held by flock(1) while its `cat` reads our pipe, so it goes with this process
+ * however that ends (a killed Jest worker never leaves it held).
+ */
+async function holdNodeLock(): Promise<ChildProcess> {
+  const child = spawn('flock', ['--close', '--wait', String(LOCK_WAIT_SECONDS), LOCK_FILE, 'sh', '-c', 'echo held; exec cat >/dev/null'],
+    { stdio: ['pipe', 'pipe', 'pipe'] });
+  let stderr = '';
+  child.stderr!.on('data', (d) => (stderr += d));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    child.once('exit', (code) => reject(new Error(`the real node lock ${LOCK_FILE} was not held (flock exited ${code}): ${stderr.trim()}`)));
+    child.once('error', reject);
+  });
+  return child;
+}
+
+async function releaseNodeLock(lock: ChildProcess | undefined): Promise<void> {
+  if (!lock || lock.exitCode !== null) return;
+  const exited = new Promise((resolve) => lock.once('exit', resolve));
+  lock.stdin!.end();
+  await exited;
+}
+
 async function ip(...args: string[]): Promise<void> {
   await run('ip', args);
 }
@@ -315,6 +348,10 @@ async function ip(...args: string[]): Promise<void> {
  * in its namespace (containerd shims outlive containerd), pod network
  * namespaces, kubelet mounts, pod cgroups, and the namespace itself.
  */
+// Where a node's directory lives: under a test's control plane, or under the
+// control plane of `make demo-installed` (e2e/demo/installed.ts).
+const NODE_DIR_PATTERN = '/(leasehold-cp-[^/]+|leasehold-demo-installed-[^/]+/cp)/node/';
+
 async function sweepStale(): Promise<void> {
   if (existsSync(`/run/netns/${NETNS}`)) {
     const { stdout } = await run('ip', ['netns', 'pids', NETNS]).catch(() => ({ stdout: '' }));
@@ -328,10 +365,10 @@ async function sweepStale(): Promise<void> {
   }
   // Shims run in the node's namespace too, but one whose containerd is gone is
   // found by the address of its containerd, which is a test control plane's.
-  await run('pkill', ['-KILL', '-f', 'containerd-shim-runc-v2 .*-address [^ ]*/leasehold-cp-']).catch(() => {});
+  await run('pkill', ['-KILL', '-f', `containerd-shim-runc-v2 .*-address [^ ]*${NODE_DIR_PATTERN}`]).catch(() => {});
   const mounts = (await readFile('/proc/self/mounts', 'utf8')).split('\n')
     .map((line) => line.split(' ')[1] ?? '')
-    .filter((at) => /\/leasehold-cp-[^/]+\/node\//.test(at) || /^\/run\/netns\/cni-/.test(at) || /^\/run\/containerd\/io\.containerd\.grpc\.v1\.cri\//.test(at))
+    .filter((at) => new RegExp(NODE_DIR_PATTERN).test(at) || /^\/run\/netns\/cni-/.test(at) || /^\/run\/containerd\/io\.containerd\.grpc\.v1\.cri\//.test(at))
     .sort((a, b) => b.length - a.length);
   // A plain unmount first: a lazy one returns before the mount is gone, and the
   // control plane's directory is removed right after.
