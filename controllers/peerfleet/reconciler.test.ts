@@ -5,7 +5,9 @@ import { StatusWriter } from '../../src/kube/status.js';
 import { PeerQueueError } from '../../src/providers/peerqueue/errors.js';
 import { EffectRunner } from '../../src/kube/effects.js';
 import type { LendEffect } from './lending.js';
-import { EFFECT_SLOT_RETRY_MS, LENDING_FINALIZER, PeerFleetReconciler, UNREACHABLE_RETRY_MS, type PeerAccess, type PeerFleetEffect } from './reconciler.js';
+import type { PeerAccess } from './peerreading.js';
+import { UNREACHABLE_RETRY_MS } from './pollschedule.js';
+import { EFFECT_SLOT_RETRY_MS, LENDING_FINALIZER, PeerFleetReconciler, type PeerFleetEffect } from './reconciler.js';
 
 const fleet = (spec: Partial<PeerFleet['spec']> = {}, status?: PeerFleet['status']): PeerFleet =>
   ({

@@ -16,37 +16,24 @@
 // top of unfinished effects could claim or write back twice. The intent is
 // written only when a slot for its effects is free, so a written session
 // never waits on a full runner.
-import { DEFAULT_POLL_INTERVAL, durationMs, MIN_POLL_INTERVAL_MS, PEERFLEET_RESOURCE, type PeerFleet } from '../../src/api/index.js';
+import { PEERFLEET_RESOURCE, type PeerFleet } from '../../src/api/index.js';
 import type { V1Job } from '@kubernetes/client-node';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import type { EffectRunner } from '../../src/kube/effects.js';
 import { isConflict } from '../../src/kube/client.js';
 import type { EventRecorder } from '../../src/kube/events.js';
-import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
 import type { StatusWriter } from '../../src/kube/status.js';
-import { checkEndpoint, type EndpointPolicy } from '../../src/providers/endpoints.js';
 import type { PeerQueue } from '../../src/providers/peerqueue/types.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
+import { MirrorExpectations } from './expectations.js';
 import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from './lending.js';
 import type { PeerFleetMetrics } from './metrics.js';
 import type { EffectResult, LendingOperations } from './operations.js';
+import { readPeer, type PeerAccess, type PeerReadingDeps, type Reading } from './peerreading.js';
 import { PeerWrites } from './peerview.js';
+import { pollInterval, PollSchedule, UNREACHABLE_RETRY_MS } from './pollschedule.js';
 import { fleetStatus } from './status.js';
-import { judgeReadiness, type SecretField, type Verdict, type VerdictInput } from './verdict.js';
-
-/** What a probe needs from the peer: one namespaced list with our token. */
-export interface PeerProbe {
-  probe(signal?: AbortSignal): Promise<void>;
-}
-
-/** The peer as the fleet's spec and Secrets name it. */
-export interface PeerAccess {
-  fleetKey: string;
-  origin: string;
-  namespace: string;
-  token: string;
-  caPEM?: string | undefined;
-}
+import { judgeReadiness, type Verdict, type VerdictInput } from './verdict.js';
 
 /** Our side of a pass, as the informers hold it. */
 type OurSide = Pick<FleetWorld, 'clusterID' | 'nodes' | 'pods' | 'mirrors' | 'holders'>;
@@ -68,15 +55,8 @@ export interface LendingDeps {
   metrics?: PeerFleetMetrics;
 }
 
-export interface PeerFleetReconcilerDeps {
+export interface PeerFleetReconcilerDeps extends PeerReadingDeps {
   fleets: ObjectCache<PeerFleet>;
-  secrets: SecretDataReader;
-  /** The peer origins an admin allowed (chart value peerFleet.allowedOrigins); an empty list allows none. */
-  origins: EndpointPolicy;
-  /** The peer queue for this access; may be cached by the caller while the access is unchanged. */
-  peer(access: PeerAccess): PeerProbe;
-  /** Forgets what was kept for a fleet that is gone. */
-  forget?(fleetKey: string): void;
   status: Pick<StatusWriter, 'write'>;
   events: Pick<EventRecorder, 'record' | 'recordSeries'>;
   now?: () => Date;
@@ -87,12 +67,6 @@ export interface PeerFleetReconcilerDeps {
    * `requeue` enqueues a PeerFleet when its effect ends.
    */
   effects?: { runner: EffectRunner<PeerFleetEffect>; concurrency: number; requeue(key: string): void };
-}
-
-/** A reading of a PeerFleet's Secrets and peer. */
-interface Reading {
-  input: VerdictInput;
-  access?: PeerAccess | undefined;
 }
 
 /** What an effect of a PeerFleet leaves for the next pass. */
@@ -109,28 +83,9 @@ export const LENDING_FINALIZER = 'leasehold.dev/peer-lending';
 /** A PeerFleet's effects of one kind (write-backs and deletions, then claims) run this many at a time. */
 const EFFECTS_AT_ONCE = 16;
 
-/** How long a created mirror counts before the informer shows it. */
-const EXPECTATION_MS = 60_000;
-
-/** The first retry after the peer did not answer; doubled up to pollInterval. */
-export const UNREACHABLE_RETRY_MS = 1000;
-
-const SECRET_USES = {
-  'spec.credentialSecretRef': { field: 'spec.credentialSecretRef', what: 'the peer bearer token', defaultKey: 'token' },
-  'spec.caSecretRef': { field: 'spec.caSecretRef', what: 'the PEM certificate authority of the peer', defaultKey: 'ca.crt' },
-} as const;
-
 export class PeerFleetReconciler {
-  /** Consecutive polls each fleet found the peer down, for the backoff. */
-  private readonly downStreak = new Map<string, number>();
-  /**
-   * Mirrors created and not yet seen by the informer, by namespace/name:
-   * the next pass counts them, so the room and the peer Job they took are
-   * not given again before the watch catches up.
-   */
-  private readonly expected = new Map<string, { job: V1Job; at: number }>();
-  /** Finished mirrors this controller deleted and the informer may still list, by namespace/name: not deleted twice. */
-  private readonly deleted = new Map<string, number>();
+  private readonly polls = new PollSchedule();
+  private readonly expectations = new MirrorExpectations();
   /** Each fleet's claims and write-backs on the peer that its watch may not show yet. */
   private readonly peerWrites = new Map<string, PeerWrites>();
   /** The last reading of each fleet's Secrets and peer, and until when it stands. */
@@ -153,7 +108,7 @@ export class PeerFleetReconciler {
     let fleet = this.deps.fleets.get(namespace, name);
     const effects = this.deps.effects;
     if (!fleet) {
-      this.downStreak.delete(key);
+      this.polls.forget(key);
       this.observed.delete(key);
       this.standing.delete(key);
       this.peerWrites.delete(key);
@@ -234,7 +189,7 @@ export class PeerFleetReconciler {
     if (done.deleting && this.finished(done.fleet, pass, verdict)) await lending.finalizers.remove(fleet);
     const kept = this.observed.get(key);
     const now = this.now().getTime();
-    const poll = kept ? Math.max(0, kept.until - now) : this.pollInterval(fleet);
+    const poll = kept ? Math.max(0, kept.until - now) : pollInterval(fleet);
     const missed = this.missed.delete(key);
     // A failed effect is tried again at the next poll, never in a tight loop.
     if (results.some((r) => r.outcome === 'error')) return { requeueAfter: Math.max(poll, UNREACHABLE_RETRY_MS) };
@@ -255,7 +210,7 @@ export class PeerFleetReconciler {
 
   /** Keeps a reading until the next poll, counted from now: a slow probe's reading is still used by the pass that takes it. */
   private keep(key: string, fleet: PeerFleet, generation: number | undefined, reading: Reading): number {
-    const poll = this.nextPoll(key, fleet, judgeReadiness(reading.input));
+    const poll = this.polls.next(key, fleet, judgeReadiness(reading.input));
     this.observed.set(key, { generation, until: this.now().getTime() + poll, input: reading.input, access: reading.access });
     return poll;
   }
@@ -286,11 +241,11 @@ export class PeerFleetReconciler {
       if (!this.reserve()) return { kind: 'probing', wait: EFFECT_SLOT_RETRY_MS };
       const uid = fleet.metadata?.uid ?? key;
       // Refused only while the controller stops; its end enqueues the PeerFleet.
-      effects.runner.start(uid, `probe/${key}`, async (signal) => ({ kind: 'probe', generation, reading: await this.observe(key, fleet, signal) }), () => effects.requeue(key));
+      effects.runner.start(uid, `probe/${key}`, async (signal) => ({ kind: 'probe', generation, reading: await readPeer(this.deps, key, fleet, signal) }), () => effects.requeue(key));
       this.reserved--;
       return { kind: 'probing' };
     }
-    const { input, access } = await this.observe(key, fleet);
+    const { input, access } = await readPeer(this.deps, key, fleet);
     const poll = this.keep(key, fleet, generation, { input, access });
     return { kind: 'read', input: withLabel(input), ...(access ? { access } : {}), poll };
   }
@@ -300,14 +255,10 @@ export class PeerFleetReconciler {
   }
 
   private pass(lending: LendingDeps, fleet: PeerFleet, world: OurSide, verdict: Verdict, access: PeerAccess | undefined, now: Date): FleetPass {
-    const seen = new Set(world.mirrors.map((m) => `${m.metadata?.namespace}/${m.metadata?.name}`));
-    for (const [k, e] of this.expected) if (seen.has(k) || now.getTime() - e.at > EXPECTATION_MS) this.expected.delete(k);
-    for (const [k, at] of this.deleted) if (!seen.has(k) || now.getTime() - at > EXPECTATION_MS) this.deleted.delete(k);
-    const listed = world.mirrors.filter((m) => !this.deleted.has(`${m.metadata?.namespace}/${m.metadata?.name}`));
     return lendingPass({
       fleet,
       ...world,
-      mirrors: [...listed, ...[...this.expected.values()].map((e) => e.job)],
+      mirrors: this.expectations.mirrors(world.mirrors, now.getTime()),
       peerJobs: access ? this.written(fleet).view(lending.peerJobs(access), now.getTime()) : undefined,
       verdict,
       now: now.getTime(),
@@ -332,7 +283,7 @@ export class PeerFleetReconciler {
       queue: lending.queue(access),
       nodes: new Map(world.nodes.map((n) => [n.metadata?.name ?? '', n])),
       holders: world.holders,
-      created: (mirror: V1Job) => this.expected.set(`${mirror.metadata?.namespace}/${mirror.metadata?.name}`, { job: mirror, at: now.getTime() }),
+      created: (mirror: V1Job) => this.expectations.created(mirror, now.getTime()),
       wrote: (before: V1Job, after: V1Job) => this.written(fleet).record(before, after, this.now().getTime()),
       ...(signal ? { signal } : {}),
       now,
@@ -342,7 +293,7 @@ export class PeerFleetReconciler {
       if (signal?.aborted) return { effect, outcome: 'error', error: 'not started: cancelled' };
       const result = await lending.operations.run(effect, ctx);
       if (signal?.aborted && result.outcome === 'error') return result;
-      if (effect.kind === 'deleteMirror' && result.outcome === 'deleted') this.deleted.set(`${effect.mirror.metadata?.namespace}/${effect.mirror.metadata?.name}`, this.now().getTime());
+      if (effect.kind === 'deleteMirror' && result.outcome === 'deleted') this.expectations.deleted(effect.mirror, this.now().getTime());
       if (result.note) await this.deps.events.record(fleet, result.note.type, result.note.reason, result.note.message);
       if (result.outcome === 'error') {
         await this.deps.events.record(fleet, 'Warning', 'LendingError', `${effect.kind}: ${result.error ?? 'failed'}; retried at the next pass`);
@@ -364,44 +315,6 @@ export class PeerFleetReconciler {
     const kept = this.peerWrites.get(key) ?? new PeerWrites();
     this.peerWrites.set(key, kept);
     return kept;
-  }
-
-  private async observe(key: string, fleet: PeerFleet, signal?: AbortSignal): Promise<Reading> {
-    const namespace = fleet.metadata!.namespace!;
-    const input: VerdictInput = { namespace, spec: fleet.spec };
-    // Before any Secret is read: a team that may write a PeerFleet chooses
-    // its origin, and the token must never travel to a server the admin did
-    // not list.
-    const origin = checkEndpoint(fleet.spec.origin, this.deps.origins, 'spec.origin', 'peerFleet.allowedOrigins');
-    if (!origin.allowed) {
-      input.endpointNotAllowed = origin.reason;
-      this.deps.forget?.(key);
-      return { input };
-    }
-    const read = async (field: SecretField) => {
-      const ref = field === 'spec.caSecretRef' ? fleet.spec.caSecretRef : fleet.spec.credentialSecretRef;
-      if (!ref) return undefined;
-      try {
-        // The fleet's own namespace, whatever the reference says: a team that may
-        // write a PeerFleet must not reach another namespace's Secrets.
-        return await readSecretKey(this.deps.secrets, { name: ref.name, namespace, key: ref.key }, SECRET_USES[field]);
-      } catch (err) {
-        if (!(err instanceof SecretKeyError)) throw err;
-        input.secret = { field, error: err };
-        return undefined;
-      }
-    };
-    const token = await read('spec.credentialSecretRef');
-    if (input.secret || token === undefined) return { input };
-    const caPEM = await read('spec.caSecretRef');
-    if (input.secret) return { input };
-    const access: PeerAccess = { fleetKey: key, origin: fleet.spec.origin, namespace: fleet.spec.namespace, token, caPEM };
-    try {
-      await this.deps.peer(access).probe(signal);
-    } catch (err) {
-      input.probeError = err;
-    }
-    return { input, access };
   }
 
   /** Writes the verdict and the pass when they changed, with an event when the verdict's code changed; false after a conflict. */
@@ -434,24 +347,6 @@ export class PeerFleetReconciler {
     }
     if (pass) this.standing.set(key, stands);
     return true;
-  }
-
-  private pollInterval(fleet: PeerFleet): number {
-    // An object stored before the schema's minimum (or written around it) must not poll the peer in a tight loop.
-    return Math.max(MIN_POLL_INTERVAL_MS, durationMs(fleet.spec.pollInterval ?? DEFAULT_POLL_INTERVAL));
-  }
-
-  private nextPoll(key: string, fleet: PeerFleet, verdict: Verdict): number {
-    const poll = this.pollInterval(fleet);
-    if (verdict.failureClass !== 'infra_down') {
-      this.downStreak.delete(key);
-      return poll;
-    }
-    // A peer that did not answer is asked again sooner, backing off to the
-    // poll interval, so a short outage does not cost a whole interval.
-    const streak = (this.downStreak.get(key) ?? 0) + 1;
-    this.downStreak.set(key, streak);
-    return Math.min(poll, UNREACHABLE_RETRY_MS * 2 ** Math.min(streak - 1, 20));
   }
 }
 

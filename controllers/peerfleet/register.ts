@@ -21,7 +21,8 @@ import type { LendingPolicy } from './mirror.js';
 import { lendableNodes } from './nodes.js';
 import { egressRefusal } from './egress.js';
 import { LendingOperations } from './operations.js';
-import { LENDING_FINALIZER, PeerFleetReconciler, type LendingDeps, type PeerAccess, type PeerFleetEffect } from './reconciler.js';
+import type { PeerAccess } from './peerreading.js';
+import { LENDING_FINALIZER, PeerFleetReconciler, type LendingDeps, type PeerFleetEffect } from './reconciler.js';
 import { POD_SECURITY_LABEL } from './verdict.js';
 
 export interface PeerFleetOptions {

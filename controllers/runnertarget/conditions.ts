@@ -6,9 +6,12 @@
 // repository that was renamed or deleted, and for one the token (or the App
 // installation) has no access to; it cannot tell which. The check serves the
 // others and says which ones it left out, and how to fix each cause.
-import type { ConditionInput } from '../../src/kube/conditions.js';
+import type { RunnerTargetStatus } from '../../src/api/index.js';
+import { setCondition, type ConditionInput } from '../../src/kube/conditions.js';
 import type { DurableCondition } from './checkrun/durability.js';
 import type { CheckStep } from './machine.js';
+import type { Observation } from './observation.js';
+import { rateLimitedCondition } from './policy/ratelimit.js';
 
 export interface ConditionFacts {
   /** The identity holding the lease (this controller, once acquired). */
@@ -41,6 +44,35 @@ export function checkConditions(step: Pick<CheckStep, 'state' | 'context'>, fact
       // A check under way: the holder says it holds the lease; a dry run holds none.
       return context.dryRun ? [] : [{ type: 'Held', status: 'True', reason: 'CheckRunning', message: `${facts.holder} holds the check lease` }];
   }
+}
+
+/** Where a check stands, as its status conditions tell it. */
+export interface CheckStanding {
+  step: Pick<CheckStep, 'state' | 'context'>;
+  facts: ConditionFacts;
+  /** The GitHub rate limit that stopped the check, if one did. */
+  limited: { until: number; message: string } | undefined;
+  observation: Pick<Observation, 'missingRepositories'> | undefined;
+  generation: number | undefined;
+  /** The time each condition is set at; called once per condition. */
+  now: () => Date;
+}
+
+/** `conditions` with the check's own set over them, and GitHub's: a rate limit and missing repositories. */
+export function checkStatusConditions(conditions: RunnerTargetStatus['conditions'], check: CheckStanding): RunnerTargetStatus['conditions'] {
+  const own = checkConditions(check.step, check.facts);
+  const was = (type: string) => conditions?.some((c) => c.type === type && c.status === 'True');
+  const github: ConditionInput[] = [];
+  if (own !== undefined) {
+    // Each says True while it holds, and False once, after it held, so that the fix shows.
+    if (check.limited) github.push(rateLimitedCondition(check.limited));
+    else if (check.observation && was('RateLimited')) github.push(rateLimitedCondition(undefined));
+    const missing = check.observation?.missingRepositories;
+    if (missing?.length || (check.observation && was('RepositoryMissing'))) github.push(repositoriesCondition(missing));
+  }
+  let list = conditions;
+  for (const c of [...(own ?? []), ...github]) list = setCondition(list, c, check.generation, check.now());
+  return list;
 }
 
 export function repositoriesCondition(missing: readonly string[] | undefined): ConditionInput {

@@ -16,6 +16,7 @@ import { ADMIN, generatePKI, kubeconfigYAML } from './pki.js';
 import {
   controllerManager, scheduler, kwok, DEFAULT_CONTROLLERS, type ComponentName, type ComponentSpec, type ComponentContext,
 } from './components.js';
+import { waitFor } from './wait.js';
 
 const run = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -160,7 +161,7 @@ export class ControlPlane {
       '--unsafe-no-fsync=true',
       '--log-level=warn',
     ]);
-    await this.waitFor(async () => (await httpGet(`${etcdURL}/health`)).includes('"health":"true"'), 'etcd /health', this.etcd);
+    await waitFor('etcd /health', async () => (await httpGet(`${etcdURL}/health`)).includes('"health":"true"'), { child: this.etcd, dir });
   }
 
   async startAPIServer(): Promise<void> {
@@ -184,17 +185,17 @@ export class ControlPlane {
       `--cert-dir=${join(dir, 'apiserver-certs')}`,
       ...this.extraArgs,
     ]);
-    await this.waitFor(async () => (await this.get('/readyz')) === 'ok', 'kube-apiserver /readyz', this.apiserver);
+    await waitFor('kube-apiserver /readyz', async () => (await this.get('/readyz')) === 'ok', { child: this.apiserver, dir });
   }
 
   private async startComponent(spec: ComponentSpec): Promise<void> {
     const child = this.spawnLogged(spec.name, join(this.info.binDir, spec.name), spec.args, spec.env);
     this.parts.set(spec.name, child);
-    await this.waitFor(async () => (await httpGet(spec.healthURL)) === 'ok', `${spec.name} /healthz`, child);
+    await waitFor(`${spec.name} /healthz`, async () => (await httpGet(spec.healthURL)) === 'ok', { child, dir: this.info.dir });
     if (spec.name === 'kube-controller-manager') {
       // Pods are admitted only once their namespace's default ServiceAccount exists.
-      await this.waitFor(async () => (await this.get('/api/v1/namespaces/default/serviceaccounts/default')).includes('"kind":"ServiceAccount"'),
-        'the default ServiceAccount', child);
+      await waitFor('the default ServiceAccount', async () => (await this.get('/api/v1/namespaces/default/serviceaccounts/default')).includes('"kind":"ServiceAccount"'),
+        { child, dir: this.info.dir });
     }
   }
 
@@ -259,21 +260,6 @@ export class ControlPlane {
     return child;
   }
 
-  private async waitFor(check: () => Promise<boolean>, what: string, child: ChildProcess, timeoutMs = 60_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (child.exitCode !== null) {
-        throw new Error(`${what}: process exited with code ${child.exitCode}; see ${this.info.dir}`);
-      }
-      try {
-        if (await check()) return;
-      } catch {
-        // not up yet
-      }
-      await new Promise((r) => setTimeout(r, 100));
-    }
-    throw new Error(`${what} not ready after ${timeoutMs} ms; see logs in ${this.info.dir}`);
-  }
 }
 
 export function runTool(bin: string, args: string[], input?: string): Promise<{ stdout: string; stderr: string; code: number }> {

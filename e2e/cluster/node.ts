@@ -20,6 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { stopProcess, type ControlPlane } from './controlplane.js';
 import { clientKubeconfig } from './pki.js';
+import { waitFor } from './wait.js';
 
 const run = promisify(execFile);
 const here = dirname(fileURLToPath(import.meta.url));
@@ -31,6 +32,8 @@ export const NODE_IP = '10.201.0.1';
 export const POD_SUBNET = '10.202.0.0/24';
 /** The first address of the API server's service range, as kubelets tell pods. */
 export const SERVICE_IP = '10.0.0.1';
+/** How often the node's waits check again. */
+const NODE_POLL_MS = 200;
 
 export interface ImageArchive {
   archive: string;
@@ -191,7 +194,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     conf_dir = "${join(this.dir, 'cni')}"
 `);
     this.containerd = this.spawnIn('containerd', 'containerd', ['--config', config]);
-    await this.waitFor('containerd', async () => (await this.ctr(['version'])).includes('Server:'), this.containerd);
+    await waitFor('containerd', async () => (await this.ctr(['version'])).includes('Server:'), { child: this.containerd, dir: this.dir, pollMs: NODE_POLL_MS });
   }
 
   private async startKubelet(): Promise<void> {
@@ -234,17 +237,17 @@ resolvConf: /etc/resolv.conf
   }
 
   private async waitReady(): Promise<void> {
-    await this.waitFor('Node Ready', async () => {
+    await waitFor('Node Ready', async () => {
       const { stdout } = await this.cp.kubectl(['get', 'node', NODE_NAME, '-o',
         'jsonpath={.status.conditions[?(@.type=="Ready")].status}{" "}{.spec.taints[*].key}']);
       return stdout.startsWith('True') && !stdout.includes('not-ready');
-    }, this.kubelet!, 120_000);
+    }, { child: this.kubelet!, dir: this.dir, timeoutMs: 120_000, pollMs: NODE_POLL_MS });
   }
 
   /** Starts a long-running process inside the node's namespace and waits for it to print `readyText`; stopped with the node. */
   async service(name: string, file: string, args: string[], readyText: string): Promise<ChildProcess> {
     const child = this.spawnIn(name, file, args);
-    await this.waitFor(name, async () => (await readFile(join(this.dir, `${name}.log`), 'utf8')).includes(readyText), child);
+    await waitFor(name, async () => (await readFile(join(this.dir, `${name}.log`), 'utf8')).includes(readyText), { child, dir: this.dir, pollMs: NODE_POLL_MS });
     return child;
   }
 
@@ -268,11 +271,11 @@ resolvConf: /etc/resolv.conf
       await this.cp.kubectl(['delete', 'pods', '--all-namespaces', '--all', '--force', '--grace-period=0', '--wait=false']).catch(() => {});
       // Stopped sandboxes have no task and no network namespace left; the records of
       // exited containers wait for the kubelet's garbage collection, which need not run.
-      await this.waitFor('pod sandboxes stopped', async () => {
+      await waitFor('pod sandboxes stopped', async () => {
         const tasks = (await this.ctr(['tasks', 'list'])).split('\n').slice(1).filter((l) => /\bRUNNING\b/.test(l));
         const netns = (await readdir('/run/netns').catch(() => [] as string[])).filter((n) => n.startsWith('cni-'));
         return tasks.length === 0 && netns.length === 0;
-      }, this.kubelet, 60_000).catch(() => {});
+      }, { child: this.kubelet, dir: this.dir, pollMs: NODE_POLL_MS }).catch(() => {});
     }
     await stopProcess(this.kubelet);
     await stopProcess(this.containerd);
@@ -296,19 +299,6 @@ resolvConf: /etc/resolv.conf
     return child;
   }
 
-  private async waitFor(what: string, check: () => Promise<boolean>, child: ChildProcess, timeoutMs = 60_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (Date.now() < deadline) {
-      if (child.exitCode !== null) throw new Error(`${what}: process exited with code ${child.exitCode}; see ${this.dir}`);
-      try {
-        if (await check()) return;
-      } catch {
-        // not yet
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    throw new Error(`${what}: not after ${timeoutMs} ms; see ${this.dir}`);
-  }
 }
 
 const LOCK_FILE = '/run/leasehold-node.lock';

@@ -9,6 +9,8 @@ export * from './offer.js';
 export * from './lease.js';
 export * from './peerfleet.js';
 export * from './runnertarget.js';
+export * from './runnertarget-github.js';
+export * from './runnertarget-gce.js';
 export * from './resources.js';
 export { KINDS, renderCRDs, crdFor, crdFileName, crdName, structuralOf, type KindDefinition } from './crd.js';
 

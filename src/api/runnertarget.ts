@@ -1,21 +1,13 @@
 // RunnerTarget: a pool of GitHub Actions runner hosts on Compute Engine spot
-// VMs that follows the queued jobs.
+// VMs that follows the queued jobs. Here: its names, the pool's limits and its
+// status; the GitHub and Compute Engine sides of its spec are in
+// runnertarget-github.ts and runnertarget-gce.ts.
 
 import { z } from 'zod';
-import {
-  kindSchema,
-  conditions,
-  count,
-  duration,
-  kube,
-  message,
-  objectName,
-  re,
-  localSecretKeyRef,
-  timestamp,
-  usd,
-} from './common.js';
+import { kindSchema, conditions, count, duration, kube, message, re, timestamp, usd } from './common.js';
 import { parseDuration } from './duration.js';
+import { GCESchema } from './runnertarget-gce.js';
+import { GitHubSchema } from './runnertarget-github.js';
 
 export const RUNNERTARGET_NAMES = { kind: 'RunnerTarget', plural: 'runnertargets', singular: 'runnertarget', shortNames: ['lhrt'] } as const;
 
@@ -24,14 +16,6 @@ export const DEFAULT_CHECK_INTERVAL = '5m';
 export const MIN_CHECK_INTERVAL = '30s';
 export const MIN_CHECK_INTERVAL_MS = 30_000;
 const CHECK_INTERVAL_MESSAGE = `checkInterval must be at least ${MIN_CHECK_INTERVAL}: every check reads all of the pool's VMs, runners and jobs, and shorter intervals spend the org's and the project's API rate limits; set spec.checkInterval to ${MIN_CHECK_INTERVAL} or more`;
-export const DEFAULT_GITHUB_API_URL = 'https://api.github.com';
-export const DEFAULT_GCE_ENDPOINT = 'https://compute.googleapis.com/compute/v1';
-/** Compute Engine deletes a host this long after it starts running, whatever becomes of the controller. */
-export const DEFAULT_MAX_RUN_DURATION = '24h';
-export const MIN_MAX_RUN_DURATION = '1h';
-/** Compute Engine's own upper limit for scheduling.maxRunDuration: 120 days. */
-export const MAX_MAX_RUN_DURATION = '2880h';
-const MAX_RUN_DURATION_MESSAGE = `maxRunDuration must be between ${MIN_MAX_RUN_DURATION} and ${MAX_MAX_RUN_DURATION} (Compute Engine allows at most 120 days): set spec.gce.maxRunDuration within that range, above the longest job`;
 
 export const RUNNER_HOST_STATES = ['Launching', 'Registering', 'Idle', 'Busy', 'Offline', 'Draining', 'Deleting', 'Unknown'] as const;
 /**
@@ -47,226 +31,6 @@ export const RECEIPTS_KEPT = 64;
 export const PROVISIONING_MODELS = ['SPOT', 'STANDARD'] as const;
 /** Condition types of a RunnerTarget. */
 export const RUNNERTARGET_CONDITIONS = ['Ready', 'Durable', 'BudgetExhausted', 'Held'] as const;
-
-export const SERVICE_ACCOUNT_PATTERN = '^[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}$';
-const APP_SECRET_NAMESPACE =
-  'spec.github.appSecretRef.namespace is not allowed: the Secret must be in the namespace of the RunnerTarget; remove the namespace and create the Secret here';
-const DEFAULT_COMPUTE_ACCOUNT_SUFFIX = '-compute@developer.gserviceaccount.com';
-const DEFAULT_COMPUTE_ACCOUNT_MESSAGE =
-  'serviceAccount must not be the default Compute Engine account, which usually holds broad roles; use a dedicated account with only log and metric write access';
-
-const STANDARD_PRICE_MESSAGE =
-  'fallbackToStandard needs standardPricePerHour on every machineTypeTiers entry, so that standard hosts count against dailyBudgetUSD';
-
-/** Runner labels the controller sets itself (the target's UID and the installation); a spec may not claim them. */
-const OWNER_LABEL_PREFIX = 'leasehold-';
-const OWNER_LABEL_MESSAGE = `labels must not start with ${OWNER_LABEL_PREFIX}: the controller labels each runner with its RunnerTarget and installation under that prefix; choose another label`;
-
-const GITHUB_NAME = '[A-Za-z0-9]([A-Za-z0-9-]{0,37}[A-Za-z0-9])?';
-const GITHUB_REPO = '[A-Za-z0-9._-]{1,100}';
-
-export const GitHubSchema = kube(
-  z
-    .object({
-      org: z
-        .string()
-        .max(39)
-        .regex(re(`^${GITHUB_NAME}$`))
-        .describe('GitHub organization the runners register with.'),
-      repositories: z
-        .array(
-          z
-            .string()
-            .max(140)
-            .regex(re(`^${GITHUB_NAME}/${GITHUB_REPO}$`))
-            .describe('A repository as owner/name.'),
-        )
-        .min(1)
-        .max(64)
-        .describe('Repositories whose queued and running jobs the pool follows, as owner/name.'),
-      labels: z
-        .array(
-          kube(
-            z
-              .string()
-              .min(1)
-              .max(128)
-              .refine((l) => !l.toLowerCase().startsWith(OWNER_LABEL_PREFIX), { message: OWNER_LABEL_MESSAGE }),
-            { description: 'A runner label.', 'x-kubernetes-validations': [{ rule: `!self.lowerAscii().startsWith('${OWNER_LABEL_PREFIX}')`, message: OWNER_LABEL_MESSAGE }] },
-          ),
-        )
-        .max(32)
-        .optional()
-        .describe(
-          'Labels the runners get besides self-hosted, linux and x64. A queued job counts when it asks for every one of these and the runners have every label of its runs-on; omit to count every job the runners can take.',
-        ),
-      runnerGroup: z
-        .string()
-        .min(1)
-        .max(128)
-        .default('Default')
-        .describe(
-          "Name of the org's runner group the runners join, exactly as GitHub shows it; the group must let the followed repositories use it. Defaults to Default.",
-        ),
-      tokenSecretRef: localSecretKeyRef(
-        'The Secret key, in the namespace of the RunnerTarget, holding a GitHub token that may manage runners of the org.',
-        { defaultKey: 'token', keyMeaning: 'the token', field: 'spec.github.tokenSecretRef' },
-      ).optional(),
-      appSecretRef: kube(
-        z
-          .object({
-            name: objectName('Name of the Secret, in the namespace of the RunnerTarget, with keys appID, installationID and privateKey (PEM).'),
-            namespace: z
-              .string()
-              .max(63)
-              .optional()
-              .describe('Not allowed: the Secret is always read from the namespace of the RunnerTarget.'),
-          })
-          .strict()
-          .refine((r) => r.namespace === undefined, { message: APP_SECRET_NAMESPACE, path: ['namespace'] }),
-        {
-          description: 'A Secret with the credentials of a GitHub App installed on the org, instead of a token.',
-          'x-kubernetes-validations': [{ rule: '!has(self.namespace)', message: APP_SECRET_NAMESPACE }],
-        },
-      ).optional(),
-      apiURL: z
-        .url({ protocol: /^https?$/ })
-        .max(2048)
-        .default(DEFAULT_GITHUB_API_URL)
-        .describe('Base URL of the GitHub REST API. Defaults to https://api.github.com.'),
-      rerunPreemptedJobs: z
-        .boolean()
-        .default(false)
-        .describe(
-          'When a spot preemption cuts a job, ask GitHub once to re-run the failed jobs of its workflow run after the run concludes as failure (needs actions write on the repositories). Defaults to false: the cut job is only reported.',
-        ),
-    })
-    .strict()
-    .refine((g) => (g.tokenSecretRef === undefined) !== (g.appSecretRef === undefined), {
-      message: 'github takes exactly one of tokenSecretRef or appSecretRef',
-    }),
-  {
-    description: 'Where the runners register and which jobs they follow.',
-    'x-kubernetes-validations': [
-      {
-        rule: 'has(self.tokenSecretRef) != has(self.appSecretRef)',
-        message: 'github takes exactly one of tokenSecretRef or appSecretRef',
-      },
-    ],
-  },
-);
-
-export const MachineTypeTierSchema = z
-  .object({
-    machineType: z
-      .string()
-      .min(1)
-      .max(64)
-      .regex(re('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))
-      .describe('A Compute Engine machine type, e.g. n2d-standard-16.'),
-    pricePerHour: usd(
-      'What one spot host of this type costs, in US dollars per hour; spend today and dailyBudgetUSD are counted with it. Required.',
-    ),
-    standardPricePerHour: usd(
-      'What one standard (non-spot) host of this type costs, in US dollars per hour. Required on every tier when gce.fallbackToStandard is true.',
-    ).optional(),
-    maxPricePerHour: usd('Skip this tier when its spot price is above this, in US dollars per hour.').optional(),
-  })
-  .strict()
-  .describe('One machine type to try.');
-
-export const GCESchema = kube(
-  z
-    .object({
-      project: z
-        .string()
-        .max(30)
-        .regex(re('^[a-z][a-z0-9-]{4,28}[a-z0-9]$'))
-        .describe('Compute Engine project ID the hosts run in.'),
-      zones: z
-        .array(z.string().max(64).regex(re('^[a-z]+-[a-z]+[0-9]+-[a-z]$')).describe('A zone, e.g. us-central1-a.'))
-        .min(1)
-        .max(32)
-        .describe('Zones to launch in, most preferred first.'),
-      machineTypeTiers: z
-        .array(MachineTypeTierSchema)
-        .min(1)
-        .max(16)
-        .describe(
-          'Machine types from smallest to largest. The pool starts on the first; pressure on busy hosts moves it up a tier (the next) or down. A launch tries the pool\'s tier in every zone, then the following tiers.',
-        ),
-      fallbackToStandard: z
-        .boolean()
-        .default(false)
-        .describe(
-          'Launch a standard (non-spot) VM when no zone and tier has spot capacity, priced at the tier\'s standardPricePerHour. Defaults to false.',
-        ),
-      serviceAccount: kube(
-        z
-          .string()
-          .max(254)
-          .regex(re(SERVICE_ACCOUNT_PATTERN))
-          .refine((v) => !v.endsWith(DEFAULT_COMPUTE_ACCOUNT_SUFFIX), DEFAULT_COMPUTE_ACCOUNT_MESSAGE),
-        {
-          description:
-            'Email of the service account the hosts run as, e.g. spot-runner-host@PROJECT.iam.gserviceaccount.com. Give it only log and metric write access. The default Compute Engine account is refused.',
-          'x-kubernetes-validations': [
-            { rule: `!self.endsWith('${DEFAULT_COMPUTE_ACCOUNT_SUFFIX}')`, message: DEFAULT_COMPUTE_ACCOUNT_MESSAGE },
-          ],
-        },
-      ),
-      image: z
-        .string()
-        .max(1024)
-        .optional()
-        .describe('Boot image of the hosts, as a Compute Engine image URL or family; omit for the controller default.'),
-      namePrefix: z
-        .string()
-        .max(40)
-        .regex(re('^[a-z]([-a-z0-9]*[a-z0-9])?$'))
-        .optional()
-        .describe('Prefix of host names; defaults to the name of the RunnerTarget.'),
-      credentialsSecretRef: localSecretKeyRef(
-        'The Secret key, in the namespace of the RunnerTarget, holding a service account key (JSON) to call Compute Engine with. Omit to use the identity of the controller (its metadata server token), which the controller allows only when installed with runnerTarget.gceOwnIdentity (--runner-gce-own-identity).',
-        { defaultKey: 'key.json', keyMeaning: 'the key file', field: 'spec.gce.credentialsSecretRef' },
-      ).optional(),
-      endpoint: z
-        .url({ protocol: /^https?$/ })
-        .max(2048)
-        .default(DEFAULT_GCE_ENDPOINT)
-        .describe('Base URL of the Compute Engine API. Defaults to https://compute.googleapis.com/compute/v1.'),
-      externalIP: z
-        .boolean()
-        .default(true)
-        .describe(
-          'Give each host an external IP (a one-to-one NAT access config). Set false where the organisation policy constraints/compute.vmExternalIpAccess forbids one: hosts then have only their internal address, at which the controller reaches them, so it must run in (or be routed to) the hosts\' VPC, and the hosts need Cloud NAT or another route out to reach GitHub. Defaults to true.',
-        ),
-      maxRunDuration: duration(
-        `Longest a host lives: every VM is inserted with scheduling.maxRunDuration set to this and instanceTerminationAction DELETE, so Compute Engine deletes it even if the controller is gone. The controller replaces an idle host before then; a job still running at that age is cut off, so keep it above your longest job. ${MIN_MAX_RUN_DURATION} to ${MAX_MAX_RUN_DURATION}; defaults to ${DEFAULT_MAX_RUN_DURATION}.`,
-      ).default(DEFAULT_MAX_RUN_DURATION),
-    })
-    .strict()
-    .refine((g) => runDurationInRange(g.maxRunDuration), { message: MAX_RUN_DURATION_MESSAGE, path: ['maxRunDuration'] })
-    .refine((g) => !g.fallbackToStandard || g.machineTypeTiers.every((t) => t.standardPricePerHour !== undefined), {
-      message: STANDARD_PRICE_MESSAGE,
-      path: ['fallbackToStandard'],
-    }),
-  {
-    description: 'Where and how runner hosts are created on Compute Engine spot VMs.',
-    'x-kubernetes-validations': [
-      {
-        rule: '!has(self.fallbackToStandard) || !self.fallbackToStandard || self.machineTypeTiers.all(t, has(t.standardPricePerHour))',
-        message: STANDARD_PRICE_MESSAGE,
-        fieldPath: '.fallbackToStandard',
-      },
-      {
-        rule: `!has(self.maxRunDuration) || (duration(self.maxRunDuration) >= duration('${MIN_MAX_RUN_DURATION}') && duration(self.maxRunDuration) <= duration('${MAX_MAX_RUN_DURATION}'))`,
-        message: MAX_RUN_DURATION_MESSAGE,
-        fieldPath: '.maxRunDuration',
-      },
-    ],
-  },
-);
 
 export const RunnerTargetSpecSchema = kube(
   z
@@ -303,16 +67,6 @@ export const RunnerTargetSpecSchema = kube(
   },
 );
 export type RunnerTargetSpec = z.infer<typeof RunnerTargetSpecSchema>;
-
-function runDurationInRange(d: string): boolean {
-  try {
-    const ms = parseDuration(d);
-    return ms >= parseDuration(MIN_MAX_RUN_DURATION) && ms <= parseDuration(MAX_MAX_RUN_DURATION);
-  } catch {
-    // An unreadable duration is the field's own refusal, said once.
-    return true;
-  }
-}
 
 function atLeastMinimum(interval: string): boolean {
   try {

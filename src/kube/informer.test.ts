@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it, jest } from '@jest/globals';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
-import { MAX_LIST_PAGES, ResilientInformer, diffRelist } from './informer.js';
+import { MAX_LIST_PAGES, ResilientInformer } from './informer.js';
+import { diffRelist } from './relistdiff.js';
 import { ApiStatusError, isResourceVersionExpired, type ListPage, type ListWatchTransport, type RawWatchEvent } from './listwatch.js';
 
 const obj = (name: string, rv: string, namespace = 'default'): KubernetesObject => ({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { namespace, name, resourceVersion: rv } });

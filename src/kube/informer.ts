@@ -10,53 +10,21 @@
 // and a periodic resync re-emits every cached object as an update.
 //
 // Handlers receive the cached objects themselves: they must not mutate them.
-// Objects are checked against a schema, then pass through a transform before
-// they are stored; by default it drops the bookkeeping no controller reads
-// (see stripManagedFields). An object that fails the check is dropped and
-// reported, never thrown: another cluster's API server may send anything, and
-// nothing it sends may stop this informer, or the process.
+// What is received is checked and transformed before it is stored, and
+// dropped, never thrown, when it fails (objectintake.ts).
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
-import { ApiStatusError, InputLimitError, isResourceVersionExpired, KubeListWatch, statusFromObject, type InputLimitReason, type ListWatchTransport, type RawWatchEvent } from './listwatch.js';
+import { ApiStatusError, InputLimitError, isResourceVersionExpired, KubeListWatch, statusFromObject, type ListWatchTransport, type RawWatchEvent } from './listwatch.js';
 import type { Logger } from 'pino';
 import { errorText } from './errors.js';
+import { ObjectIntake, type DropReason } from './objectintake.js';
 import { checkKubeObject, type ObjectCheck } from './objectschema.js';
+import { diffRelist, type InformerEvent } from './relistdiff.js';
 import { objectKey } from './resource.js';
 import { stripManagedFields } from './transform.js';
 import { realClock, sleep, type Clock } from './workqueue.js';
 
 /** A list with more pages than this is refused: 1,000 pages of 500 objects is far beyond any cluster we serve, and a server that hands out `continue` tokens forever must not keep us listing. */
 export const MAX_LIST_PAGES = 1000;
-
-/** Why an informer dropped something it received: an object or event that failed its check, or an answer over a size limit. */
-export type DropReason = 'invalid_object' | 'invalid_event' | 'transform_failed' | InputLimitReason;
-
-/** At most one warning line per informer this often; the drops between are counted in it. */
-const DROP_LOG_INTERVAL_MS = 10_000;
-
-export type InformerEvent<T> = { type: 'add'; object: T } | { type: 'update'; object: T; old: T } | { type: 'delete'; object: T };
-
-/**
- * What a relist means for handlers: objects new to the cache are adds, those
- * whose resourceVersion changed are updates, and those no longer listed are
- * deletes (carrying the last state we saw). Pure; the old cache is not touched.
- */
-export function diffRelist<T extends KubernetesObject>(cache: ReadonlyMap<string, T>, items: readonly T[]): { cache: Map<string, T>; events: InformerEvent<T>[] } {
-  const next = new Map<string, T>();
-  const events: InformerEvent<T>[] = [];
-  for (const object of items) {
-    const key = objectKey(object);
-    next.set(key, object);
-    const old = cache.get(key);
-    if (!old) events.push({ type: 'add', object });
-    else if (old.metadata?.resourceVersion !== object.metadata?.resourceVersion || object.metadata?.resourceVersion === undefined) {
-      events.push({ type: 'update', object, old });
-    }
-  }
-  for (const [key, object] of cache) {
-    if (!next.has(key)) events.push({ type: 'delete', object });
-  }
-  return { cache: next, events };
-}
 
 export interface InformerOptions<T> {
   log?: Logger;
@@ -110,9 +78,7 @@ export class ResilientInformer<T extends KubernetesObject> {
   private readonly log?: Logger;
   private readonly resyncMs: number;
   private readonly watchdogMs: number;
-  private readonly transform: (object: T) => T;
-  private readonly check: ObjectCheck;
-  private dropLog = { at: -Infinity, suppressed: 0 };
+  private readonly intake: ObjectIntake<T>;
   private readonly stopController = new AbortController();
   private request?: AbortController;
   private watchdog?: unknown;
@@ -130,8 +96,14 @@ export class ResilientInformer<T extends KubernetesObject> {
     this.log = opts.log;
     this.resyncMs = opts.resyncMs ?? 10 * 60_000;
     this.watchdogMs = opts.watchdogMs ?? 5 * 60_000;
-    this.transform = opts.transform ?? stripManagedFields;
-    this.check = opts.check ?? checkKubeObject;
+    this.intake = new ObjectIntake<T>({
+      path,
+      check: opts.check ?? checkKubeObject,
+      transform: opts.transform ?? stripManagedFields,
+      clock: this.clock,
+      log: opts.log,
+      onDrop: (reason) => this.opts.onDrop?.(reason),
+    });
   }
 
   on<E extends keyof Handlers<T>>(event: E, fn: Handlers<T>[E]): this {
@@ -241,7 +213,7 @@ export class ResilientInformer<T extends KubernetesObject> {
       const page = await this.guarded((signal) => this.transport.list(query, signal));
       const itemKind = page.kind?.endsWith('List') ? page.kind.slice(0, -4) : undefined;
       for (const item of page.items) {
-        const object = this.admit(item, (o) => {
+        const object = this.intake.admit(item, (o) => {
           // Items of a built-in list come without kind and apiVersion; fill them in so logs and handlers can rely on them.
           if (!o.kind && itemKind) o.kind = itemKind;
           if (!o.apiVersion && page.apiVersion) o.apiVersion = page.apiVersion;
@@ -337,10 +309,10 @@ export class ResilientInformer<T extends KubernetesObject> {
     // A BOOKMARK carries only its resourceVersion, taken above.
     if (event.type === 'BOOKMARK') return;
     if (event.type !== 'ADDED' && event.type !== 'MODIFIED' && event.type !== 'DELETED') {
-      this.drop('invalid_event', { event: String(event.type).replace(/[\x00-\x1f\x7f]+/g, ' ').slice(0, 32) }, 'dropped a watch event of an unknown type');
+      this.intake.drop('invalid_event', { event: String(event.type).replace(/[\x00-\x1f\x7f]+/g, ' ').slice(0, 32) }, 'dropped a watch event of an unknown type');
       return;
     }
-    const object = this.admit(event.object);
+    const object = this.intake.admit(event.object);
     if (!object) return;
     const key = objectKey(object);
     switch (event.type) {
@@ -358,34 +330,6 @@ export class ResilientInformer<T extends KubernetesObject> {
         break;
       }
     }
-  }
-
-  /** The object as the cache stores it, or undefined when it failed the check or the transform (dropped, logged and counted). */
-  private admit(received: unknown, fill?: (object: T) => void): T | undefined {
-    const problem = this.check(received);
-    if (problem) {
-      this.drop('invalid_object', { object: describe(received), field: problem.field, problem: problem.message }, 'dropped an object that failed the schema check');
-      return undefined;
-    }
-    try {
-      const object = received as T;
-      fill?.(object);
-      return this.transform(object);
-    } catch (err) {
-      this.drop('transform_failed', { object: describe(received), err: errorText(err).slice(0, 200) }, 'dropped an object the cache transform failed on');
-      return undefined;
-    }
-  }
-
-  private drop(reason: DropReason, fields: Record<string, string>, message: string): void {
-    this.opts.onDrop?.(reason);
-    const now = this.clock.now();
-    if (now - this.dropLog.at < DROP_LOG_INTERVAL_MS) {
-      this.dropLog.suppressed++;
-      return;
-    }
-    this.log?.warn({ path: this.path, reason, ...fields, droppedSinceLastLine: this.dropLog.suppressed }, message);
-    this.dropLog = { at: now, suppressed: 0 };
   }
 
   private armWatchdog(request: AbortController, onFire?: () => void): void {
@@ -437,11 +381,4 @@ export class ResilientInformer<T extends KubernetesObject> {
       }
     }
   }
-}
-
-/** namespace/name of a received object for a log line, when they are strings; bounded. */
-function describe(received: unknown): string {
-  const meta = (received as { metadata?: { name?: unknown; namespace?: unknown } } | null | undefined)?.metadata;
-  const part = (v: unknown) => (typeof v === 'string' ? v.replace(/[\x00-\x1f\x7f]+/g, ' ').slice(0, 253) : '?');
-  return typeof meta === 'object' && meta !== null ? `${typeof meta.namespace === 'string' ? `${part(meta.namespace)}/` : ''}${part(meta.name)}` : '?';
 }

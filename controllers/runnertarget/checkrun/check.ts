@@ -7,8 +7,7 @@
 // nothing: its plan goes to status.plan and an event.
 import type { Logger } from 'pino';
 import { RUNNERTARGET_RESOURCE, type Receipt, type RunnerTarget, type RunnerTargetStatus } from '../../../src/api/index.js';
-import { statusCode } from '../../../src/kube/client.js';
-import { rfc3339, setCondition, type ConditionInput } from '../../../src/kube/conditions.js';
+import { rfc3339 } from '../../../src/kube/conditions.js';
 import { errorText } from '../../../src/kube/errors.js';
 import type { EventRecorder } from '../../../src/kube/events.js';
 import type { StatusWriter } from '../../../src/kube/status.js';
@@ -16,8 +15,8 @@ import { sleep, realClock } from '../../../src/kube/workqueue.js';
 import { fitsBudget } from '../policy/budget.js';
 import type { ChangeOutcome } from './changecontext.js';
 import { runChange } from './changes.js';
-import { checkConditions, repositoriesCondition } from '../conditions.js';
-import { DurabilityGuard, NotDurableError, readBackOutcome, type WriteOutcome } from './durability.js';
+import { checkStatusConditions } from '../conditions.js';
+import { DurabilityGuard, NotDurableError, writeReceiptStatus } from './durability.js';
 import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from '../machine.js';
 import type { Observation } from '../observation.js';
 import { observePool, TargetSpecError, type TargetClients } from './operations.js';
@@ -27,14 +26,11 @@ import { receiptFor, settled, withReceipt } from '../policy/receipts.js';
 import { sampleTiming } from '../policy/sample.js';
 import { abandonLaunches, poolGone, teardownPlan, teardownSpec } from '../policy/teardown.js';
 import { afterDeregister } from '../policy/scaledown.js';
-import type { CheckLeases, HeldLease } from './checklease.js';
-import { isRateLimited, mayStartCheck, rateLimitedCondition, retryAtAfter } from '../policy/ratelimit.js';
+import { checkLeaseName, type CheckLeases, type HeldLease } from './checklease.js';
+import { isRateLimited, mayStartCheck, retryAtAfter } from '../policy/ratelimit.js';
 import type { CheckHistory, CheckResult } from '../checkresult.js';
 import type { HostAccess } from './hostssh.js';
 import type { RunnerTargetMetrics } from '../metrics.js';
-
-/** The name of a target's check lease: its UID, unique across namespaces and recreations. */
-export const checkLeaseName = (uid: string) => `runnertarget-${uid}`;
 
 /** What one check works with: the API server, the providers, the check lease, this replica; the reconciler's deps carry them. */
 export interface CheckDeps {
@@ -247,20 +243,15 @@ export class CheckRun {
     return { type: 'PLANNED', changes: this.plan.changes.length, message: this.plan.plan.reason };
   }
 
-  private conditions(extra: ConditionInput[] = []): RunnerTargetStatus['conditions'] {
-    const facts = { holder: this.deps.identity, durable: this.guard.condition(), ...(this.plan ? { budget: this.plan.budgetCondition } : {}) };
-    let list = this.status.conditions;
-    const was = (type: string) => list?.some((c) => c.type === type && c.status === 'True');
-    const github: ConditionInput[] = [];
-    if (checkConditions(this.last, facts) !== undefined) {
-      // Each says True while it holds, and False once, after it held, so that the fix shows.
-      if (this.limited) github.push(rateLimitedCondition(this.limited));
-      else if (this.observation && was('RateLimited')) github.push(rateLimitedCondition(undefined));
-      const missing = this.observation?.missingRepositories;
-      if (missing?.length || (this.observation && was('RepositoryMissing'))) github.push(repositoriesCondition(missing));
-    }
-    for (const c of [...(checkConditions(this.last, facts) ?? []), ...github, ...extra]) list = setCondition(list, c, this.target.metadata?.generation, new Date(this.now()));
-    return list;
+  private conditions(): RunnerTargetStatus['conditions'] {
+    return checkStatusConditions(this.status.conditions, {
+      step: this.last,
+      facts: { holder: this.deps.identity, durable: this.guard.condition(), ...(this.plan ? { budget: this.plan.budgetCondition } : {}) },
+      limited: this.limited,
+      observation: this.observation,
+      generation: this.target.metadata?.generation,
+      now: () => new Date(this.now()),
+    });
   }
 
   /** The first write of a check carries the plan's status with its first receipt. */
@@ -394,20 +385,8 @@ export class CheckRun {
   /** A guarded status write: its outcome goes to the guard, read back when the answer was lost. */
   private async write(status: RunnerTargetStatus, receipt: Pick<Receipt, 'id' | 'phase'>): Promise<boolean> {
     this.status = status;
-    let outcome: WriteOutcome;
-    try {
-      this.target = await this.deps.status.write(RUNNERTARGET_RESOURCE, this.target, status);
-      outcome = { kind: 'written', resourceVersion: this.target.metadata?.resourceVersion ?? '' };
-    } catch (err) {
-      const code = statusCode(err);
-      if (code === 409) outcome = { kind: 'conflict', message: `another writer changed RunnerTarget ${this.key} since this check read it (HTTP 409)` };
-      else if (code !== undefined) outcome = { kind: 'failed', message: `HTTP ${code}: ${errorText(err).slice(0, 300)}` };
-      else {
-        const read = await this.deps.read(this.target.metadata!.namespace!, this.target.metadata!.name!).catch(() => undefined);
-        outcome = readBackOutcome(read ? { status: read.status, resourceVersion: read.metadata?.resourceVersion } : undefined, receipt, errorText(err).slice(0, 300));
-        if (outcome.kind === 'written' && read) this.target = read;
-      }
-    }
+    const { outcome, target } = await writeReceiptStatus(this.deps, this.target, status, receipt);
+    this.target = target;
     this.guard.record(outcome);
     return outcome.kind === 'written';
   }

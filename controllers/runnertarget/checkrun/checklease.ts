@@ -9,6 +9,9 @@ import { V1MicroTime, type CoordinationV1Api, type V1Lease } from '@kubernetes/c
 import { isConflict, isNotFound } from '../../../src/kube/client.js';
 import { errorText } from '../../../src/kube/errors.js';
 
+/** The name of a target's check lease: its UID, unique across namespaces and recreations. */
+export const checkLeaseName = (uid: string) => `runnertarget-${uid}`;
+
 export interface HeldLease {
   /** Aborted when the lease is lost (a renewal failed or another holder wrote it). */
   signal: AbortSignal;

@@ -6,7 +6,10 @@
 // means another writer moved the object: it is never "fixed" by
 // overwriting, and a later successful write in the same check does not
 // restore durability.
-import type { Receipt, RunnerTargetStatus } from '../../../src/api/index.js';
+import { RUNNERTARGET_RESOURCE, type Receipt, type RunnerTarget, type RunnerTargetStatus } from '../../../src/api/index.js';
+import { statusCode } from '../../../src/kube/client.js';
+import { errorText } from '../../../src/kube/errors.js';
+import type { StatusWriter } from '../../../src/kube/status.js';
 
 export type WriteOutcome =
   | { kind: 'written'; resourceVersion: string }
@@ -83,4 +86,25 @@ export function readBackOutcome(read: { status?: Pick<RunnerTargetStatus, 'recei
   const found = read.status?.receipts?.find((r) => r.id === receipt.id);
   if (found?.phase === receipt.phase && read.resourceVersion) return { kind: 'written', resourceVersion: read.resourceVersion };
   return { kind: 'unknown', message: `${lost}; the read-back shows receipt ${receipt.id} ${found ? `as ${found.phase}` : 'missing'}` };
+}
+
+/** Where a receipt's status write goes, and where the object is read back when its answer was lost. */
+export interface ReceiptWriteApi {
+  status: Pick<StatusWriter, 'write'>;
+  read(namespace: string, name: string): Promise<RunnerTarget | undefined>;
+}
+
+/** Writes a status carrying `receipt` and says how the write went, for the guard; `target` is the object to go on with. */
+export async function writeReceiptStatus(api: ReceiptWriteApi, target: RunnerTarget, status: RunnerTargetStatus, receipt: Pick<Receipt, 'id' | 'phase'>): Promise<{ outcome: WriteOutcome; target: RunnerTarget }> {
+  try {
+    const written = await api.status.write(RUNNERTARGET_RESOURCE, target, status);
+    return { outcome: { kind: 'written', resourceVersion: written.metadata?.resourceVersion ?? '' }, target: written };
+  } catch (err) {
+    const code = statusCode(err);
+    if (code === 409) return { outcome: { kind: 'conflict', message: `another writer changed RunnerTarget ${target.metadata!.namespace}/${target.metadata!.name} since this check read it (HTTP 409)` }, target };
+    if (code !== undefined) return { outcome: { kind: 'failed', message: `HTTP ${code}: ${errorText(err).slice(0, 300)}` }, target };
+    const read = await api.read(target.metadata!.namespace!, target.metadata!.name!).catch(() => undefined);
+    const outcome = readBackOutcome(read ? { status: read.status, resourceVersion: read.metadata?.resourceVersion } : undefined, receipt, errorText(err).slice(0, 300));
+    return { outcome, target: outcome.kind === 'written' && read ? read : target };
+  }
 }

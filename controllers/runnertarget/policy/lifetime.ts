@@ -7,7 +7,7 @@
 // the checks a drain takes, so Compute Engine's deletion never meets an idle
 // host that could take a job in between.
 import type { RunnerHost, RunnerTargetSpec } from '../../../src/api/index.js';
-import { DEFAULT_MAX_RUN_DURATION } from '../../../src/api/runnertarget.js';
+import { DEFAULT_MAX_RUN_DURATION } from '../../../src/api/runnertarget-gce.js';
 import { durationMs } from '../../../src/api/duration.js';
 import type { PoolRunner } from '../observation.js';
 
