@@ -6,7 +6,9 @@
 #  - the controller image, from the Dockerfile as it is;
 #  - a small workload image (one static program) for peer Jobs.
 # Each image is kept as a docker-archive under the cache, keyed by what it is built
-# from, so a second run builds nothing. Prints, on its last line, a JSON map of the
+# from (its inputs and the shell function that builds it, never this whole file, so
+# an edit to one image's steps rebuilds that image only), so a second run builds
+# nothing. Prints, on its last line, a JSON map of the
 # archives and image names.
 set -euo pipefail
 
@@ -40,8 +42,6 @@ timed() {
 }
 
 # --- pause -------------------------------------------------------------------
-pause_key="$( (go env GOVERSION; cat "$repo/e2e/node/pause/main.go" "$0") | hash_of)"
-pause_tar="$images/pause-$pause_key.tar"
 build_pause() {
   local work
   work="$(mktemp -d)"
@@ -56,6 +56,8 @@ build_pause() {
   mv "$pause_tar.partial" "$pause_tar"
   rm -rf "$work"
 }
+pause_key="$( (go env GOVERSION; cat "$repo/e2e/node/pause/main.go"; declare -f build_pause) | hash_of)"
+pause_tar="$images/pause-$pause_key.tar"
 [[ -s "$pause_tar" ]] || timed pause build_pause
 
 # --- stand-in for node:20-bookworm(-slim) -----------------------------------------
@@ -63,7 +65,6 @@ node_bin="$(command -v node)"
 npm_dir="$(cd "$(dirname "$(readlink -f "$(command -v npm)")")/.." && pwd)"
 mirror="$(sed -n 's/^URIs: *//p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -n 1)"
 mirror="${mirror:-http://deb.debian.org/debian}"
-base_key="$( (node --version; cat "$npm_dir/package.json"; echo "$mirror"; cat "$0") | hash_of)"
 base_ref=docker.io/library/node:20-bookworm-slim
 build_base() {
   local rootfs
@@ -89,6 +90,7 @@ build_base() {
   bh tag "$base_ref" docker.io/library/node:20-bookworm
   rm -rf "$(dirname "$rootfs")"
 }
+base_key="$( (node --version; cat "$npm_dir/package.json"; echo "$mirror"; declare -f build_base) | hash_of)"
 have_base="$(bh inspect --type image --format '{{index .OCIv1.Config.Labels "dev.leasehold.base-key"}}' "$base_ref" 2>/dev/null || true)"
 [[ "$have_base" == "$base_key" ]] || timed "node:20-bookworm stand-in" build_base
 
@@ -110,16 +112,13 @@ build_from() {
 }
 
 # --- the controller, from the Dockerfile unchanged -------------------------------
-controller_key="$( (cd "$repo" && echo "$base_key" && cat Dockerfile .dockerignore package.json package-lock.json tsconfig*.json &&
+controller_key="$( (cd "$repo" && echo "$base_key" && declare -f build_from && cat Dockerfile .dockerignore package.json package-lock.json tsconfig*.json &&
   git ls-files -z src controllers cmd cli | xargs -0 cat) | hash_of)"
 controller_ref="leasehold.local/leasehold:$controller_key"
 controller_tar="$images/leasehold-$controller_key.tar"
 [[ -s "$controller_tar" ]] || timed controller build_from "$controller_ref" "$controller_tar" "$repo" -f "$repo/Dockerfile"
 
 # --- a workload image for peer Jobs --------------------------------------------------
-workload_key="$( (go env GOVERSION; cat "$repo/e2e/node/workload/Containerfile" "$repo/e2e/node/workload/main.go" "$0") | hash_of)"
-workload_ref="leasehold.local/workload:$workload_key"
-workload_tar="$images/workload-$workload_key.tar"
 build_workload() {
   local context
   context="$(mktemp -d)"
@@ -128,6 +127,9 @@ build_workload() {
   build_from "$workload_ref" "$workload_tar" "$context" -f "$context/Containerfile"
   rm -rf "$context"
 }
+workload_key="$( (go env GOVERSION; cat "$repo/e2e/node/workload/Containerfile" "$repo/e2e/node/workload/main.go"; declare -f build_from build_workload) | hash_of)"
+workload_ref="leasehold.local/workload:$workload_key"
+workload_tar="$images/workload-$workload_key.tar"
 [[ -s "$workload_tar" ]] || timed workload build_workload
 
 # Older archives of the same image are of no further use.
