@@ -1,7 +1,7 @@
 // connectPinned and SshSession against an in-process SSH server (ssh2's);
 // e2e/machine.test.ts does the same against real OpenSSH.
-import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
-import { createServer, type AddressInfo, type Server as NetServer, type Socket } from 'node:net';
+import { describe, it, expect, beforeAll, afterAll, jest } from '@jest/globals';
+import { createServer, Socket, type AddressInfo, type Server as NetServer } from 'node:net';
 import type { Connection, ServerChannel } from 'ssh2';
 import { fingerprint, generateControllerKey } from './keys.js';
 import { AuthError, connectPinned, HostKeyMismatchError, MissingHostKeyError, OUTPUT_CAP_BYTES, UnreachableError, type ConnectOptions } from './ssh.js';
@@ -93,6 +93,17 @@ describe('connectPinned', () => {
       expect((await session.exec('cat', { stdin: 'fed through stdin', timeoutMs: 5000 })).stdout).toBe('fed through stdin');
     } finally {
       session.close();
+    }
+  });
+
+  it('turns Nagle off on its socket, so a small command packet is not held for a delayed ACK', async () => {
+    const noDelay = jest.spyOn(Socket.prototype, 'setNoDelay');
+    try {
+      const session = await connectPinned(opts());
+      session.close();
+      expect(noDelay).toHaveBeenCalledWith(true);
+    } finally {
+      noDelay.mockRestore();
     }
   });
 

@@ -235,6 +235,9 @@ export function connectPinned(opts: ConnectOptions): Promise<SshSession> {
           return false;
         },
       });
+      // Every command is a few small request/reply packets; with Nagle's
+      // algorithm on, each waits for the peer's delayed ACK (up to 40-200 ms).
+      client.setNoDelay(true);
     } catch {
       settle(new AuthError(`cannot start SSH to ${where} with the controller's private key`));
     }
