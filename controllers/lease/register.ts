@@ -18,7 +18,7 @@ import { LeaseMetrics } from './metrics.js';
 import type { LeaseEffectResult } from './observation.js';
 import { claimOf } from './offers.js';
 import { LeaseReconciler, RECORD_SWEEP_KEY, RELEASE_FINALIZER, type LeaseSettings, type LeaseWriter } from './reconciler.js';
-import { adoptedMarkerFor, KubeRecordStore } from './records.js';
+import { adoptedMarkerFor, KubeRecordStore } from '../../src/kube/leaserecords.js';
 import { INSTALLATION_ANNOTATION, stampedBy } from './ownership.js';
 import { sshAgent } from './ssh-agent.js';
 

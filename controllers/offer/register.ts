@@ -1,9 +1,9 @@
 // Wires the Offer controller: an Offer is reconciled when it changes and
 // when a Lease that uses it changes phase; Lambda Offers are listed and their
 // account swept for orphans.
-import type { RecordStore } from '../lease/records.js';
 import type { Lease, Offer } from '../../src/api/index.js';
 import { LEASE_RESOURCE, OFFER_RESOURCE } from '../../src/api/index.js';
+import type { RecordStore } from '../../src/kube/leaserecords.js';
 import type { Manager } from '../../src/kube/manager.js';
 import { resourcePath } from '../../src/kube/resource.js';
 import type { LambdaAccounts } from '../../src/providers/lambda/accounts.js';
