@@ -9,7 +9,7 @@ import { failedCheckOf } from '../controllers/lease/check-failure.js';
 import { ACTIVITY_ANNOTATION } from '../controllers/lease/timing.js';
 import { keyID, type DeviceKey } from './device-key.js';
 import { EXIT, ExitError } from './exit-codes.js';
-import type { LeaseAPI } from './kube.js';
+import type { LeaseAPI } from './leaseapi.js';
 
 export const nameOf = (l: Lease) => l.metadata?.name ?? '';
 const nsOf = (l: Lease) => l.metadata?.namespace ?? '';
