@@ -2,8 +2,8 @@
 // never imports another kind's (what two kinds share sits below them, in
 // src/); src/ and controllers/ never import cli/, cmd/ or e2e/; a unit test
 // needs nothing from e2e/ (a test against an emulator of e2e/fakes is named
-// *.emulator.test.ts and runs in the emulators project); and no module
-// imports itself through others.
+// *.emulator.test.ts and runs in the emulators project); no module imports
+// itself through others; and every kind is registered in the same shape.
 import { describe, it, expect } from '@jest/globals';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -119,5 +119,19 @@ describe('the import rules of the tree', () => {
 
   it(`no import cycle in ${DIRS.join(', ')}`, () => {
     expect(cycles().map((c) => c.join(' <-> '))).toEqual([]);
+  });
+
+  it('every kind registers the same way: register<Kind>Controller(mgr, <Kind>ControllerOptions extends ControllerOptions): <Kind>Reconciler', () => {
+    const kinds = readdirSync(join(ROOT, 'controllers'), { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+    expect(kinds.length).toBeGreaterThanOrEqual(4);
+    const off = kinds.flatMap((kind) => {
+      const src = readFileSync(join(ROOT, 'controllers', kind, 'register.ts'), 'utf8');
+      const fn = /^export function register(\w+)Controller\(mgr: Manager, opts: (\w+)ControllerOptions\): (\w+)Reconciler \{/m.exec(src);
+      if (!fn || ![fn[1], fn[2], fn[3]].every((k) => k!.toLowerCase() === kind)) return [`controllers/${kind}/register.ts: no register<Kind>Controller(mgr: Manager, opts: <Kind>ControllerOptions): <Kind>Reconciler`];
+      if (!new RegExp(`^export interface ${fn[2]}ControllerOptions extends ControllerOptions \\{`, 'm').test(src)) return [`controllers/${kind}/register.ts: ${fn[2]}ControllerOptions does not extend ControllerOptions`];
+      if (!/mgr\.add\(\{ name: '\w+', concurrency: opts\.concurrency,/.test(src)) return [`controllers/${kind}/register.ts: its queue's workers are not opts.concurrency`];
+      return [];
+    });
+    expect(off).toEqual([]);
   });
 });
