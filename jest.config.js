@@ -22,12 +22,22 @@ export default {
       ...common,
       displayName: 'unit',
       testMatch: ['<rootDir>/src/**/*.test.ts', '<rootDir>/controllers/**/*.test.ts', '<rootDir>/cmd/**/*.test.ts', '<rootDir>/cli/**/*.test.ts'],
+      // Unit tests stand alone: a test that needs an emulator of e2e/fakes is named *.emulator.test.ts and runs below.
+      testPathIgnorePatterns: ['/node_modules/', '\\.emulator\\.test\\.ts$'],
     },
-    // The emulators' own tests and the test tooling's: no control plane needed.
+    // The emulators' own tests, code tested against an emulator (*.emulator.test.ts beside the code) and the
+    // test tooling's: no control plane needed.
     {
       ...common,
       displayName: 'emulators',
-      testMatch: ['<rootDir>/e2e/fakes/**/*.test.ts', '<rootDir>/e2e/setup/**/*.test.ts'],
+      testMatch: [
+        '<rootDir>/e2e/fakes/**/*.test.ts',
+        '<rootDir>/e2e/setup/**/*.test.ts',
+        '<rootDir>/src/**/*.emulator.test.ts',
+        '<rootDir>/controllers/**/*.emulator.test.ts',
+        '<rootDir>/cmd/**/*.emulator.test.ts',
+        '<rootDir>/cli/**/*.emulator.test.ts',
+      ],
     },
     {
       ...common,

@@ -12,7 +12,7 @@ import { formatWhere, parseWhere } from '../src/api/where.js';
 import { statusCode } from '../src/kube/errors.js';
 import type { DeviceKey } from './device-key.js';
 import { EXIT, ExitError, pendingExitCode } from './exit-codes.js';
-import { answerLost, type LeaseAPI } from './kube.js';
+import { answerLost, type LeaseAPI } from './leaseapi.js';
 import { failedCheckOf } from '../controllers/lease/check-failure.js';
 import { addDeviceKey, keyInstalled, nameOf, unusable, updateLease } from './lease-use.js';
 import { span, type Progress } from './output.js';

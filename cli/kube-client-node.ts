@@ -7,7 +7,7 @@ import type { Lease } from '../src/api/lease.js';
 import type { Offer } from '../src/api/offer.js';
 import { statusCode } from '../src/kube/errors.js';
 import type { CommonFlags } from './flags.js';
-import { timed, type Cluster, type LeaseAPI } from './kube.js';
+import { timed, type Cluster, type LeaseAPI } from './leaseapi.js';
 
 export function connectWithClientNode(flags: CommonFlags, env: NodeJS.ProcessEnv): Cluster {
   const kc = new KubeConfig();

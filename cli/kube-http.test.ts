@@ -9,7 +9,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Lease } from '../src/api/lease.js';
 import { statusCode } from '../src/kube/errors.js';
-import { answerLost, apiErrorText, connect } from './kube.js';
+import { connect } from './kube.js';
+import { answerLost, apiErrorText } from './leaseapi.js';
 import { HttpLeaseAPI } from './kube-http.js';
 import { readKubeconfig } from './kubeconfig.js';
 

@@ -8,7 +8,7 @@ import { GROUP, VERSION } from '../src/api/group.js';
 import type { Lease } from '../src/api/lease.js';
 import type { Offer } from '../src/api/offer.js';
 import { statusCode } from '../src/kube/errors.js';
-import { timed, type LeaseAPI } from './kube.js';
+import { timed, type LeaseAPI } from './leaseapi.js';
 import { runExecPlugin, type Endpoint } from './kubeconfig.js';
 
 /** An answer other than 2xx; `code` and `body` as client-node's ApiException has them, so statusCode and apiErrorText read both alike. */

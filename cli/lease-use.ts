@@ -6,10 +6,10 @@ import type { Lease } from '../src/api/lease.js';
 import { MAX_SSH_KEYS, sshKeysHash } from '../src/api/ssh-keys.js';
 import { statusCode } from '../src/kube/errors.js';
 import { failedCheckOf } from '../controllers/lease/check-failure.js';
-import { ACTIVITY_ANNOTATION } from '../controllers/lease/timing.js';
+import { ACTIVITY_ANNOTATION } from '../src/api/activity.js';
 import { keyID, type DeviceKey } from './device-key.js';
 import { EXIT, ExitError } from './exit-codes.js';
-import type { LeaseAPI } from './kube.js';
+import type { LeaseAPI } from './leaseapi.js';
 
 export const nameOf = (l: Lease) => l.metadata?.name ?? '';
 const nsOf = (l: Lease) => l.metadata?.namespace ?? '';

@@ -2,7 +2,7 @@
 // with -A): name, phase, where, offer, price, host, idle deadline, why it ended.
 import type { Lease } from '../src/api/lease.js';
 import { DEFAULT_IDLE_TIMEOUT, durationMs } from '../src/api/index.js';
-import { lastActivity } from '../controllers/lease/timing.js';
+import { lastActivity } from '../src/api/activity.js';
 import { commonFlags, parseCommand, positionals } from './flags.js';
 import { connect } from './kube.js';
 import { price, span, table } from './output.js';

@@ -4,7 +4,7 @@
 // imported when it is picked: a run loads only what a run needs.
 import { EXIT, ExitError } from './exit-codes.js';
 import { UsageError } from './flags.js';
-import { apiErrorText } from './kube.js';
+import { apiErrorText } from './leaseapi.js';
 
 export const USAGE = `leasehold: rent a machine through Leasehold and run a command on it
 

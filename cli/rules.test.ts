@@ -4,7 +4,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { Lease } from '../src/api/lease.js';
 import { createLease, CREATED_BY_ANNOTATION, CREATED_BY_RUN, leave, WAITERS_ANNOTATION } from './acquire.js';
 import { EXIT, ExitError } from './exit-codes.js';
-import { AnswerLostError, type LeaseAPI } from './kube.js';
+import { AnswerLostError, type LeaseAPI } from './leaseapi.js';
 import { addDeviceKey, markActivity } from './lease-use.js';
 import type { DeviceKey } from './device-key.js';
 import { generateControllerKey } from '../src/machine/keys.js';

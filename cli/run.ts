@@ -13,7 +13,8 @@ import { createLease, leave, leaseName, newLease, reusable, waitUsable, type Wai
 import { defaultKeyPath, loadDeviceKey, type DeviceKey } from './device-key.js';
 import { EXIT, ExitError } from './exit-codes.js';
 import { commonFlags, parseCommand, UsageError } from './flags.js';
-import { connect, type Cluster } from './kube.js';
+import { connect } from './kube.js';
+import type { Cluster } from './leaseapi.js';
 import { markActivity, nameOf } from './lease-use.js';
 import { Progress } from './output.js';
 import { connectMachine, DetachedError, type MachineConnection, type RemoteJob } from './remote.js';

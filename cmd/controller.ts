@@ -59,8 +59,9 @@ const lambda = new LambdaAccounts({
   onResult: (operation, code) => mgr.metrics.providerRequests.inc({ provider: 'lambda', operation, code }),
   secrets: secretDataReader(mgr.core),
 });
+// What every kind is registered with; each adds its own options.
+const installation = { installationID, controllerNamespace: flags.namespace };
 const leaseSettings = {
-  installationID,
   maxLeases: flags.maxLeases,
   maxLeasesPerNamespace: flags.maxLeasesPerNamespace,
   namespaceLeaseLimits: flags.namespaceLeaseLimits,
@@ -70,35 +71,35 @@ const leaseSettings = {
   historyMaxAgeMs: flags.historyMaxAgeMs,
 };
 registerOfferController(mgr, {
+  ...installation,
+  concurrency: 1,
   lambda: {
     accounts: lambda,
     listIntervalMs: flags.lambdaListMs,
     orphanGraceMs: flags.orphanGraceMs,
-    installationID,
     orphans: flags.orphans,
-    records: leaseRecords(mgr, { controllerNamespace: flags.namespace, installationSecret: flags.installationSecret, settings: leaseSettings }),
+    records: leaseRecords(mgr, { ...installation, installationSecret: flags.installationSecret }),
   },
 });
 registerLeaseController(mgr, {
+  ...installation,
   concurrency: flags.concurrency,
-  controllerNamespace: flags.namespace,
   installationSecret: flags.installationSecret,
   lambda: { accounts: lambda, pollMs: flags.lambdaPollMs, launchSettleMs: flags.lambdaLaunchSettleMs },
   settings: leaseSettings,
 });
 registerPeerFleetController(mgr, {
-  installationID,
-  controllerNamespace: flags.namespace,
+  ...installation,
+  concurrency: flags.peerFleetConcurrency,
   lending: flags.peerLending,
   origins: { allowed: flags.allowedPeerOrigins, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
   policy: { tolerate: flags.peerTolerateTaints, allowedRegistries: flags.peerAllowedRegistries },
-  concurrency: flags.peerFleetConcurrency,
   effectConcurrency: flags.peerFleetEffectConcurrency,
 });
 registerRunnerTargetController(mgr, {
-  installationID,
+  ...installation,
+  concurrency: 4,
   identity,
-  controllerNamespace: flags.namespace,
   endpoints: {
     github: { allowed: flags.allowedGitHubEndpoints, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
     gce: { allowed: flags.allowedGceEndpoints, allowLoopbackHTTP: flags.allowLoopbackEndpoints },

@@ -7,7 +7,8 @@ import type { MachineCheck } from './driver.js';
 import { isCheckFailure, type CheckFailure, type Phase } from './machine.js';
 import { doneOf, waiting, type Observation, type PhaseInput } from './observation.js';
 import { checkInputsOf } from './status.js';
-import { ACTIVITY_ANNOTATION, annotatedActivity, lastActivity, nextCheckIn, verdict } from './timing.js';
+import { ACTIVITY_ANNOTATION, lastActivity } from '../../src/api/activity.js';
+import { annotatedActivity, nextCheckIn, verdict } from './timing.js';
 
 export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>): Observation {
   const { lease, now, settings } = input;

@@ -15,7 +15,7 @@ import type { LeaseDriver } from './driver.js';
 import type { Phase } from './machine.js';
 import type { LeaseEffectResult, LeaseSettings } from './observation.js';
 import { RecordKeeper } from './record-keeper.js';
-import type { LeaseRecord, RecordStore } from './records.js';
+import type { LeaseRecord, RecordStore } from '../../src/kube/leaserecords.js';
 import { sealedStatus, tamperedFields, withResult } from './trust.js';
 
 /** The work queue key of the sweep for machines whose Lease vanished (no Lease key has a dot in its namespace). */

@@ -7,7 +7,7 @@ import { errorText } from '../../src/kube/errors.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
 import type { LeaseDriver } from './driver.js';
-import type { RecordStore } from './records.js';
+import type { RecordStore } from '../../src/kube/leaserecords.js';
 import { sealedLease } from './trust.js';
 import type { LeaseEffectResult } from './observation.js';
 import { PROGRESS_INTERVAL_MS, ProgressThrottle } from './progress.js';

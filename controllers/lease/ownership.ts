@@ -6,7 +6,7 @@
 import type { Lease } from '../../src/api/index.js';
 import { INSTALLATION_ANNOTATION } from '../../src/kube/installation.js';
 import type { Phase } from './machine.js';
-import type { LeaseRecord } from './records.js';
+import type { LeaseRecord } from '../../src/kube/leaserecords.js';
 
 export { INSTALLATION_ANNOTATION };
 

@@ -7,7 +7,7 @@ import { EventRecorder } from '../../src/kube/events.js';
 import { StatusWriter } from '../../src/kube/status.js';
 import { connectionRefused, FakeAPIServer } from '../../src/kube/testing/fake-api.js';
 import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
-import type { LeaseRecord } from './records.js';
+import type { LeaseRecord } from '../../src/kube/leaserecords.js';
 import { MemoryRecordStore } from './testing/records.js';
 import { EffectRunner } from '../../src/kube/effects.js';
 import type { LeaseEffectResult } from './observation.js';

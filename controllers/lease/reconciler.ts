@@ -27,7 +27,7 @@ import { conditionsFor, contextOf, endReasonFor, fitLeaseStatus, phaseOf } from 
 import { LeaseGuard, RECORD_SWEEP_KEY } from './guard.js';
 import { ownershipOf, stampedBy } from './ownership.js';
 import { limitFor } from './limits.js';
-import type { LeaseRecord, RecordStore } from './records.js';
+import type { LeaseRecord, RecordStore } from '../../src/kube/leaserecords.js';
 import { recordOf, sealedLease } from './trust.js';
 
 export const RELEASE_FINALIZER = 'leasehold.dev/release';
@@ -61,7 +61,7 @@ export interface LeaseReconcilerDeps {
   writer: LeaseWriter;
   events: EventRecorder;
   driver: LeaseDriver;
-  /** The controller's records of each Lease's machine (controllers/lease/records.ts). */
+  /** The controller's records of each Lease's machine (src/kube/leaserecords.ts). */
   records: RecordStore;
   /** Where the records live, and the one namespace watched, if any (the sweep leaves other installations' records alone). */
   recordScope?: { namespace: string; watchNamespace?: string | undefined };

@@ -12,7 +12,7 @@ import { errorText } from '../../src/kube/errors.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import type { LeaseDriver } from './driver.js';
 import type { LeaseEffectResult } from './observation.js';
-import { recordSecretName, type LeaseRecord, type RecordStore } from './records.js';
+import { recordSecretName, type LeaseRecord, type RecordStore } from '../../src/kube/leaserecords.js';
 import { phaseOf } from './status.js';
 import { leaseOfRecord, recordOf } from './trust.js';
 

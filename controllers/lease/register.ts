@@ -7,6 +7,7 @@ import { ENDED_PHASES, LEASE_RESOURCE, OFFER_RESOURCE } from '../../src/api/inde
 import type { ObjectCache } from '../../src/kube/cache.js';
 import { isConflict, isNotFound } from '../../src/kube/client.js';
 import type { Manager } from '../../src/kube/manager.js';
+import type { ControllerOptions } from '../../src/kube/registration.js';
 import type { WorkQueue } from '../../src/kube/workqueue.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { compareFacts } from '../../src/machine/facts.js';
@@ -18,15 +19,13 @@ import { LeaseMetrics } from './metrics.js';
 import type { LeaseEffectResult } from './observation.js';
 import { claimOf } from './offers.js';
 import { LeaseReconciler, RECORD_SWEEP_KEY, RELEASE_FINALIZER, type LeaseSettings, type LeaseWriter } from './reconciler.js';
-import { adoptedMarkerFor, KubeRecordStore } from './records.js';
+import { adoptedMarkerFor, KubeRecordStore } from '../../src/kube/leaserecords.js';
 import { INSTALLATION_ANNOTATION, stampedBy } from './ownership.js';
 import { sshAgent } from './ssh-agent.js';
 
-export interface LeaseControllerOptions {
-  concurrency: number;
-  settings: LeaseSettings;
-  /** Where the controller's own SSH key Secret and its Lease records live. */
-  controllerNamespace: string;
+/** The controller's own SSH key Secret and its Lease records live in controllerNamespace. */
+export interface LeaseControllerOptions extends ControllerOptions {
+  settings: Omit<LeaseSettings, 'installationID'>;
   /** The installation ID Secret (in controllerNamespace): the records' adoption is noted there. */
   installationSecret: string;
   /** Lambda accounts, shared with the Offer controller so that each account has one launch pacer. */
@@ -36,12 +35,13 @@ export interface LeaseControllerOptions {
 }
 
 export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptions): LeaseReconciler {
+  const settings: LeaseSettings = { ...opts.settings, installationID: opts.installationID };
   const leases = mgr.informer<Lease>(resourcePath(LEASE_RESOURCE, mgr.watchNamespace));
   const offers = mgr.informer<Offer>(resourcePath(OFFER_RESOURCE));
   // Namespace labels decide which Offers a namespace may lease from; a
   // namespaced install watches its one namespace only.
   const namespaces = mgr.informer<V1Namespace>('/api/v1/namespaces', mgr.watchNamespace ? { fieldSelector: `metadata.name=${mgr.watchNamespace}` } : {});
-  const metrics = new LeaseMetrics(mgr.metrics.registry, () => leases.list().filter((l) => stampedBy(l, opts.settings.installationID)));
+  const metrics = new LeaseMetrics(mgr.metrics.registry, () => leases.list().filter((l) => stampedBy(l, opts.installationID)));
   let queue: WorkQueue | undefined;
   const records = leaseRecords(mgr, opts);
   const reconciler = new LeaseReconciler({
@@ -60,7 +60,7 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
     driver: opts.driver ?? machineDriver(mgr, opts, offers, metrics),
     records,
     recordScope: { namespace: opts.controllerNamespace, watchNamespace: mgr.watchNamespace },
-    settings: opts.settings,
+    settings,
     log: mgr.log.child({ controller: 'lease' }),
   });
   queue = mgr.add({ name: 'lease', concurrency: opts.concurrency, reconcile: (key) => reconciler.reconcile(key) });
@@ -96,9 +96,9 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
 }
 
 /** This installation's records of Lease machines, as the Lease controller and the Offer controller's orphan sweep read them. */
-export function leaseRecords(mgr: Manager, opts: Pick<LeaseControllerOptions, 'controllerNamespace' | 'installationSecret' | 'settings'>): KubeRecordStore {
+export function leaseRecords(mgr: Manager, opts: Pick<LeaseControllerOptions, 'installationID' | 'controllerNamespace' | 'installationSecret'>): KubeRecordStore {
   return new KubeRecordStore(mgr.core, opts.controllerNamespace, {
-    id: opts.settings.installationID,
+    id: opts.installationID,
     secret: opts.installationSecret,
     legacyMarker: adoptedMarkerFor(mgr.watchNamespace),
   });

@@ -3,7 +3,7 @@
 import { fitText, LAST_RELEASE_ERROR_MAX_CHARS, type Lease, type LeaseStatus } from '../../src/api/index.js';
 import { setCondition } from '../../src/kube/conditions.js';
 import { isCheckFailure, type LeaseContext, type LeaseEvent, type Phase, type Step } from './machine.js';
-import { ACTIVITY_ANNOTATION } from './timing.js';
+import { ACTIVITY_ANNOTATION } from '../../src/api/activity.js';
 
 export { failedCheckOf } from './check-failure.js';
 

@@ -1,5 +1,5 @@
 import { describe, it, expect } from '@jest/globals';
-import { annotatedActivity, lastActivity, nextCheckIn, verdict } from './timing.js';
+import { annotatedActivity, nextCheckIn, verdict } from './timing.js';
 import type { Lease } from '../../src/api/index.js';
 import { leasesToPrune, pruneHistory } from './history.js';
 
@@ -19,14 +19,6 @@ describe('verdict', () => {
   });
   it('zero jobs is idle, counted from the last activity', () => {
     expect(verdict({ now: T, idleTimeoutMs: 20 * min, lastActivityMs: T - 20 * min, busy: 0 })).toMatchObject({ kind: 'expired' });
-  });
-});
-
-describe('lastActivity', () => {
-  it('takes the latest of ready and recorded activity', () => {
-    expect(lastActivity({ readyAt: '2026-12-01T09:00:00Z', lastActivityAt: '2026-12-01T09:30:00Z' })).toBe(T - 30 * min);
-    expect(lastActivity({ readyAt: '2026-12-01T09:00:00Z' })).toBe(T - 60 * min);
-    expect(lastActivity({})).toBe(0);
   });
 });
 

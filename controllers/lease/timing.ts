@@ -4,21 +4,6 @@
 //    (work found by a probe, the leasehold.dev/activity annotation, or
 //    becoming Ready). A failed probe renews nothing.
 
-export const ACTIVITY_ANNOTATION = 'leasehold.dev/activity';
-
-export interface ActivityInputs {
-  readyAt?: string | undefined;
-  lastActivityAt?: string | undefined;
-}
-
-/** The last activity the controller has recorded: becoming Ready, or work a probe or an annotation showed. */
-export function lastActivity(a: ActivityInputs): number {
-  const times = [a.readyAt, a.lastActivityAt]
-    .map((t) => (t ? Date.parse(t) : NaN))
-    .filter((t) => Number.isFinite(t));
-  return times.length ? Math.max(...times) : 0;
-}
-
 /**
  * What the leasehold.dev/activity annotation says, at `now`. A time in the
  * future counts as now, and only when first seen (`seen` false): counted

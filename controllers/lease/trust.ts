@@ -5,7 +5,7 @@
 // the fields someone else changed (tamperedFields).
 import { canonical } from '../../src/kube/canonical.js';
 import type { Lease, LeaseStatus } from '../../src/api/index.js';
-import type { LeaseRecord } from './records.js';
+import type { LeaseRecord } from '../../src/kube/leaserecords.js';
 
 /** The status fields the record holds and the controller acts on. launch.startedAt is held too (acquireTimeout counts from it). */
 const SEALED = ['offer', 'leaseID', 'machineName', 'release', 'expiresAt', 'idleTimeout', 'providerState', 'machine'] as const;

@@ -25,6 +25,7 @@ import type { EventRecorder } from '../../src/kube/events.js';
 import type { StatusWriter } from '../../src/kube/status.js';
 import type { PeerQueue } from '../../src/providers/peerqueue/types.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
+import { splitKey } from '../../src/kube/resource.js';
 import { MirrorExpectations } from './expectations.js';
 import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from './lending.js';
 import type { PeerFleetMetrics } from './metrics.js';
@@ -104,7 +105,7 @@ export class PeerFleetReconciler {
   private readonly missed = new Set<string>();
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
-    const [namespace = '', name = ''] = key.split('/');
+    const { namespace = '', name } = splitKey(key);
     let fleet = this.deps.fleets.get(namespace, name);
     const effects = this.deps.effects;
     if (!fleet) {

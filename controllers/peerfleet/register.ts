@@ -8,6 +8,7 @@ import { PEERFLEET_RESOURCE, type PeerFleet } from '../../src/api/index.js';
 import { clusterClients, remoteKubeConfig } from '../../src/kube/clients.js';
 import type { ResilientInformer } from '../../src/kube/informer.js';
 import type { Manager } from '../../src/kube/manager.js';
+import type { ControllerOptions } from '../../src/kube/registration.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { secretDataReader } from '../../src/kube/secrets.js';
 import type { EndpointPolicy } from '../../src/providers/endpoints.js';
@@ -25,19 +26,14 @@ import type { PeerAccess } from './peerreading.js';
 import { LENDING_FINALIZER, PeerFleetReconciler, type LendingDeps, type PeerFleetEffect } from './reconciler.js';
 import { POD_SECURITY_LABEL } from './verdict.js';
 
-export interface PeerFleetOptions {
-  /** This installation's id: the first part of every claim on a peer Job. */
-  installationID: string;
-  /** The controller's namespace: the nodes' holder Leases live there. */
-  controllerNamespace: string;
+/** installationID is the first part of every claim on a peer Job; the nodes' holder Leases live in controllerNamespace; concurrency is --peerfleet-concurrency. */
+export interface PeerFleetControllerOptions extends ControllerOptions {
   /** The peer origins a PeerFleet may send its token to (--allowed-peer-origins). */
   origins: EndpointPolicy;
   /** What an admin allows every PeerFleet's mirrors (chart values peerFleet.*). */
   policy: LendingPolicy;
   /** False: readiness verdicts only, and no read of nodes or pods (an install whose RBAC leaves lending out). */
   lending?: boolean;
-  /** Reconcile workers (--peerfleet-concurrency); default 2. */
-  concurrency?: number;
   /** Probes and lending effects running at once across every PeerFleet, off the workers (--peerfleet-effect-concurrency); default 4. */
   effectConcurrency?: number;
 }
@@ -49,7 +45,7 @@ interface Peer {
   jobs?: ResilientInformer<V1Job>;
 }
 
-export function registerPeerFleetController(mgr: Manager, opts: PeerFleetOptions): PeerFleetReconciler {
+export function registerPeerFleetController(mgr: Manager, opts: PeerFleetControllerOptions): PeerFleetReconciler {
   const fleets = mgr.informer<PeerFleet>(resourcePath(PEERFLEET_RESOURCE, mgr.watchNamespace));
   const peers = new Map<string, Peer>();
   let enqueueFleet: (key: string) => void = () => {};
@@ -91,7 +87,7 @@ export function registerPeerFleetController(mgr: Manager, opts: PeerFleetOptions
     // Every call to a peer runs here, off the workers: a slow peer holds a slot, never a worker.
     effects: { runner: mgr.effects<PeerFleetEffect>('peerfleet'), concurrency: opts.effectConcurrency ?? 4, requeue: (key) => enqueueFleet(key) },
   });
-  const queue = mgr.add({ name: 'peerfleet', concurrency: opts.concurrency ?? 2, reconcile: (key) => reconciler.reconcile(key) });
+  const queue = mgr.add({ name: 'peerfleet', concurrency: opts.concurrency, reconcile: (key) => reconciler.reconcile(key) });
   enqueueFleet = (key) => queue.add(key);
   const enqueue = (f: PeerFleet) => queue.add(objectKey(f));
   fleets.on('add', enqueue).on('update', enqueue).on('delete', enqueue);
@@ -100,7 +96,7 @@ export function registerPeerFleetController(mgr: Manager, opts: PeerFleetOptions
 
 function lendingDeps(
   mgr: Manager,
-  opts: PeerFleetOptions,
+  opts: PeerFleetControllerOptions,
   fleets: ResilientInformer<PeerFleet>,
   peer: (access: PeerAccess) => Peer,
   enqueueFleet: (key: string) => void,

@@ -4,6 +4,7 @@
 import { RUNNERTARGET_RESOURCE, type RunnerTarget } from '../../src/api/index.js';
 import { isNotFound } from '../../src/kube/client.js';
 import type { Manager } from '../../src/kube/manager.js';
+import type { ControllerOptions } from '../../src/kube/registration.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
 import { secretDataReader } from '../../src/kube/secrets.js';
 import type { AccessTokens } from '../../src/providers/gce/auth.js';
@@ -17,15 +18,12 @@ import type { WorkQueue } from '../../src/kube/workqueue.js';
 import { TargetKeys } from './targetkey.js';
 import { RUNNER_HOSTS_FINALIZER } from './policy/teardown.js';
 
-export interface RunnerTargetOptions {
-  installationID: string;
+/** The check leases and each target's SSH key Secret live in controllerNamespace. */
+export interface RunnerTargetControllerOptions extends ControllerOptions {
   identity: string;
-  /** The controller's namespace: the check leases and each target's SSH key Secret live there. */
-  controllerNamespace: string;
   /** The endpoints an admin allowed the targets' GitHub and Compute Engine credentials to go to. */
   endpoints: TargetEndpointPolicy;
   settings?: Partial<PlanSettings>;
-  concurrency?: number;
   /** Checks running at once across every target (--runner-check-concurrency); each runs off the reconcile workers. */
   checkConcurrency?: number;
   /** The login user and SSH port of hosts (default leasehold, 22); tests reach emulated hosts elsewhere. */
@@ -42,7 +40,7 @@ export interface RunnerTargetOptions {
 /** The Unix user the controller's key logs in as on a host (Compute Engine's guest agent makes it from the ssh-keys metadata). */
 export const HOST_SSH_USER = 'leasehold';
 
-export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetOptions): RunnerTargetReconciler {
+export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetControllerOptions): RunnerTargetReconciler {
   const targets = mgr.informer<RunnerTarget>(resourcePath(RUNNERTARGET_RESOURCE, mgr.watchNamespace));
   const { group, version, plural } = RUNNERTARGET_RESOURCE;
   const keys = new TargetKeys(mgr.core, opts.controllerNamespace);
@@ -81,7 +79,7 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetO
       remove: (t) => mgr.finalizers.remove(RUNNERTARGET_RESOURCE, t, RUNNER_HOSTS_FINALIZER),
     },
   });
-  const q = (queue = mgr.add({ name: 'runnertarget', concurrency: opts.concurrency ?? 4, reconcile: (k) => reconciler.reconcile(k) }));
+  const q = (queue = mgr.add({ name: 'runnertarget', concurrency: opts.concurrency, reconcile: (k) => reconciler.reconcile(k) }));
   const enqueue = (t: RunnerTarget) => q.add(objectKey(t));
   targets.on('add', enqueue).on('update', enqueue).on('delete', enqueue);
   return reconciler;

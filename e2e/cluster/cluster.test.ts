@@ -4,7 +4,7 @@
 import { ControlPlane } from './controlplane.js';
 import { createFakeNodes, KWOK_EXIT_CODE_ANNOTATION, KWOK_RUN_FOR_ANNOTATION } from './kwok.js';
 import { createPeerCredential, type PeerCredential } from './peer.js';
-import { runTool } from './controlplane.js';
+import { runTool } from './tool.js';
 import { join } from 'node:path';
 
 let ours: ControlPlane;

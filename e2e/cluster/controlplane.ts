@@ -16,6 +16,7 @@ import { ADMIN, generatePKI, kubeconfigYAML } from './pki.js';
 import {
   controllerManager, scheduler, kwok, DEFAULT_CONTROLLERS, type ComponentName, type ComponentSpec, type ComponentContext,
 } from './components.js';
+import { runTool } from './tool.js';
 import { waitFor } from './wait.js';
 
 const run = promisify(execFile);
@@ -260,23 +261,6 @@ export class ControlPlane {
     return child;
   }
 
-}
-
-export function runTool(bin: string, args: string[], input?: string): Promise<{ stdout: string; stderr: string; code: number }> {
-  return new Promise((resolve, reject) => {
-    // No input: stdin is /dev/null, so there is no pipe for a tool that exits first to break.
-    const child = spawn(bin, args, { stdio: [input === undefined ? 'ignore' : 'pipe', 'pipe', 'pipe'] });
-    let stdout = '';
-    let stderr = '';
-    child.stdout!.on('data', (d) => (stdout += d));
-    child.stderr!.on('data', (d) => (stderr += d));
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ stdout, stderr, code: code ?? -1 }));
-    if (input === undefined) return;
-    // A tool that fails before reading all of its input closes the pipe (EPIPE): its exit code and output say why.
-    child.stdin!.on('error', () => {});
-    child.stdin!.end(input);
-  });
 }
 
 /** SIGTERM, then SIGKILL after `graceMs`; resolves once the process has exited. */

@@ -1,7 +1,7 @@
 // KWOK plays the kubelet for fake Nodes: it marks them Ready, keeps their
 // heartbeat, makes pods bound to them Running and, for pods owned by a Job,
 // Succeeded (or Failed) after a delay read from the pod's annotations.
-import type { Kubectl } from '../support/kube.js';
+import type { Kubectl } from './tool.js';
 
 /** Annotation that makes a Node one of KWOK's (`--manage-nodes-with-annotation-selector`). */
 export const KWOK_NODE_ANNOTATION = 'kwok.x-k8s.io/node';

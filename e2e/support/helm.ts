@@ -2,7 +2,7 @@
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { runTool } from '../cluster/controlplane.js';
+import { runTool } from '../cluster/tool.js';
 import { kubeconfigYAML } from '../cluster/pki.js';
 import type { Kubectl } from './kube.js';
 

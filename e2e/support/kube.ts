@@ -1,10 +1,8 @@
 // Small helpers over the real kubectl for e2e tests.
-import { runTool } from '../cluster/controlplane.js';
+import { runTool, type Kubectl } from '../cluster/tool.js';
 import { join } from 'node:path';
 
-export interface Kubectl {
-  (args: string[], input?: string): Promise<{ stdout: string; stderr: string; code: number }>;
-}
+export type { Kubectl };
 
 export function testKubectl(kubeconfig = process.env.E2E_KUBECONFIG!, binDir = process.env.E2E_BIN_DIR!): Kubectl {
   return (args, input) => runTool(join(binDir, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], input);

@@ -1,5 +1,5 @@
 // Lease records in memory, for tests of the reconciler and the sweep.
-import type { LeaseRecord, RecordStore } from '../records.js';
+import type { LeaseRecord, RecordStore } from '../../../src/kube/leaserecords.js';
 
 export class MemoryRecordStore implements RecordStore {
   readonly records = new Map<string, LeaseRecord>();

@@ -1,6 +1,6 @@
 import { describe, it, expect } from '@jest/globals';
 import type { V1Secret } from '@kubernetes/client-node';
-import { adoptedMarkerFor, KubeRecordStore, type LeaseRecord } from './records.js';
+import { adoptedMarkerFor, KubeRecordStore, type LeaseRecord } from './leaserecords.js';
 
 const httpError = (code: number) => Object.assign(new Error(`HTTP ${code}`), { code });
 

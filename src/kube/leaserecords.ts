@@ -2,12 +2,14 @@
 // where to reach it, when it must end. A Lease's status is writable by
 // anyone allowed to patch leases/status, so what the controller executes,
 // connects to or counts down from is read from here, in a Secret in the
-// controller's namespace that tenants cannot write.
+// controller's namespace that tenants cannot write. The Lease controller
+// writes them; the Offer controller's orphan sweep reads them, so they sit
+// below both kinds.
 import type { CoreV1Api, V1Secret } from '@kubernetes/client-node';
-import type { LeaseStatus } from '../../src/api/index.js';
-import { isConflict, isNotFound } from '../../src/kube/client.js';
-import { INSTALLATION_ANNOTATION, leaseRecordsAdopted, markLeaseRecordsAdopted } from '../../src/kube/installation.js';
-import { installationPrefix } from '../../src/providers/types.js';
+import type { LeaseStatus } from '../api/index.js';
+import { isConflict, isNotFound } from './client.js';
+import { INSTALLATION_ANNOTATION, leaseRecordsAdopted, markLeaseRecordsAdopted } from './installation.js';
+import { installationPrefix } from '../providers/types.js';
 
 export interface LeaseRecord {
   uid: string;

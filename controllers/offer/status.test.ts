@@ -1,5 +1,5 @@
 import { describe, it, expect } from '@jest/globals';
-import { offerStatus } from './reconciler.js';
+import { offerStatus } from './status.js';
 
 const offer = (spec: object) => ({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Offer', metadata: { name: 'box', generation: 3 }, spec }) as never;
 const lease = (offerName: string, phase: string) => ({ metadata: { name: phase }, spec: { where: 'gpu' }, status: { offer: offerName, phase } }) as never;
