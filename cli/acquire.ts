@@ -6,6 +6,7 @@
 // leasehold.dev/waiters annotation, so a run that stops while the Lease
 // launches withdraws it only when no other run waits on it.
 import { randomBytes } from 'node:crypto';
+import { failedCheckOf } from '../src/api/check-failure.js';
 import { API_VERSION } from '../src/api/group.js';
 import type { Lease } from '../src/api/lease.js';
 import { formatWhere, parseWhere } from '../src/api/where.js';
@@ -13,7 +14,6 @@ import { statusCode } from '../src/kube/errors.js';
 import type { DeviceKey } from './device-key.js';
 import { EXIT, ExitError, pendingExitCode } from './exit-codes.js';
 import { answerLost, type LeaseAPI } from './leaseapi.js';
-import { failedCheckOf } from '../controllers/lease/check-failure.js';
 import { addDeviceKey, keyInstalled, nameOf, unusable, updateLease } from './lease-use.js';
 import { span, type Progress } from './output.js';
 

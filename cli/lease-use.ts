@@ -2,11 +2,11 @@
 // spec.sshKeys, wait until the controller reports it installed, and mark the
 // Lease active right before use. Each write carries the resourceVersion it
 // was decided on; a conflict means "look again", never "write anyway".
+import { ACTIVITY_ANNOTATION } from '../src/api/activity.js';
+import { failedCheckOf } from '../src/api/check-failure.js';
 import type { Lease } from '../src/api/lease.js';
 import { MAX_SSH_KEYS, sshKeysHash } from '../src/api/ssh-keys.js';
 import { statusCode } from '../src/kube/errors.js';
-import { failedCheckOf } from '../controllers/lease/check-failure.js';
-import { ACTIVITY_ANNOTATION } from '../src/api/activity.js';
 import { keyID, type DeviceKey } from './device-key.js';
 import { EXIT, ExitError } from './exit-codes.js';
 import type { LeaseAPI } from './leaseapi.js';

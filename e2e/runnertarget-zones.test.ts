@@ -4,7 +4,7 @@
 // is made. (A 409 alreadyExists for a repeated insert cannot be brought about
 // from outside: resume repeats an insert only when the list lacks the VM, so a
 // lost insert answer is simply found by the next list. It is table-tested in
-// controllers/runnertarget/checkrun/launch.test.ts.)
+// controllers/runnertarget/checkrun/launch.emulator.test.ts.)
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { waitFor } from './support/kube.js';
 import { startRunnerTargetPool, targetSpec, type RunnerTargetPool } from './support/runnertarget.js';

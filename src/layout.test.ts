@@ -1,9 +1,10 @@
 // The import rules of the tree, read from the source: a kind's controller
 // never imports another kind's (what two kinds share sits below them, in
-// src/); src/ and controllers/ never import cli/, cmd/ or e2e/; a unit test
-// needs nothing from e2e/ (a test against an emulator of e2e/fakes is named
-// *.emulator.test.ts and runs in the emulators project); no module imports
-// itself through others; and every kind is registered in the same shape.
+// src/); src/ and controllers/ never import cli/, cmd/ or e2e/, nor cli/
+// controllers/; a unit test needs nothing from e2e/ (a test against an
+// emulator of e2e/fakes is named *.emulator.test.ts and runs in the
+// emulators project); no module imports itself through others; and every
+// kind is registered in the same shape.
 import { describe, it, expect } from '@jest/globals';
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -95,6 +96,11 @@ describe('the import rules of the tree', () => {
   it('src/ and controllers/ code imports nothing from cli/, cmd/ or e2e/', () => {
     const upward = edges.filter(({ from, to }) => ['src', 'controllers'].includes(topOf(from)) && !isTest(from) && ['cli', 'cmd', 'e2e'].includes(topOf(to)));
     expect(upward.map(({ from, to }) => `${from} -> ${to}`)).toEqual([]);
+  });
+
+  it('cli/ imports nothing from controllers/: what the CLI shares with a controller is in src/', () => {
+    const reaching = edges.filter(({ from, to }) => topOf(from) === 'cli' && topOf(to) === 'controllers');
+    expect(reaching.map(({ from, to }) => `${from} -> ${to}`)).toEqual([]);
   });
 
   it('unit tests import nothing from e2e/: a test against an emulator is named *.emulator.test.ts', () => {

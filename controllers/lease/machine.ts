@@ -3,7 +3,7 @@
 // back the next phase and the effects it planned (the machine's actions).
 // Effects run only after the reconciler has written the new status.
 import { setup, assign, transition, type SnapshotFrom } from 'xstate';
-import { isCheckFailure, type CheckFailure } from './check-failure.js';
+import { isCheckFailure, type CheckFailure } from '../../src/api/check-failure.js';
 
 export const PHASES = ['Pending', 'Launching', 'Ready', 'Idle', 'Releasing', 'Released', 'Failed'] as const;
 export type Phase = (typeof PHASES)[number];
@@ -37,7 +37,7 @@ export type LeaseEvent =
   | { type: 'RELEASE_FAILED'; message: string }
   | { type: 'RELEASE_CONFIRMED'; message: string };
 
-export { CHECK_FAILURES, isCheckFailure, type CheckFailure } from './check-failure.js';
+export { CHECK_FAILURES, isCheckFailure, type CheckFailure } from '../../src/api/check-failure.js';
 
 /** Effects the reconciler runs after it has written the status the transition produced. */
 export const EFFECTS = ['announce', 'acquire', 'release', 'retryRelease', 'unclaim', 'finish'] as const;

@@ -5,7 +5,7 @@ import { setCondition } from '../../src/kube/conditions.js';
 import { isCheckFailure, type LeaseContext, type LeaseEvent, type Phase, type Step } from './machine.js';
 import { ACTIVITY_ANNOTATION } from '../../src/api/activity.js';
 
-export { failedCheckOf } from './check-failure.js';
+export { failedCheckOf } from '../../src/api/check-failure.js';
 
 export function phaseOf(lease: Lease): Phase {
   return (lease.status?.phase ?? 'Pending') as Phase;

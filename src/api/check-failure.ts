@@ -1,6 +1,6 @@
 // Whether a Lease's latest check failed, apart from the state machine: the
 // CLI asks it of every Lease it might run on, and must not load XState to.
-import type { Lease } from '../../src/api/lease.js';
+import type { Lease } from './lease.js';
 
 /** Why the latest check of a Ready or Idle machine failed; the Lease's reason while it does. */
 export const CHECK_FAILURES = ['MachineUnreachable', 'FactsMismatch'] as const;
