@@ -16,6 +16,7 @@ import type { CheckResult } from './checkresult.js';
 import { openReceipts } from './policy/receipts.js';
 import { SAMPLE_WINDOW, sampleTiming } from './policy/sample.js';
 import { RUNNER_HOSTS_FINALIZER } from './policy/teardown.js';
+import { RunnerGroupIds } from './checkrun/runnergroupids.js';
 
 /**
  * How often a target is checked: its checkInterval, never below the minimum
@@ -67,7 +68,12 @@ export class RunnerTargetReconciler {
   /** The UIDs each key's checks ran for: a target deleted and created again under its name is another owner. */
   private readonly uids = new Map<string, Set<string>>();
 
-  constructor(private readonly deps: RunnerTargetDeps) {}
+  private readonly deps: RunnerTargetDeps;
+
+  constructor(deps: RunnerTargetDeps) {
+    // One set of kept runner group ids for every check this reconciler starts.
+    this.deps = { ...deps, runnerGroups: deps.runnerGroups ?? new RunnerGroupIds(deps.now ? { now: deps.now } : {}) };
+  }
 
   private now(): number {
     return (this.deps.now ?? Date.now)();
