@@ -165,6 +165,20 @@ describe('a check that meets a GitHub rate limit', () => {
   });
 });
 
+describe('a requested check', () => {
+  it('does not wait for the sample window: it runs now and its sample does not count', async () => {
+    const w = world();
+    // The observation is stamped with the real clock: the last sample is 4 min before it, the window 1 min away.
+    const sample = { at: new Date(Date.now() - 240_000).toISOString(), queued: 0, running: 0, idleRunners: 0, busyRunners: 0 };
+    w.target.status = { lastSample: sample, lastCheckAt: sample.at, observedGeneration: 1 };
+    w.reconciler.requestCheck('ci/pool');
+    await w.reconciler.reconcile('ci/pool');
+    expect(w.acquired).toHaveLength(1);
+    expect(w.condition('Ready')).toMatchObject({ status: 'True', reason: 'CheckCompleted' });
+    expect(w.target.status?.lastSample).toEqual(sample);
+  });
+});
+
 describe('the runner group id', () => {
   it('is listed at the first check only; the next checks use the kept id', async () => {
     const w = world();

@@ -220,7 +220,7 @@ export class CheckRun {
     const seen = await observePool(fresh, this.clients, this.deps.installationID, this.signal, this.deps.runnerGroups);
     this.observation = { ...seen, probes: await probeHosts(this.status.hosts ?? [], seen, this.clients, await this.deps.hostAccess(fresh), this.signal) };
     const timing = sampleTiming(this.status.lastSample?.at, this.observation.at, this.deps.settings?.window);
-    if (timing.kind === 'wait' && !this.waited) {
+    if (timing.kind === 'wait' && !this.waited && !this.history.requested) {
       this.waited = true;
       return { type: 'SAMPLE_EARLY', waitMs: timing.waitMs, message: `the sample window opens in ${Math.ceil(timing.waitMs / 1000)} s; waiting for it` };
     }
