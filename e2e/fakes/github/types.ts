@@ -2,8 +2,11 @@
 // and the shapes it answers with.
 import type { Fault as KitFault, FaultSpec as KitFaultSpec } from '../kit/faults.js';
 import type { RequestRecord as KitRequestRecord } from '../kit/log.js';
+import type { HookDelivery, HookRetry } from './hooks.js';
 
-export type GitHubOp = 'list-runners' | 'list-runner-groups' | 'delete-runner' | 'generate-jitconfig' | 'list-runs' | 'get-run' | 'list-jobs' | 'rerun-failed-jobs' | 'access-token';
+export type { HookDelivery, HookRetry };
+
+export type GitHubOp = 'list-runners' | 'list-runner-groups' | 'delete-runner' | 'generate-jitconfig' | 'list-runs' | 'get-run' | 'list-jobs' | 'rerun-failed-jobs' | 'access-token' | 'create-hook' | 'list-hooks' | 'get-hook' | 'delete-hook' | 'ping-hook' | 'list-hook-deliveries' | 'redeliver-hook';
 export type FaultSpec = KitFaultSpec<GitHubOp>;
 export type Fault = KitFault<GitHubOp>;
 export type RequestRecord = KitRequestRecord<GitHubOp>;
@@ -111,6 +114,13 @@ export interface GitHubEmulatorOptions {
   seed?: number;
   /** A job whose runner went offline (or was removed) fails this long after (default 10 minutes); Infinity: never. */
   lostRunnerFailMs?: number;
+  /**
+   * Webhook deliveries of events (not pings or redeliveries) that fail are
+   * sent again on their own, `attempts` in all, `delayMs` apart. GitHub does
+   * not do this (a failed delivery stays failed until someone redelivers
+   * it); default undefined: no retry, as GitHub.
+   */
+  webhookRetry?: HookRetry;
 }
 
 export interface GitHubEmulator {
@@ -160,6 +170,11 @@ export interface GitHubEmulator {
   runs(): ApiRun[];
   fault(spec: FaultSpec): string;
   clearFaults(): void;
+  webhookRetry: HookRetry | undefined;
+  /** Every webhook delivery attempt so far (pings, events, redeliveries), oldest first, with what was sent. */
+  hookDeliveries(): HookDelivery[];
+  /** Resolves once no webhook delivery is in flight. */
+  hooksIdle(): Promise<void>;
   readonly requests: readonly RequestRecord[];
   /** Requests that change something (runner deletes, JIT configs), answered or not. */
   readonly mutations: readonly RequestRecord[];
