@@ -19,12 +19,16 @@ import { userInfo } from 'node:os';
 import { startController, type ControllerProcess } from '../e2e/support/controller.js';
 import { emulatorEndpointArgs } from '../e2e/support/runnertarget.js';
 import { startRunnerHosts, type RunnerHosts } from '../e2e/support/runnerhosts-bench.js';
+import { freePort } from '../e2e/fakes/lambda/machine.js';
 import { api, env, log, namespace, quantiles, results, sleep, waitUntil, work } from './support.js';
 
 const HOSTS = env('BENCH_RUNNER_HOSTS', 50);
 const SINGLES = Math.min(env('BENCH_RUNNER_SINGLES', 5), HOSTS - 1);
 const BOOT_MS = env('BENCH_RUNNER_BOOT_MS', 3000);
 const CHECK = process.env.BENCH_RUNNER_CHECK ?? '10s';
+/** 1: queued jobs also reach the controller as signed workflow_job webhooks from an org hook (--github-webhook-port). */
+const WEBHOOK = env('BENCH_RUNNER_WEBHOOK', 0) === 1;
+const HOOK_SECRET = 'bench-webhook-secret';
 const STEADY = env('BENCH_RUNNER_STEADY', 3);
 const DRAIN = env('BENCH_RUNNER_DRAIN', Math.max(1, Math.round(HOSTS / 5)));
 const CHECK_MS = Number(/^(\d+)s$/.exec(CHECK)?.[1] ?? NaN) * 1000;
@@ -169,12 +173,14 @@ export async function runnerPhase(): Promise<void> {
   const { gce, gh } = hosts;
   await api.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'gh-token' }, stringData: { token: gh.token } } });
   await api.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'gce-key' }, stringData: { 'key.json': JSON.stringify(gce.serviceAccountKey) } } });
+  const hookPort = WEBHOOK ? await freePort() : 0;
+  if (WEBHOOK) await api.core.createNamespacedSecret({ namespace: ns, body: { metadata: { name: 'gh-hook' }, stringData: { secret: HOOK_SECRET } } });
   const ctl = await startController(api.cp.info.kubeconfig, ['--no-leader-elect', '--namespace', ns, '--watch-namespace', ns,
     '--runner-ssh-user', userInfo().username, '--runner-ssh-port', String(hosts.sshPort), '--runner-sample-window-scale', String(CHECK_MS / 300_000),
-    '--runner-check-interval-scale', String(CHECK_MS / 30_000), ...emulatorEndpointArgs(gce, gh)], { LEASEHOLD_LOG_LEVEL: 'info' });
+    '--runner-check-interval-scale', String(CHECK_MS / 30_000), ...emulatorEndpointArgs(gce, gh), ...(WEBHOOK ? ['--github-webhook-port', String(hookPort)] : [])], { LEASEHOLD_LOG_LEVEL: 'info' });
   const checks: Check[] = [];
   const inf = await followChecks(ns, ctl, hosts, checks);
-  const out: Record<string, unknown> = { hosts: HOSTS, zones: ZONES.length, checkInterval: CHECK, emulatorBootMs: BOOT_MS };
+  const out: Record<string, unknown> = { hosts: HOSTS, zones: ZONES.length, checkInterval: CHECK, emulatorBootMs: BOOT_MS, webhook: WEBHOOK };
   results.runner = out;
   try {
     await api.custom.createNamespacedCustomObject({
@@ -185,7 +191,7 @@ export async function runnerPhase(): Promise<void> {
         kind: 'RunnerTarget',
         metadata: { name: NAME },
         spec: {
-          github: { org: gh.org, repositories: [`${gh.org}/${REPO}`], tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url },
+          github: { org: gh.org, repositories: [`${gh.org}/${REPO}`], tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url, ...(WEBHOOK ? { webhookSecretRef: { name: 'gh-hook' } } : {}) },
           gce: { project: gce.project, zones: ZONES, machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }], serviceAccount: 'runner-host@leasehold-test.iam.gserviceaccount.com', credentialsSecretRef: { name: 'gce-key' }, endpoint: gce.url },
           floor: 0,
           maxHosts: HOSTS,
@@ -195,6 +201,22 @@ export async function runnerPhase(): Promise<void> {
         },
       },
     });
+
+    if (WEBHOOK) {
+      const made = await fetch(`${gh.url}/orgs/${gh.org}/hooks`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${gh.token}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ name: 'web', events: ['workflow_job'], config: { url: `http://127.0.0.1:${hookPort}/`, content_type: 'json', secret: HOOK_SECRET } }),
+      });
+      if (made.status !== 201) throw new Error(`creating the org hook: HTTP ${made.status}`);
+      const hookId = ((await made.json()) as { id: number }).id;
+      // The controller answers once its cache has the target: ping again until it does.
+      await waitUntil('a ping answered 200', async () => {
+        if (gh.hookDeliveries().some((d) => d.event === 'ping' && d.status_code === 200)) return true;
+        await fetch(`${gh.url}/orgs/${gh.org}/hooks/${hookId}/pings`, { method: 'POST', headers: { authorization: `Bearer ${gh.token}` } });
+        return false;
+      }, 60_000, 1000);
+    }
 
     // 1. Jobs queued one at a time, each at another point of the check cycle.
     const jobIds: number[] = [];

@@ -14,7 +14,7 @@ import { LambdaAccounts } from '../src/providers/lambda/accounts.js';
 import { leaseRecords, registerLeaseController } from '../controllers/lease/register.js';
 import { registerOfferController } from '../controllers/offer/register.js';
 import { registerPeerFleetController } from '../controllers/peerfleet/register.js';
-import { registerRunnerTargetController } from '../controllers/runnertarget/register.js';
+import { registerRunnerTargetController, serveRunnerTargetWebhooks } from '../controllers/runnertarget/register.js';
 import { sampleWindow } from '../controllers/runnertarget/policy/sample.js';
 import { FlagError, parseControllerFlags, type ControllerFlags } from './flags.js';
 
@@ -96,7 +96,7 @@ registerPeerFleetController(mgr, {
   policy: { tolerate: flags.peerTolerateTaints, allowedRegistries: flags.peerAllowedRegistries },
   effectConcurrency: flags.peerFleetEffectConcurrency,
 });
-registerRunnerTargetController(mgr, {
+const runnerTargets = registerRunnerTargetController(mgr, {
   ...installation,
   concurrency: 4,
   identity,
@@ -113,6 +113,9 @@ registerRunnerTargetController(mgr, {
   checkIntervalScale: flags.runnerCheckIntervalScale,
   checkConcurrency: flags.runnerCheckConcurrency,
 });
+// Before the manager starts, so that a replica that does not lead answers 503 rather than refusing GitHub's connection.
+const webhooks = flags.githubWebhookPort ? await serveRunnerTargetWebhooks(mgr, runnerTargets, { port: flags.githubWebhookPort }) : undefined;
+if (webhooks) log.info({ port: flags.githubWebhookPort }, 'receiving GitHub webhook deliveries');
 
 let signalled = false;
 for (const sig of ['SIGTERM', 'SIGINT'] as const) {
@@ -124,6 +127,7 @@ for (const sig of ['SIGTERM', 'SIGINT'] as const) {
     // cancelled; this is the backstop should one ignore its cancellation.
     const force = setTimeout(() => process.exit(1), flags.shutdownGraceMs + 15_000);
     force.unref();
+    webhooks?.close();
     mgr.stop().then(
       () => process.exit(0),
       (err) => {

@@ -70,6 +70,14 @@ describe('parseControllerFlags', () => {
     expect(parseControllerFlags(['--runner-ssh-user', 'ci', '--runner-ssh-port', '2222'], {})).toMatchObject({ runnerSSHUser: 'ci', runnerSSHPort: 2222 });
   });
 
+  it('--github-webhook-port: off (0) by default; a port of its own, refused when it is the metrics port or out of range', () => {
+    expect(parseControllerFlags([], {}).githubWebhookPort).toBe(0);
+    expect(parseControllerFlags(['--github-webhook-port', '9443'], {}).githubWebhookPort).toBe(9443);
+    expect(() => parseControllerFlags(['--github-webhook-port', '8080'], {})).toThrow(/--github-webhook-port 8080 is the port of --metrics-addr :8080/);
+    expect(() => parseControllerFlags(['--github-webhook-port', '70000'], {})).toThrow(/from 0 \(off\) to 65535/);
+    expect(() => parseControllerFlags(['--github-webhook-port', 'on'], {})).toThrow(FlagError);
+  });
+
   it('--runner-check-concurrency sets how many RunnerTarget checks run at once, at least 1', () => {
     expect(parseControllerFlags([], {}).runnerCheckConcurrency).toBe(4);
     expect(parseControllerFlags(['--runner-check-concurrency', '9'], {}).runnerCheckConcurrency).toBe(9);

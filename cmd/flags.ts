@@ -56,6 +56,8 @@ export interface ControllerFlags {
   runnerBootGraceMs: number;
   runnerOfflineGraceMs: number;
   runnerCheckConcurrency: number;
+  /** The port GitHub webhook deliveries (workflow_job) are received on; 0: no webhook server. */
+  githubWebhookPort: number;
   /** PeerFleet reconcile workers, and PeerFleet probes and lending effects running at once (off those workers). */
   peerFleetConcurrency: number;
   peerFleetEffectConcurrency: number;
@@ -120,6 +122,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'runner-boot-grace': { type: 'string', default: '45m' },
       'runner-offline-grace': { type: 'string', default: '5m' },
       'runner-check-concurrency': { type: 'string', default: '4' },
+      'github-webhook-port': { type: 'string', default: '0' },
       'peerfleet-concurrency': { type: 'string', default: '2' },
       'peerfleet-effect-concurrency': { type: 'string', default: '4' },
       'runner-follow-up': { type: 'string', default: '10s' },
@@ -193,6 +196,9 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       throw new FlagError(`--peer-allowed-registries: ${r} must be a registry host (e.g. registry.example.com, ghcr.io/team), without a scheme`);
     }
   }
+  const webhookPort = whole('github-webhook-port', 0, 'from 0 (off) to 65535');
+  if (webhookPort > 65535) throw new FlagError(`--github-webhook-port ${webhookPort} must be a whole number from 0 (off) to 65535`);
+  if (webhookPort !== 0 && text('metrics-addr').endsWith(`:${webhookPort}`)) throw new FlagError(`--github-webhook-port ${webhookPort} is the port of --metrics-addr ${text('metrics-addr')}; webhooks get a port of their own: choose another`);
   const orphans = text('orphans');
   if (orphans !== 'terminate' && orphans !== 'report') throw new FlagError(`--orphans ${orphans} must be terminate or report`);
   return {
@@ -230,6 +236,7 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     runnerBootGraceMs: duration('runner-boot-grace'),
     runnerOfflineGraceMs: duration('runner-offline-grace'),
     runnerCheckConcurrency: whole('runner-check-concurrency', 1, 'of at least 1'),
+    githubWebhookPort: webhookPort,
     peerFleetConcurrency: whole('peerfleet-concurrency', 1, 'of at least 1'),
     peerFleetEffectConcurrency: whole('peerfleet-effect-concurrency', 1, 'of at least 1'),
     runnerFollowUpMs: positive('runner-follow-up'),

@@ -235,6 +235,20 @@ describe('the Helm chart', () => {
       ingress: [{ ports: [{ port: 'metrics', protocol: 'TCP' }], from }],
     }]);
 
+    // GitHub webhooks: off by default (no flag, port or Service); on, all three, and the NetworkPolicy admits the port.
+    const plain = await render();
+    expect(plain.filter((d) => d.kind === 'Service').map((d) => d.metadata.name)).toEqual(['rel-leasehold-metrics']);
+    expect(plain.find((d) => d.kind === 'Deployment').spec.template.spec.containers[0].args.join(' ')).not.toContain('--github-webhook-port');
+    const hooked = await render('--set', 'githubWebhook.enabled=true,githubWebhook.serviceType=LoadBalancer,metrics.networkPolicy.enabled=true');
+    const container = hooked.find((d) => d.kind === 'Deployment').spec.template.spec.containers[0];
+    expect(container.args).toContain('--github-webhook-port=9443');
+    expect(container.ports).toContainEqual({ name: 'github-webhook', containerPort: 9443, protocol: 'TCP' });
+    expect(hooked.find((d) => d.kind === 'Service' && d.metadata.name === 'rel-leasehold-github-webhook').spec).toMatchObject({ type: 'LoadBalancer', ports: [{ name: 'github-webhook', port: 9443, targetPort: 'github-webhook', protocol: 'TCP' }] });
+    expect(hooked.find((d) => d.kind === 'NetworkPolicy').spec.ingress).toEqual([{ ports: [{ port: 'metrics', protocol: 'TCP' }] }, { ports: [{ port: 'github-webhook', protocol: 'TCP' }] }]);
+    const clash = await helm(['template', 'rel', chart, ...kv, '--set', 'githubWebhook.enabled=true,githubWebhook.port=8080']);
+    expect(clash.stderr).toMatch(/githubWebhook\.port is metrics\.port/);
+    expect((await helm(['template', 'rel', chart, ...kv, '--set', 'githubWebhook.serviceType=Ingress'])).code).not.toBe(0);
+
     // One replica: no PodDisruptionBudget (it would guard nothing).
     expect(kinds(await render('--set', 'replicas=1,leaderElection.enabled=false'))).not.toContain('PodDisruptionBudget');
 

@@ -22,4 +22,6 @@ export interface CheckResult {
 export interface CheckHistory {
   /** Requests the last check counted against GitHub's primary limit: a check waits for the reset when fewer are left. */
   lastGitHubRequests?: number | undefined;
+  /** This check was requested (requestCheck) to serve a queued job: it does not wait for the sample window. */
+  requested?: boolean | undefined;
 }

@@ -148,6 +148,7 @@ describe('a check that meets a GitHub rate limit', () => {
     w.gh.state.rateLimit = { limit: 5000, remaining: 5000, used: 0, resetAt: new Date(resetAt + 3_600_000), resource: 'core' };
     w.advance(resetAt - w.now());
     await w.reconciler.reconcile('ci/pool');
+    // 20 minutes on, the runner group's kept id has passed its time and is listed again too.
     expect(w.gh.calls.length).toBe(2 * used);
     expect(w.condition('RateLimited')).toMatchObject({ status: 'False' });
   });
@@ -159,7 +160,36 @@ describe('a check that meets a GitHub rate limit', () => {
     w.gh.state.rateLimit = { limit: 5000, remaining: Math.ceil(used * 1.25), used: 0, resetAt: new Date(w.now() + 900_000), resource: 'core' };
     w.advance(300_000);
     await w.reconciler.reconcile('ci/pool');
-    expect(w.gh.calls.length).toBe(2 * used);
+    // The runner group's id is kept from the first check.
+    expect(w.gh.calls.length).toBe(2 * used - 1);
+  });
+});
+
+describe('a requested check', () => {
+  it('does not wait for the sample window: it runs now and its sample does not count', async () => {
+    const w = world();
+    // The observation is stamped with the real clock: the last sample is 4 min before it, the window 1 min away.
+    const sample = { at: new Date(Date.now() - 240_000).toISOString(), queued: 0, running: 0, idleRunners: 0, busyRunners: 0 };
+    w.target.status = { lastSample: sample, lastCheckAt: sample.at, observedGeneration: 1 };
+    w.reconciler.requestCheck('ci/pool');
+    await w.reconciler.reconcile('ci/pool');
+    expect(w.acquired).toHaveLength(1);
+    expect(w.condition('Ready')).toMatchObject({ status: 'True', reason: 'CheckCompleted' });
+    expect(w.target.status?.lastSample).toEqual(sample);
+  });
+});
+
+describe('the runner group id', () => {
+  it('is listed at the first check only; the next checks use the kept id', async () => {
+    const w = world();
+    await w.reconciler.reconcile('ci/pool');
+    w.advance(300_000);
+    await w.reconciler.reconcile('ci/pool');
+    w.advance(300_000);
+    await w.reconciler.reconcile('ci/pool');
+    expect(w.acquired).toHaveLength(3);
+    expect(w.gh.calls.filter((c) => c === 'list-runner-groups')).toHaveLength(1);
+    expect(w.gh.calls.filter((c) => c === 'list-runners')).toHaveLength(3);
   });
 });
 

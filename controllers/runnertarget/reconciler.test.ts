@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { RunnerTarget } from '../../src/api/index.js';
 import { CredentialsError, OWN_IDENTITY_DISABLED, TargetSpecError } from './checkrun/operations.js';
 import { EffectRunner } from '../../src/kube/effects.js';
-import { CHECK_SLOT_RETRY_MS, checkEveryMs, RunnerTargetReconciler, type FinishedCheck, type RunnerTargetDeps } from './reconciler.js';
+import { CHECK_SLOT_RETRY_MS, REQUESTED_CHECK_GAP_MS, checkEveryMs, RunnerTargetReconciler, type FinishedCheck, type RunnerTargetDeps } from './reconciler.js';
 import { spec } from './testing/pool.js';
 
 function world(
@@ -125,6 +125,35 @@ describe('RunnerTargetReconciler', () => {
     expect(w.acquired).toHaveLength(2);
   });
 
+  it('a requested check runs before its interval; a burst of requests starts one check per 5 s', async () => {
+    const w = world();
+    await w.reconciler.reconcile('ci/pool');
+    w.advance(60_000);
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(true);
+    await w.reconciler.reconcile('ci/pool');
+    expect(w.acquired).toHaveLength(2);
+    // More deliveries of the same burst: dropped, and a wake-up checks nothing before the interval.
+    w.advance(REQUESTED_CHECK_GAP_MS - 1);
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(false);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 300_000 - REQUESTED_CHECK_GAP_MS + 1 });
+    expect(w.acquired).toHaveLength(2);
+    w.advance(1);
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(true);
+    await w.reconciler.reconcile('ci/pool');
+    expect(w.acquired).toHaveLength(3);
+    // Another target's requests are its own.
+    expect(w.reconciler.requestCheck('ci/other')).toBe(true);
+  });
+
+  it('a request does not pass a GitHub rate limit', async () => {
+    const w = world();
+    await w.reconciler.reconcile('ci/pool');
+    (w.reconciler as unknown as { limitedUntil: Map<string, number> }).limitedUntil.set('ci/pool', Date.parse('2026-12-03T12:10:00Z'));
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(true);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 600_000 });
+    expect(w.acquired).toHaveLength(1);
+  });
+
   it('a dry run takes no lease', async () => {
     const w = world({ dryRun: true });
     await w.reconciler.reconcile('ci/pool');
@@ -228,6 +257,30 @@ describe('RunnerTargetReconciler with checks on the effect runner', () => {
     p.targets.set('b', p.make('b', { lastSample: { at: '2026-12-03T11:56:00Z', queued: 0, running: 0, idleRunners: 0, busyRunners: 0 } }));
     expect(await p.reconciler.reconcile('ci/b')).toEqual({ requeueAfter: 60_000 });
     expect(p.started).toEqual([]);
+  });
+
+  it('a requested check is started at once, not at the sample window, and enqueues the target', async () => {
+    const p = pool(4);
+    p.targets.set('b', p.make('b', { lastSample: { at: '2026-12-03T11:56:00Z', queued: 0, running: 0, idleRunners: 0, busyRunners: 0 } }));
+    expect(p.reconciler.requestCheck('ci/b')).toBe(true);
+    expect(p.requeued).toEqual(['ci/b']);
+    expect(await p.reconciler.reconcile('ci/b')).toBeUndefined();
+    expect(p.started).toEqual(['runnertarget-u-b']);
+  });
+
+  it('a request while a check runs is followed by one more check once it ends', async () => {
+    const p = pool(4);
+    await p.reconciler.reconcile('ci/slow');
+    expect(p.reconciler.requestCheck('ci/slow')).toBe(true);
+    // Its pass while the check runs starts nothing.
+    expect(await p.reconciler.reconcile('ci/slow')).toBeUndefined();
+    p.letGo();
+    await waitUntil(() => p.requeued.filter((k) => k === 'ci/slow').length === 2);
+    expect(await p.reconciler.reconcile('ci/slow')).toEqual({ requeueAfter: 1 });
+    await p.reconciler.reconcile('ci/slow');
+    expect(p.started.filter((n) => n === 'runnertarget-u-slow')).toHaveLength(2);
+    await p.effects.idle();
+    expect(await p.reconciler.reconcile('ci/slow')).toEqual({ requeueAfter: 300_000 });
   });
 
   it('a deleted target\'s running check is cancelled and its result dropped', async () => {

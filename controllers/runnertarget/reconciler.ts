@@ -16,6 +16,7 @@ import type { CheckResult } from './checkresult.js';
 import { openReceipts } from './policy/receipts.js';
 import { SAMPLE_WINDOW, sampleTiming } from './policy/sample.js';
 import { RUNNER_HOSTS_FINALIZER } from './policy/teardown.js';
+import { RunnerGroupIds } from './checkrun/runnergroupids.js';
 
 /**
  * How often a target is checked: its checkInterval, never below the minimum
@@ -54,6 +55,9 @@ export interface FinishedCheck {
   deleting: boolean;
 }
 
+/** A burst of requests (webhook deliveries) for one target starts at most one extra check per this many ms. */
+export const REQUESTED_CHECK_GAP_MS = 5_000;
+
 /** How soon a pass looks again when every check slot is taken. */
 export const CHECK_SLOT_RETRY_MS = 1_000;
 
@@ -64,13 +68,39 @@ export class RunnerTargetReconciler {
   private readonly limitedUntil = new Map<string, number>();
   /** What each target's last finished check counted against GitHub's primary limit. */
   private readonly githubRequests = new Map<string, number>();
+  /** When each target's last accepted check request came (requestCheck). */
+  private readonly requestedAt = new Map<string, number>();
+  /** Targets a request made due now, until their check starts. */
+  private readonly requested = new Set<string>();
   /** The UIDs each key's checks ran for: a target deleted and created again under its name is another owner. */
   private readonly uids = new Map<string, Set<string>>();
 
-  constructor(private readonly deps: RunnerTargetDeps) {}
+  private readonly deps: RunnerTargetDeps;
+
+  constructor(deps: RunnerTargetDeps) {
+    // One set of kept runner group ids for every check this reconciler starts.
+    this.deps = { ...deps, runnerGroups: deps.runnerGroups ?? new RunnerGroupIds(deps.now ? { now: deps.now } : {}) };
+  }
 
   private now(): number {
     return (this.deps.now ?? Date.now)();
+  }
+
+  /**
+   * Makes a check of `key` happen now rather than at its next interval (a
+   * workflow_job delivery saw a job queued). Only sooner: the check is the
+   * ordinary one, under the same lease, limits and budget. A request within
+   * REQUESTED_CHECK_GAP_MS of the last accepted one for the target is
+   * dropped; false then.
+   */
+  requestCheck(key: string): boolean {
+    const now = this.now();
+    const last = this.requestedAt.get(key);
+    if (last !== undefined && now - last < REQUESTED_CHECK_GAP_MS) return false;
+    this.requestedAt.set(key, now);
+    this.requested.add(key);
+    this.deps.checks?.requeue(key);
+    return true;
   }
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
@@ -81,6 +111,8 @@ export class RunnerTargetReconciler {
       this.checked.delete(key);
       this.limitedUntil.delete(key);
       this.githubRequests.delete(key);
+      this.requestedAt.delete(key);
+      this.requested.delete(key);
       this.deps.providers.forget(key);
       // A check still running is cancelled; its end enqueues the key again, and that pass drops its result.
       const left = new Set<string>();
@@ -118,13 +150,19 @@ export class RunnerTargetReconciler {
     if (limited !== undefined && now < limited) return { requeueAfter: limited - now };
     // An open launch is followed sooner than the interval: its host waits for its runner config.
     const every = openReceipts(target.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, followUp) : interval;
-    if (Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
-    const history = { lastGitHubRequests: this.githubRequests.get(key) };
-    if (!checks) return this.finish(key, { result: await new CheckRun(this.deps, target, history).run(), generation, deleting });
+    const requested = this.requested.has(key);
+    if (!requested && Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
+    // A requested check does not wait for the sample window: it is there to serve a queued job now, and its sample counts only if it falls inside.
+    const history = { lastGitHubRequests: this.githubRequests.get(key), ...(requested ? { requested: true } : {}) };
+    if (!checks) {
+      this.requested.delete(key);
+      return this.finish(key, { result: await new CheckRun(this.deps, target, history).run(), generation, deleting });
+    }
     // A check due just before its sample window would wait for it inside; it is started when the window opens instead.
     const timing = sampleTiming(target.status?.lastSample?.at, now, this.deps.settings?.window ?? SAMPLE_WINDOW);
-    if (timing.kind === 'wait' && !deleting) return { requeueAfter: timing.waitMs };
+    if (timing.kind === 'wait' && !deleting && !requested) return { requeueAfter: timing.waitMs };
     if (checks.effects.inFlight('check') >= checks.concurrency) return { requeueAfter: CHECK_SLOT_RETRY_MS };
+    this.requested.delete(key);
     const started = checks.effects.start(
       uid,
       `check/${key}`,
@@ -159,6 +197,8 @@ export class RunnerTargetReconciler {
     const checkEvery = checkEveryMs(fresh.spec.checkInterval, this.deps.checkIntervalScale);
     const interval = fresh.metadata?.deletionTimestamp ? Math.min(checkEvery, followUp) : checkEvery;
     const follow = openReceipts(fresh.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, followUp) : interval;
+    // A request that came while this check ran may be for a job it did not see: one more check follows at once.
+    if (this.requested.has(key) && result.retryAfterMs === undefined) return { requeueAfter: 1 };
     return { requeueAfter: result.retryAfterMs ?? follow };
   }
 }

@@ -17,6 +17,9 @@ import { RunnerTargetReconciler, type FinishedCheck } from './reconciler.js';
 import type { WorkQueue } from '../../src/kube/workqueue.js';
 import { TargetKeys } from './targetkey.js';
 import { RUNNER_HOSTS_FINALIZER } from './policy/teardown.js';
+import type { Server } from 'node:http';
+import { startWebhookServer } from './webhook/server.js';
+import { WebhookSecrets } from './webhook/secrets.js';
 
 /** The check leases and each target's SSH key Secret live in controllerNamespace. */
 export interface RunnerTargetControllerOptions extends ControllerOptions {
@@ -83,4 +86,26 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetC
   const enqueue = (t: RunnerTarget) => q.add(objectKey(t));
   targets.on('add', enqueue).on('update', enqueue).on('delete', enqueue);
   return reconciler;
+}
+
+/**
+ * The GitHub webhook server (--github-webhook-port): signed workflow_job
+ * deliveries make the matching targets' checks happen now. Started with
+ * the process, leader or not, so that a follower answers 503 rather than
+ * refusing the connection; the leader answers once its caches are synced.
+ */
+export function serveRunnerTargetWebhooks(mgr: Manager, reconciler: RunnerTargetReconciler, opts: { port: number; host?: string }): Promise<Server> {
+  const targets = mgr.informer<RunnerTarget>(resourcePath(RUNNERTARGET_RESOURCE, mgr.watchNamespace));
+  const log = mgr.log.child({ component: 'github-webhook' });
+  const secrets = new WebhookSecrets(secretDataReader(mgr.core), { log });
+  return startWebhookServer({
+    port: opts.port,
+    host: opts.host,
+    registry: mgr.metrics.registry,
+    leader: () => mgr.isLeader() && mgr.synced(),
+    targets: () => targets.list(),
+    secret: (t) => secrets.secret(t),
+    requestCheck: (key) => reconciler.requestCheck(key),
+    log,
+  });
 }

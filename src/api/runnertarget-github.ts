@@ -86,6 +86,10 @@ export const GitHubSchema = kube(
         .max(2048)
         .default(DEFAULT_GITHUB_API_URL)
         .describe('Base URL of the GitHub REST API. Defaults to https://api.github.com.'),
+      webhookSecretRef: localSecretKeyRef(
+        "The Secret key, in the namespace of the RunnerTarget, holding the secret of the org's or repositories' GitHub webhook that sends workflow_job events to the controller (--github-webhook-port). A delivery signed with it makes a check of this target happen at once instead of at the next checkInterval; the periodic check still decides what to launch or delete. Omit to ignore webhooks for this target.",
+        { defaultKey: 'secret', keyMeaning: 'the webhook secret', field: 'spec.github.webhookSecretRef' },
+      ).optional(),
       rerunPreemptedJobs: z
         .boolean()
         .default(false)

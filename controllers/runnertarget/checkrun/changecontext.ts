@@ -25,6 +25,8 @@ export interface ChangeContext {
   record(receipt: Receipt, host?: Partial<RunnerHost>): Promise<boolean>;
   /** Settles a receipt Done or Failed; false when status is no longer durable. */
   settle(id: string, phase: 'Done' | 'Failed', message: string): Promise<boolean>;
+  /** GitHub refused a runner config for group `id` as not found: the id kept for spec.github.runnerGroup is stale. */
+  runnerGroupGone?(id: number): void;
   /** The first wait before an insert Compute Engine throttled is sent again, doubling each time (default 1000; tests shorten it). */
   throttleBackoffMs?: number;
 }

@@ -31,6 +31,7 @@ import { isRateLimited, mayStartCheck, retryAtAfter } from '../policy/ratelimit.
 import type { CheckHistory, CheckResult } from '../checkresult.js';
 import type { HostAccess } from './hostssh.js';
 import type { RunnerTargetMetrics } from '../metrics.js';
+import { groupRef, type RunnerGroupIds } from './runnergroupids.js';
 
 /** What one check works with: the API server, the providers, the check lease, this replica; the reconciler's deps carry them. */
 export interface CheckDeps {
@@ -46,6 +47,8 @@ export interface CheckDeps {
   /** The target's own SSH key (its hosts admit its public half, and only theirs) and the hosts' login user and port. */
   hostAccess(target: RunnerTarget): Promise<HostAccess>;
   settings?: Partial<PlanSettings>;
+  /** Runner group ids kept between checks; absent, each check lists the groups. */
+  runnerGroups?: RunnerGroupIds;
   metrics?: RunnerTargetMetrics;
   log?: Logger;
   now?: () => number;
@@ -214,10 +217,10 @@ export class CheckRun {
       });
       if (!gate.start) return this.rateLimited(gate.until, gate.message);
     }
-    const seen = await observePool(fresh, this.clients, this.deps.installationID, this.signal);
+    const seen = await observePool(fresh, this.clients, this.deps.installationID, this.signal, this.deps.runnerGroups);
     this.observation = { ...seen, probes: await probeHosts(this.status.hosts ?? [], seen, this.clients, await this.deps.hostAccess(fresh), this.signal) };
     const timing = sampleTiming(this.status.lastSample?.at, this.observation.at, this.deps.settings?.window);
-    if (timing.kind === 'wait' && !this.waited) {
+    if (timing.kind === 'wait' && !this.waited && !this.history.requested) {
       this.waited = true;
       return { type: 'SAMPLE_EARLY', waitMs: timing.waitMs, message: `the sample window opens in ${Math.ceil(timing.waitMs / 1000)} s; waiting for it` };
     }
@@ -293,6 +296,7 @@ export class CheckRun {
         signal: this.signal,
         now: () => this.now(),
         affordable,
+        runnerGroupGone: (id) => this.deps.runnerGroups?.forget(groupRef(this.target.spec.github), id),
         record: async (r, host) => {
           this.receipt = r;
           if (host?.pricePerHour !== undefined) price = host.pricePerHour;

@@ -56,7 +56,15 @@ export async function deliverOver(session: Pick<SshSession, 'exec'>, name: strin
   }
   ctx.guard.permit(`github.generateJitConfig ${name}`);
   const labels = [...runnerLabels(ctx.target.spec.github).filter((l) => l !== 'self-hosted'), ...ownerLabels(ctx.target.metadata!.uid!, ctx.installationID)];
-  const jit = await clients.github.generateJitConfig({ name, runnerGroupId: groupId, labels }, signal);
+  let jit;
+  try {
+    jit = await clients.github.generateJitConfig({ name, runnerGroupId: groupId, labels }, signal);
+  } catch (err) {
+    if (!isProviderError(err, 'NotFound')) throw err;
+    // The group was removed (or renamed and removed) since its id was kept: the next check looks the name up again.
+    ctx.runnerGroupGone?.(groupId);
+    return wait(receiptID, 'RunnerGroupUnknown', `no runner config for ${name}: GitHub no longer knows runner group ${groupId} (spec.github.runnerGroup "${ctx.target.spec.github.runnerGroup}"); the group is looked up again next check`);
+  }
   const result = await session.exec(DELIVER, { stdin: jit.encodedJitConfig, ...opts });
   if (result.code !== 0) {
     // A registration whose config never arrived would pass for a registered runner: it goes again.

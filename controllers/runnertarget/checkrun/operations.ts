@@ -1,7 +1,7 @@
 // The provider side of a RunnerTarget check: clients made from the
 // target's Secrets (kept while the credentials stay the same, so their token
 // caches live across checks), the observation read from Compute Engine and
-// GitHub (the runner group's id looked up once per check among them), and
+// GitHub (the runner group's id among them, kept between checks), and
 // the calls a Change makes. No credential leaves this file
 // except inside the clients; errors carry the field and the fix, never a value.
 import { createHash } from 'node:crypto';
@@ -16,6 +16,7 @@ import { GitHubClient } from '../../../src/providers/github/client.js';
 import type { GitHubActions, RunnerGroup } from '../../../src/providers/github/types.js';
 import { isPoolRunner, namePrefix, ownerLabels, ownsRunner } from '../policy/naming.js';
 import { VM_STATUSES, type Observation, type PoolRunner, type PoolVM, type VMStatus, type WorkflowJob } from '../observation.js';
+import { groupRef, type RunnerGroupIds } from './runnergroupids.js';
 import { endpointRefusal, TargetSpecError, tokenEndpointRefusal, type TargetEndpointPolicy } from '../policy/endpoints.js';
 
 export { TargetSpecError };
@@ -183,9 +184,9 @@ export function poolVM(i: GceInstance, externalIP = true): PoolVM {
 }
 
 // spec.github.runnerGroup names the org's runner group the runners join;
-// generate-jitconfig takes its id, so each check looks the name up once
-// (GET /orgs/{org}/actions/runner-groups) and every runner config of that
-// check uses the answer.
+// generate-jitconfig takes its id, so the name is looked up
+// (GET /orgs/{org}/actions/runner-groups) when no id is kept for it
+// (runnergroupids.ts), and every runner config of the check uses the answer.
 /** The id of the group named `name` (exactly as GitHub shows it), or why there is none. */
 export function findRunnerGroup(groups: readonly RunnerGroup[], name: string, org: string): { id: number } | { problem: string } {
   const found = groups.find((g) => g.name === name);
@@ -204,7 +205,7 @@ export async function resolveRunnerGroup(github: GitHubActions, name: string, or
 }
 
 /** Everything a check reads from the providers: the target's VMs in every zone, the pool's runners, the jobs of the followed repositories. */
-export async function observePool(target: RunnerTarget, clients: TargetClients, installationID: string, signal?: AbortSignal): Promise<Observation> {
+export async function observePool(target: RunnerTarget, clients: TargetClients, installationID: string, signal?: AbortSignal, groups?: RunnerGroupIds): Promise<Observation> {
   const { spec } = target;
   const labels = vmLabels(target, installationID);
   const filter = { labels: { [TARGET_UID_LABEL]: labels[TARGET_UID_LABEL]!, [INSTALLATION_LABEL]: labels[INSTALLATION_LABEL]! } };
@@ -219,7 +220,8 @@ export async function observePool(target: RunnerTarget, clients: TargetClients, 
   const deleting = !!target.metadata?.deletionTimestamp;
   let runnerGroupId: number | undefined;
   try {
-    runnerGroupId = await resolveRunnerGroup(clients.github, spec.github.runnerGroup, spec.github.org, signal);
+    const lookUp = () => resolveRunnerGroup(clients.github, spec.github.runnerGroup, spec.github.org, signal);
+    runnerGroupId = groups ? await groups.resolve(groupRef(spec.github), lookUp) : await lookUp();
   } catch (err) {
     if (!deleting) throw err;
   }

@@ -24,6 +24,7 @@ jest.unstable_mockModule('./hostssh.js', () => ({
 }));
 const { deliverRunnerConfig } = await import('./deliver.js');
 const { observePool, TargetSpecError } = await import('./operations.js');
+const { groupRef, RunnerGroupIds } = await import('./runnergroupids.js');
 
 describe('runner group against the GitHub emulator', () => {
   let gh: GitHubEmulator;
@@ -94,5 +95,62 @@ describe('runner group against the GitHub emulator', () => {
     expect(outcome).toMatchObject({ ok: false, event: { type: 'Warning', reason: 'RunnerGroupUnknown', message: expect.stringContaining('spec.github.runnerGroup "gpu"') } });
     expect(opened).not.toContain('pool-a2');
     expect(gh.mutations.length).toBe(before);
+  });
+
+  describe('kept between checks', () => {
+    it('two checks list the groups once', async () => {
+      const ids = new RunnerGroupIds();
+      const before = groupLookups();
+      expect((await observePool(target('spot-runners'), clients(), 'abcd', undefined, ids)).runnerGroupId).toBe(spot);
+      expect((await observePool(target('spot-runners'), clients(), 'abcd', undefined, ids)).runnerGroupId).toBe(spot);
+      expect(groupLookups() - before).toBe(1);
+    });
+
+    it('a group GitHub no longer knows is looked up again at the next check, and its new id used', async () => {
+      const ids = new RunnerGroupIds();
+      const old = gh.addRunnerGroup('renamed-later', 'selected');
+      const t = target('renamed-later');
+      expect((await observePool(t, clients(), 'abcd', undefined, ids)).runnerGroupId).toBe(old);
+      // Removed and made again under the same name: the kept id is stale.
+      gh.removeRunnerGroup(old);
+      const fresh = gh.addRunnerGroup('renamed-later', 'selected');
+      const before = groupLookups();
+      const stale = await observePool(t, clients(), 'abcd', undefined, ids);
+      expect(stale.runnerGroupId).toBe(old);
+      expect(groupLookups() - before).toBe(0);
+      const ctx = { ...context({ runnerGroupId: old }, 'renamed-later'), runnerGroupGone: (id: number) => ids.forget(groupRef(t.spec.github), id) };
+      const outcome = await deliverRunnerConfig('pool-a3', 'us-central1-a', 'r-3', ctx, ctx.host);
+      expect(outcome).toMatchObject({ ok: false, event: { type: 'Warning', reason: 'RunnerGroupUnknown', message: expect.stringContaining(`runner group ${old}`) } });
+      const next = await observePool(t, clients(), 'abcd', undefined, ids);
+      expect(next.runnerGroupId).toBe(fresh);
+      expect(groupLookups() - before).toBe(1);
+    });
+  });
+});
+
+describe('RunnerGroupIds', () => {
+  const ref = { org: 'o', runnerGroup: 'g' };
+  it('looks a kept id up again after its time, and a failed lookup keeps nothing', async () => {
+    let now = 0;
+    const ids = new RunnerGroupIds({ ttlMs: 1000, now: () => now });
+    let calls = 0;
+    const lookUp = async () => ++calls;
+    await expect(ids.resolve(ref, async () => Promise.reject(new Error('502')))).rejects.toThrow('502');
+    expect(await ids.resolve(ref, lookUp)).toBe(1);
+    now = 999;
+    expect(await ids.resolve(ref, lookUp)).toBe(1);
+    now = 1000;
+    expect(await ids.resolve(ref, lookUp)).toBe(2);
+  });
+
+  it('forgets only the id GitHub refused, per org and name', async () => {
+    const ids = new RunnerGroupIds();
+    await ids.resolve(ref, async () => 5);
+    await ids.resolve({ org: 'other', runnerGroup: 'g' }, async () => 6);
+    ids.forget(ref, 4);
+    expect(await ids.resolve(ref, async () => 9)).toBe(5);
+    ids.forget(ref, 5);
+    expect(await ids.resolve(ref, async () => 9)).toBe(9);
+    expect(await ids.resolve({ org: 'other', runnerGroup: 'g' }, async () => 7)).toBe(6);
   });
 });

@@ -81,6 +81,8 @@ export class Actions {
   private readonly groups = new Map<number, { id: number; name: string; visibility: ApiRunnerGroup['visibility'] }>([[1, { id: 1, name: 'Default', visibility: 'all' }]]);
   private seq = 1000;
   private labelSeq = 1;
+  /** Told of each job that is queued, starts or completes (the workflow_job webhook event). */
+  onJob: ((job: ApiJob, repo: string, action: 'queued' | 'in_progress' | 'completed') => void) | undefined;
   private readonly random: () => number;
 
   constructor(
@@ -276,6 +278,7 @@ export class Actions {
         r.jobId = job.id;
         r.busySince = Date.now();
         actions.touch(job.run_id);
+        actions.jobEvent(job, 'in_progress');
         return { ...job, labels: [...job.labels] };
       },
       finishJob: (conclusion: Conclusion = 'success') => {
@@ -326,6 +329,7 @@ export class Actions {
       this.jobsById.set(job.id, job);
       run.jobIds.push(job.id);
     }
+    for (const id of run.jobIds) this.jobEvent(this.jobsById.get(id)!, 'queued');
     return { runId: run.id, jobIds: [...run.jobIds] };
   }
 
@@ -340,6 +344,12 @@ export class Actions {
       else Object.assign(runner, { online: false, jobId: undefined, busySince: undefined, removeAt: Date.now() + this.settings.jitRemovalLagMs });
     }
     this.touch(job.run_id);
+    this.jobEvent(job, 'completed');
+  }
+
+  private jobEvent(job: ApiJob, action: 'queued' | 'in_progress' | 'completed'): void {
+    const repo = this.runsById.get(job.run_id)?.repo;
+    if (repo !== undefined) this.onJob?.({ ...job, labels: [...job.labels] }, repo, action);
   }
 
   private touch(runId: number): void {
@@ -387,6 +397,7 @@ export class Actions {
       return again.id;
     });
     this.touch(run.id);
+    for (const id of run.jobIds) if (this.jobsById.get(id)!.status === 'queued') this.jobEvent(this.jobsById.get(id)!, 'queued');
   }
 
   jobsOf(runId: number): ApiJob[] | undefined {

@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import type { ApiCall, ApiRoute, ErrorStyle } from '../kit/api.js';
 import { HttpError, type Reply } from '../kit/http.js';
 import type { Actions } from './actions.js';
+import type { HookScope, Hooks } from './hooks.js';
 import type { Caller, GitHubAuth } from './auth.js';
 import type { RateLimits } from './limits.js';
 import type { GitHubOp } from './types.js';
@@ -22,6 +23,7 @@ export const GITHUB_ERRORS: ErrorStyle = {
 
 export interface RouteDeps {
   actions: Actions;
+  hooks: Hooks;
   auth: GitHubAuth;
   limits: RateLimits;
   origin: () => string;
@@ -85,7 +87,45 @@ export function githubRoutes(d: RouteDeps): Route[] {
     return call.params.repo!;
   };
 
+  // Repository and organization hooks: the same operations under two roots.
+  const hookRoutes = (root: string, scopeOf: (call: Call) => HookScope): Route[] => {
+    const id = (v: string | undefined) => {
+      const n = Number(v);
+      if (!Number.isInteger(n)) throw new HttpError(404, undefined, 'Not Found');
+      return n;
+    };
+    return [
+      { method: 'POST', path: `${root}/hooks`, op: 'create-hook', answer: route(tokenUsers, (call) => ({ status: 201, body: d.hooks.create(scopeOf(call), call.body) })) },
+      {
+        method: 'GET',
+        path: `${root}/hooks`,
+        op: 'list-hooks',
+        answer: route(tokenUsers, (call) => {
+          const { page, link } = pageOf(d.hooks.list(scopeOf(call)), call, call.path, d.origin());
+          return { status: 200, body: page, ...(link ? { headers: { link } } : {}) };
+        }),
+      },
+      { method: 'GET', path: `${root}/hooks/:hook_id`, op: 'get-hook', answer: route(tokenUsers, (call) => ({ status: 200, body: d.hooks.get(scopeOf(call), id(call.params.hook_id)) })) },
+      { method: 'DELETE', path: `${root}/hooks/:hook_id`, op: 'delete-hook', answer: route(tokenUsers, (call) => (d.hooks.remove(scopeOf(call), id(call.params.hook_id)), { status: 204, body: '' })) },
+      { method: 'POST', path: `${root}/hooks/:hook_id/pings`, op: 'ping-hook', answer: route(tokenUsers, (call) => (d.hooks.ping(scopeOf(call), id(call.params.hook_id)), { status: 204, body: '' })) },
+      {
+        method: 'GET',
+        path: `${root}/hooks/:hook_id/deliveries`,
+        op: 'list-hook-deliveries',
+        answer: route(tokenUsers, (call) => ({ status: 200, body: d.hooks.deliveries(scopeOf(call), id(call.params.hook_id)) })),
+      },
+      {
+        method: 'POST',
+        path: `${root}/hooks/:hook_id/deliveries/:delivery_id/attempts`,
+        op: 'redeliver-hook',
+        answer: route(tokenUsers, (call) => (d.hooks.redeliver(scopeOf(call), id(call.params.hook_id), id(call.params.delivery_id)), { status: 202, body: {} })),
+      },
+    ];
+  };
+
   return [
+    ...hookRoutes('/repos/:owner/:repo', (call) => ({ kind: 'repository', repo: ourRepo(call) })),
+    ...hookRoutes('/orgs/:org', (call) => (ourOrg(call.params.org!), { kind: 'organization' })),
     {
       method: 'GET',
       path: '/orgs/:org/actions/runners',

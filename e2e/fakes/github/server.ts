@@ -14,11 +14,12 @@ import { Actions } from './actions.js';
 import { GitHubAuth, type Caller } from './auth.js';
 import { RateLimits } from './limits.js';
 import { GITHUB_ERRORS, githubRoutes } from './routes.js';
+import { Hooks, workflowJobView } from './hooks.js';
 import type { GitHubEmulator, GitHubEmulatorOptions, GitHubOp, RequestRecord } from './types.js';
 
 export type * from './types.js';
 
-const MUTATING: readonly GitHubOp[] = ['delete-runner', 'generate-jitconfig', 'rerun-failed-jobs'];
+const MUTATING: readonly GitHubOp[] = ['delete-runner', 'generate-jitconfig', 'rerun-failed-jobs', 'create-hook', 'delete-hook', 'ping-hook', 'redeliver-hook'];
 
 export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Promise<GitHubEmulator> {
   const settings = {
@@ -33,15 +34,18 @@ export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Pro
     zombieRemovalMs: opts.zombieRemovalMs ?? 86_400_000,
     offlineRatePerHour: opts.offlineRatePerHour ?? 0,
     lostRunnerFailMs: opts.lostRunnerFailMs ?? 600_000,
+    webhookRetry: opts.webhookRetry as GitHubEmulatorOptions['webhookRetry'],
   };
   let origin = '';
   const auth = new GitHubAuth(opts.token);
   const actions = new Actions(opts.org ?? 'leasehold-org', settings, () => origin, opts.seed ?? 1);
   const limits = new RateLimits(() => settings);
+  const hooks = new Hooks(actions.org, () => origin, 4_200_001, (repo) => actions.repoId(repo), settings);
+  actions.onJob = (job, repo, action) => hooks.emit(repo, 'workflow_job', { action, workflow_job: workflowJobView(job, repo, actions.org, origin) });
   const requests = new RecordLog<RequestRecord>();
   const api: RestApi<GitHubOp, Caller, undefined> = new RestApi<GitHubOp, Caller, undefined>({
     basePath: '',
-    routes: githubRoutes({ actions, auth, limits, origin: () => origin, installationTokenTtlMs: () => settings.installationTokenTtlMs, etags: () => settings.etags, errorReply: (e) => api.errorReply(e) }),
+    routes: githubRoutes({ actions, hooks, auth, limits, origin: () => origin, installationTokenTtlMs: () => settings.installationTokenTtlMs, etags: () => settings.etags, errorReply: (e) => api.errorReply(e) }),
     errors: GITHUB_ERRORS,
     callerOf: (credential) => auth.callerOf(credential),
     requests,
@@ -71,6 +75,8 @@ export async function startGitHubEmulator(opts: GitHubEmulatorOptions = {}): Pro
     runnerOffline: (name: string) => actions.runnerOffline(name),
     addRunnerGroup: (name: string, visibility?: 'all' | 'selected' | 'private') => actions.addRunnerGroup(name, visibility),
     removeRunnerGroup: (id: number) => actions.removeRunnerGroup(id),
+    hookDeliveries: () => hooks.all(),
+    hooksIdle: () => hooks.idle(),
     runners: () => actions.runners(),
     jobs: () => actions.jobs(),
     runs: () => actions.runs(),

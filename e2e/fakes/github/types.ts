@@ -3,7 +3,30 @@
 import type { Fault as KitFault, FaultSpec as KitFaultSpec } from '../kit/faults.js';
 import type { RequestRecord as KitRequestRecord } from '../kit/log.js';
 
-export type GitHubOp = 'list-runners' | 'list-runner-groups' | 'delete-runner' | 'generate-jitconfig' | 'list-runs' | 'get-run' | 'list-jobs' | 'rerun-failed-jobs' | 'access-token';
+/** One delivery attempt, as GET …/hooks/{id}/deliveries lists it (with the body, for tests). */
+export interface HookDelivery {
+  id: number;
+  guid: string;
+  hook_id: number;
+  delivered_at: string;
+  redelivery: boolean;
+  duration: number;
+  status: string;
+  status_code: number;
+  event: string;
+  action: string | null;
+  /** What was sent, for tests: the body and its headers. */
+  request: { headers: Record<string, string>; body: string };
+}
+
+export interface HookRetry {
+  /** Attempts in all, the first included. */
+  attempts: number;
+  delayMs: number;
+}
+
+
+export type GitHubOp = 'list-runners' | 'list-runner-groups' | 'delete-runner' | 'generate-jitconfig' | 'list-runs' | 'get-run' | 'list-jobs' | 'rerun-failed-jobs' | 'access-token' | 'create-hook' | 'list-hooks' | 'get-hook' | 'delete-hook' | 'ping-hook' | 'list-hook-deliveries' | 'redeliver-hook';
 export type FaultSpec = KitFaultSpec<GitHubOp>;
 export type Fault = KitFault<GitHubOp>;
 export type RequestRecord = KitRequestRecord<GitHubOp>;
@@ -111,6 +134,13 @@ export interface GitHubEmulatorOptions {
   seed?: number;
   /** A job whose runner went offline (or was removed) fails this long after (default 10 minutes); Infinity: never. */
   lostRunnerFailMs?: number;
+  /**
+   * Webhook deliveries of events (not pings or redeliveries) that fail are
+   * sent again on their own, `attempts` in all, `delayMs` apart. GitHub does
+   * not do this (a failed delivery stays failed until someone redelivers
+   * it); default undefined: no retry, as GitHub.
+   */
+  webhookRetry?: HookRetry;
 }
 
 export interface GitHubEmulator {
@@ -160,6 +190,11 @@ export interface GitHubEmulator {
   runs(): ApiRun[];
   fault(spec: FaultSpec): string;
   clearFaults(): void;
+  webhookRetry: HookRetry | undefined;
+  /** Every webhook delivery attempt so far (pings, events, redeliveries), oldest first, with what was sent. */
+  hookDeliveries(): HookDelivery[];
+  /** Resolves once no webhook delivery is in flight. */
+  hooksIdle(): Promise<void>;
   readonly requests: readonly RequestRecord[];
   /** Requests that change something (runner deletes, JIT configs), answered or not. */
   readonly mutations: readonly RequestRecord[];
