@@ -9,7 +9,7 @@ import { NOW, spec } from '../testing/pool.js';
 const target = { metadata: { namespace: 'ci', name: 'pool', uid: 'u-1' }, spec } as RunnerTarget;
 
 /** A host whose config file is there or not, and a GitHub that records what it is asked. */
-function world(opts: { configOnHost: boolean; deleteFails?: Error }) {
+function world(opts: { configOnHost: boolean; deleteFails?: Error; removeFails?: boolean }) {
   const calls: string[] = [];
   const guard = new DurabilityGuard();
   const session = {
@@ -17,6 +17,10 @@ function world(opts: { configOnHost: boolean; deleteFails?: Error }) {
       if (command.startsWith('test -s')) {
         calls.push('ssh: is the config there');
         return { code: opts.configOnHost ? 0 : 1, stdout: '', stderr: '', truncated: false };
+      }
+      if (command.startsWith('rm -f')) {
+        calls.push('ssh: remove the last config');
+        return { code: opts.removeFails ? 1 : 0, stdout: '', stderr: opts.removeFails ? 'read-only file system' : '', truncated: false };
       }
       calls.push(`ssh: write ${o.stdin}`);
       return { code: 0, stdout: '', stderr: '', truncated: false };
@@ -72,6 +76,20 @@ describe('deliverOver', () => {
     expect(calls).toEqual(['ssh: is the config there']);
     expect(out).toMatchObject({ ok: true, receiptID: 'r-1', event: { type: 'Normal', reason: 'RunnerStarting' } });
     expect(out.phase).toBeUndefined();
+  });
+
+  it('a host that had a runner (a Register): the last config goes before the new registration is made', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, replace: true });
+    expect(calls).toEqual(['ssh: remove the last config', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
+    expect(out).toMatchObject({ ok: true, event: { reason: 'RunnerConfigDelivered' } });
+  });
+
+  it('the last config cannot be removed: no registration is made, and the next check tries again', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true, removeFails: true });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, replace: true });
+    expect(calls).toEqual(['ssh: remove the last config']);
+    expect(out).toMatchObject({ ok: false, event: { reason: 'DeliveryFailed', message: expect.stringMatching(/read-only file system/) } });
   });
 
   it('a removal that fails otherwise stops the delivery: no second registration under the name', async () => {
