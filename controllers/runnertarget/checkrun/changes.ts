@@ -55,7 +55,7 @@ export async function runChange(change: Change, receipt: Receipt, ctx: ChangeCon
     case 'deregister':
       return removeRunner(name, change.runnerID, receipt, ctx);
     case 'register':
-      return register(name, receipt, ctx);
+      return register(name, receipt, ctx, change.finishedRunnerID);
     case 'resume':
       return resume(receipt, ctx);
   }
@@ -134,10 +134,10 @@ async function rerun(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcom
 }
 
 /** A host whose runner left (a drained host on which a job still runs, or a reused one) gets a new runner; the receipt settles once it is online. */
-function register(name: string, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+function register(name: string, receipt: Receipt, ctx: ChangeContext, finishedRunnerID?: number): Promise<ChangeOutcome> {
   const zone = ctx.observation.vms.find((v) => v.name === name)?.zone;
   if (!zone) return Promise.resolve(failed(receipt, 'RegisterFailed', `VM ${name} is gone; no runner to register`));
-  return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host, { replace: true });
+  return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host, { replace: true, ...(finishedRunnerID !== undefined ? { finished: { id: finishedRunnerID } } : {}) });
 }
 
 async function launch(name: string, first: Receipt, placements: readonly Placement[], ctx: ChangeContext): Promise<ChangeOutcome> {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { RunnerTarget } from '../../../src/api/index.js';
 import { ProviderError } from '../../../src/providers/errors.js';
+import { RunnerBusyError } from '../../../src/providers/github/errors.js';
 import type { ChangeContext } from './changecontext.js';
 import { deliverOver } from './deliver.js';
 import { DurabilityGuard, NotDurableError } from './durability.js';
@@ -83,6 +84,20 @@ describe('deliverOver', () => {
     const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, replace: true });
     expect(calls).toEqual(['ssh: remove the last config', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
     expect(out).toMatchObject({ ok: true, event: { reason: 'RunnerConfigDelivered' } });
+  });
+
+  it('a reused host whose last runner is still listed offline: that registration goes before the new one takes its name', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, replace: true, finished: { id: 7 } });
+    expect(calls).toEqual(['ssh: remove the last config', 'github: delete runner 7', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
+    expect(out).toMatchObject({ ok: true, event: { reason: 'RunnerConfigDelivered' } });
+  });
+
+  it('GitHub says the last runner still holds a job: no new registration', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true, deleteFails: new RunnerBusyError('Runner "pool-1" is still running a job') });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, replace: true, finished: { id: 7 } });
+    expect(calls).toEqual(['ssh: remove the last config', 'github: delete runner 7']);
+    expect(out).toMatchObject({ ok: false, event: { reason: 'RunnerBusy' } });
   });
 
   it('the last config cannot be removed: no registration is made, and the next check tries again', async () => {

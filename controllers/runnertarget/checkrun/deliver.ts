@@ -10,6 +10,7 @@ import { ownerLabels } from '../policy/naming.js';
 import { openHost, SSH_TIMEOUT_MS, type HostAccess } from './hostssh.js';
 import type { SshSession } from '../../../src/machine/ssh.js';
 import { isProviderError } from '../../../src/providers/errors.js';
+import { RunnerBusyError } from '../../../src/providers/github/errors.js';
 
 /** Where the host finds its runner config: written whole (a rename), readable by the login user only. */
 export const JIT_CONFIG_PATH = '.leasehold/jitconfig';
@@ -22,11 +23,14 @@ const wait = (id: string, reason: string, message: string): ChangeOutcome => ({ 
 /**
  * How a config is delivered. `stale`: a registration of this host that is
  * offline. `replace`: the host had a runner before (a Register), so its old
- * config is still there and is removed first.
+ * config is still there and is removed first. `finished`: the host's last
+ * runner, listed offline after its job; its registration goes before the
+ * new one, whose name it holds.
  */
 export interface DeliveryHow {
   stale?: { id: number } | undefined;
   replace?: boolean;
+  finished?: { id: number };
 }
 
 /** Delivers a runner config to host `name`; its receipt stays Intended until the runner registers. */
@@ -45,7 +49,7 @@ export async function deliverRunnerConfig(name: string, zone: string, receiptID:
 /** The delivery over an open, pinned session. */
 export async function deliverOver(session: Pick<SshSession, 'exec'>, name: string, receiptID: string, ctx: ChangeContext, how: DeliveryHow & { groupId: number }): Promise<ChangeOutcome> {
   const { clients, signal } = ctx;
-  const { groupId, stale, replace } = how;
+  const { groupId, stale, replace, finished } = how;
   const opts = { timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) };
   if (stale) {
     // The file is written whole or not at all: there, its runner is starting and must not lose its registration.
@@ -67,6 +71,16 @@ export async function deliverOver(session: Pick<SshSession, 'exec'>, name: strin
     // then finds no file, so a later check removes that registration (the stale branch) instead of taking it for a runner starting.
     const removed = await session.exec(REMOVE_OLD, opts);
     if (removed.code !== 0) return wait(receiptID, 'DeliveryFailed', `removing the last runner config on ${name} failed (exit ${removed.code}): ${removed.stderr.slice(0, 300)}; tried again next check`);
+  }
+  if (finished) {
+    ctx.guard.permit(`github.deleteRunner ${name}`);
+    try {
+      await clients.github.deleteRunner(finished.id, signal);
+    } catch (err) {
+      // GitHub refuses (422) while that runner holds a job: it has not finished, and nothing new is registered.
+      if (err instanceof RunnerBusyError) return wait(receiptID, 'RunnerBusy', `runner ${name} (${finished.id}) still holds a job; no new runner is made for ${name}, looked at again next check`);
+      if (!isProviderError(err, 'NotFound')) throw err;
+    }
   }
   ctx.guard.permit(`github.generateJitConfig ${name}`);
   const labels = [...runnerLabels(ctx.target.spec.github).filter((l) => l !== 'self-hosted'), ...ownerLabels(ctx.target.metadata!.uid!, ctx.installationID)];

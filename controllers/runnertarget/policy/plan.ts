@@ -51,7 +51,8 @@ export type Change =
   | { kind: 'removeRunner'; intent: Intent; runnerID: number }
   | { kind: 'delete'; intent: Intent; reason: 'Orphan' | 'Preempted' | 'Drained' }
   | { kind: 'deregister'; intent: Intent; runnerID: number }
-  | { kind: 'register'; intent: Intent }
+  /** `finishedRunnerID`: a reused host's last runner, listed offline after its job: removed before the new one is made. */
+  | { kind: 'register'; intent: Intent; finishedRunnerID?: number }
   /**
    * The intent names the first placement; should it fail, its receipt is
    * settled Failed and the next placement (nextPlacement) gets a new one.
@@ -225,7 +226,7 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   }
 
   // The runner keeps the host's name, so the Register receipt names which host gets which runner before GitHub makes it.
-  for (const r of reuse.reuse) changes.push({ kind: 'register', intent: { action: 'Register', hosts: [r.host], message: r.reason } });
+  for (const r of reuse.reuse) changes.push({ kind: 'register', intent: { action: 'Register', hosts: [r.host], message: r.reason }, ...(r.finishedRunnerID !== undefined ? { finishedRunnerID: r.finishedRunnerID } : {}) });
 
   hosts = hosts.map((h) => (deleting.has(h.name) && h.state !== 'Deleting' ? { ...h, state: 'Deleting' } : h));
   const names = hostNames(namePrefix(name, spec.gce.namePrefix), `${name}/${now}`, want.launch, new Set([...hosts.map((h) => h.name), ...vms.keys()]));

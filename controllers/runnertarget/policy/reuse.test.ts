@@ -137,6 +137,20 @@ describe('host reuse in the check plan', () => {
     expect(p.demand.launch).toBe(0);
   });
 
+  it('a finished runner GitHub still lists offline: the host is reused and that registration is named for removal', () => {
+    const p = plan({ status: { hosts: [finished('a')] }, observation: { vms: [vm('a')], runners: [runner('a', false, { id: 7, status: 'offline' })], jobs: [job('queued')], probes: noJob(['a']) } });
+    expect(p.changes).toEqual([expect.objectContaining({ kind: 'register', finishedRunnerID: 7 })]);
+    expect(launches(p)).toBe(0);
+    const idle = plan({ status: { hosts: [finished('a')] }, observation: { vms: [vm('a')], runners: [runner('a', false, { id: 7, status: 'offline' })], probes: noJob(['a']) } });
+    expect(idle.changes).toEqual([]);
+    expect(idle.hosts[0]!.state).toBe('Offline');
+  });
+
+  it('an offline runner that GitHub still calls busy is not finished', () => {
+    const p = plan({ status: { hosts: [finished('a')] }, observation: { vms: [vm('a')], runners: [runner('a', true, { id: 7, status: 'offline' })], jobs: [job('queued')], probes: noJob(['a']) } });
+    expect(kinds(p)).not.toContain('register a');
+  });
+
   it('a host an open receipt holds is left to that receipt', () => {
     const open = receiptFor({ action: 'Register', hosts: ['a'] }, NOW - 5000);
     const p = plan({ status: { hosts: [finished('a')], receipts: [open] }, observation: { vms: [vm('a')], jobs: [job('queued')], probes: noJob(['a']) } });
@@ -170,8 +184,8 @@ describe('reuseHosts', () => {
     expect(reuseHosts(input({ spec: ephemeralSpec }))).toEqual({ reuse: [], drain: [] });
   });
 
-  it('a host whose runner is still registered (offline after its job) waits until GitHub removes it', () => {
-    expect(reuseHosts(input({ observation: { vms: [vm('a')], runners: [runner('a', false, { status: 'offline' })], jobs: [job('queued')], probes: noJob(['a']) } }))).toEqual({ reuse: [], drain: [] });
+  it('a host whose runner is registered and online is not finished', () => {
+    expect(reuseHosts(input({ hosts: [host('a', 'Idle', { runnerID: 7 })], observation: { vms: [vm('a')], runners: [runner('a')], jobs: [job('queued')], probes: noJob(['a']) } }))).toEqual({ reuse: [], drain: [] });
   });
 
   it('with --runner-lifetime-scale the lifetime margin scales as for lifetime drains', () => {

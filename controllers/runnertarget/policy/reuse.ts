@@ -3,7 +3,10 @@
 // costs a VM insert, a boot and a minimum billing period. With reuse, a host
 // whose runner finished gets a new just-in-time runner of the same name
 // instead, but only while a job it could take waits and no capacity already
-// covers that job; with nothing queued it drains as it always did. A host is
+// covers that job; with nothing queued it drains as it always did. GitHub
+// lists a finished runner offline for a moment before it removes it: such a
+// host (Offline, its runner not busy) is finished too, and its registration
+// is removed before the new one is made. A host is
 // reused only when nothing argues for letting it go: its VM runs (not being
 // preempted or stopped), SSH saw no job process on it (the old job has
 // really ended), it is not an orphan, it is short of the lifetime
@@ -34,7 +37,7 @@ export interface ReuseInput {
 
 export interface ReuseDecision {
   /** Hosts that get a new runner, youngest first, with why. */
-  reuse: { host: string; reason: string }[];
+  reuse: { host: string; reason: string; finishedRunnerID?: number }[];
   /** Finished hosts that drain, with why (shown in events; empty in ephemeral mode). */
   drain: { host: string; reason: string }[];
 }
@@ -46,7 +49,10 @@ export function reuseHosts({ spec, before, hosts, observation, now, projectedUSD
   const recorded = new Map(before.map((h) => [h.name, h]));
   const finished = hosts.filter((h) => {
     const was = recorded.get(h.name);
-    return h.state === 'Draining' && was !== undefined && runnerFinished(was, runners.get(h.name)) && !held?.has(h.name);
+    if (was === undefined || held?.has(h.name)) return false;
+    const runner = runners.get(h.name);
+    if (h.state === 'Offline') return runner !== undefined && runner.status === 'offline' && !runner.busy;
+    return h.state === 'Draining' && runnerFinished(was, runner);
   });
   if (finished.length === 0) return out;
 
@@ -69,11 +75,12 @@ export function reuseHosts({ spec, before, hosts, observation, now, projectedUSD
     else if (projectedUSD > spec.dailyBudgetUSD) why = `the projected spend ${projectedUSD.toFixed(2)} USD passes dailyBudgetUSD ${spec.dailyBudgetUSD}`;
     else if (need === 0) why = queued === 0 ? 'no job it could take is queued' : 'the queued jobs are covered by idle or starting runners';
     if (why) {
-      out.drain.push({ host: h.name, reason: `host ${h.name} finished its job and is not reused (spec.github.hostReuse: reuse): ${why}; it drains` });
+      out.drain.push({ host: h.name, reason: `host ${h.name} finished its job and is not reused (spec.github.hostReuse: reuse): ${why}; it ${h.state === 'Offline' ? 'is drained once its runner is removed' : 'drains'}` });
       continue;
     }
     need--;
-    out.reuse.push({ host: h.name, reason: `host ${h.name} finished its job and ${queued} job${queued === 1 ? '' : 's'} it could take ${queued === 1 ? 'is' : 'are'} queued: it gets a new runner over SSH instead of draining (spec.github.hostReuse: reuse)` });
+    const left = runners.get(h.name);
+    out.reuse.push({ host: h.name, ...(left ? { finishedRunnerID: left.id } : {}), reason: `host ${h.name} finished its job and ${queued} job${queued === 1 ? '' : 's'} it could take ${queued === 1 ? 'is' : 'are'} queued: it gets a new runner over SSH instead of draining (spec.github.hostReuse: reuse)` });
   }
   return out;
 }
