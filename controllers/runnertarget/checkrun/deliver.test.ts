@@ -100,6 +100,20 @@ describe('deliverOver', () => {
     expect(out).toMatchObject({ ok: false, event: { reason: 'RunnerBusy' } });
   });
 
+  it('a resumed receipt whose config is on the host and whose runner GitHub no longer lists: the runner came and went; no second runner', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, resumed: true });
+    expect(calls).toEqual(['ssh: is the config there']);
+    expect(out).toMatchObject({ ok: true, phase: 'Done', runnerLeft: true, event: { reason: 'RunnerLeft' } });
+  });
+
+  it('a resumed receipt with no config on the host: the config is made and written', async () => {
+    const { session, ctx, calls } = world({ configOnHost: false });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, resumed: true, replace: true });
+    expect(calls).toEqual(['ssh: is the config there', 'ssh: remove the last config', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
+    expect(out.runnerLeft).toBeUndefined();
+  });
+
   it('the last config cannot be removed: no registration is made, and the next check tries again', async () => {
     const { session, ctx, calls } = world({ configOnHost: true, removeFails: true });
     const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, replace: true });

@@ -31,6 +31,8 @@ export interface DeliveryHow {
   stale?: { id: number } | undefined;
   replace?: boolean;
   finished?: { id: number };
+  /** A receipt a check left open is continued: the config may have been delivered, and its runner come and gone since. */
+  resumed?: boolean;
 }
 
 /** Delivers a runner config to host `name`; its receipt stays Intended until the runner registers. */
@@ -49,7 +51,7 @@ export async function deliverRunnerConfig(name: string, zone: string, receiptID:
 /** The delivery over an open, pinned session. */
 export async function deliverOver(session: Pick<SshSession, 'exec'>, name: string, receiptID: string, ctx: ChangeContext, how: DeliveryHow & { groupId: number }): Promise<ChangeOutcome> {
   const { clients, signal } = ctx;
-  const { groupId, stale, replace, finished } = how;
+  const { groupId, stale, replace, finished, resumed } = how;
   const opts = { timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) };
   if (stale) {
     // The file is written whole or not at all: there, its runner is starting and must not lose its registration.
@@ -65,6 +67,12 @@ export async function deliverOver(session: Pick<SshSession, 'exec'>, name: strin
     } catch (err) {
       if (!isProviderError(err, 'NotFound')) throw err;
     }
+  }
+  if (resumed && !stale && (await session.exec(HAS_CONFIG, opts)).code === 0) {
+    // The config is there and GitHub lists no runner: a runner started from it, ran its one job and left
+    // between two checks. Another config would give the host a second job, which an ephemeral pool never does.
+    const message = `the runner config is on ${name} and GitHub lists no runner for it: its runner ran and left before a check saw it online; the host has finished`;
+    return { ok: true, phase: 'Done', runnerLeft: true, receiptID, message, event: { type: 'Normal', reason: 'RunnerLeft', message } };
   }
   if (replace) {
     // The last runner's config goes before the new registration is made: a check that dies after generate-jitconfig
