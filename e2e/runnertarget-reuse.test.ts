@@ -11,20 +11,23 @@ const JOBS = 6;
 const JOB_MS = 1_000;
 
 let pool: RunnerTargetPool;
+/** Targets whose runners take a job the moment they start. */
+const atStart = new Set<string>();
 
 beforeAll(async () => {
   pool = await startRunnerTargetPool('rtreuse');
-  // Every runner a host starts takes the oldest job it fits, which ends JOB_MS later, as a short CI job would. It
-  // takes it once a check has seen the runner online (its receipt settled): a job that ended before any check saw its
-  // runner would leave the launch's receipt open, and that receipt's resume delivers a config again.
+  // Every runner a host starts takes the oldest job it fits, which ends JOB_MS later, as a short CI job would: the
+  // moment it starts for the targets named in `atStart`, else once a check has seen it online (its receipt settled).
   pool.onRunner = (host) => {
     const target = host.slice(0, host.lastIndexOf('-'));
+    const take = () => {
+      if (pool.takeJob(host)) setTimeout(() => void pool.finishJob(host), JOB_MS);
+    };
+    if (atStart.has(target)) return take();
     void waitFor(`a check saw the runner of ${host}`, async () => {
       const t = await pool.get(target);
       return !(t?.status?.receipts ?? []).some((r: any) => r.phase === 'Intended' && r.hosts.includes(host));
-    }, 60_000, 200).then(() => {
-      if (pool.takeJob(host)) setTimeout(() => void pool.finishJob(host), JOB_MS);
-    });
+    }, 60_000, 200).then(take);
   };
 });
 
@@ -63,5 +66,13 @@ describe('RunnerTarget host reuse', () => {
       const runs = jobsOf('reu').filter((j) => j.host === host);
       for (let i = 1; i < runs.length; i++) expect(runs[i]!.startedAt).toBeGreaterThanOrEqual(runs[i - 1]!.endedAt!);
     }
+  }, 300_000);
+
+  it('ephemeral keeps one job per VM when each job ends before any check has seen its runner online', async () => {
+    atStart.add('fast');
+    const fast = await runQueue('fast', 'ephemeral');
+    expect(fast.perHost.every((n) => n === 1)).toBe(true);
+    expect(fast.inserts).toBeGreaterThanOrEqual(JOBS);
+    expect(fast.events).toContain('RunnerLeft');
   }, 300_000);
 });
