@@ -22,6 +22,7 @@ import { userInfo } from 'node:os';
 import { startController, type ControllerProcess } from '../e2e/support/controller.js';
 import { emulatorEndpointArgs } from '../e2e/support/runnertarget.js';
 import { startRunnerHosts, type RunnerHosts } from '../e2e/support/runnerhosts-bench.js';
+import type { FakeRunner } from '../e2e/fakes/github/server.js';
 import { api, env, log, namespace, quantiles, results, sleep, waitUntil, work } from './support.js';
 
 const HOSTS = env('BENCH_RUNNER_HOSTS', 50);
@@ -29,6 +30,8 @@ const SINGLES = Math.max(0, Math.min(env('BENCH_RUNNER_SINGLES', 5), HOSTS - 1))
 const REUSE_JOBS = env('BENCH_RUNNER_REUSE_JOBS', 20);
 const REUSE_MAX_HOSTS = env('BENCH_RUNNER_REUSE_MAX_HOSTS', 3);
 const REUSE_JOB_MS = env('BENCH_RUNNER_REUSE_JOB_MS', 3000);
+/** When a runner takes its job: `settled`, once a check has seen it online (its receipt settled); `start`, the moment it starts. */
+const REUSE_TAKE = process.env.BENCH_RUNNER_REUSE_TAKE === 'start' ? 'start' : 'settled';
 const BOOT_MS = env('BENCH_RUNNER_BOOT_MS', 3000);
 const CHECK = process.env.BENCH_RUNNER_CHECK ?? '10s';
 const STEADY = env('BENCH_RUNNER_STEADY', 3);
@@ -171,8 +174,8 @@ function summary(lat: ReturnType<typeof latency>[]) {
 
 /**
  * REUSE_JOBS jobs queued at once on a target of its own (maxHosts
- * REUSE_MAX_HOSTS, hostReuse `mode`); each runner takes a job as soon as it
- * starts, as GitHub hands one to a connected runner, and the job ends
+ * REUSE_MAX_HOSTS, hostReuse `mode`); each runner takes a job (REUSE_TAKE:
+ * once a check saw it online, or the moment it starts), and the job ends
  * REUSE_JOB_MS later. The target is deleted after, and its VMs waited out.
  */
 async function hostsPerJob(ns: string, hosts: RunnerHosts, mode: 'ephemeral' | 'reuse') {
@@ -198,13 +201,20 @@ async function hostsPerJob(ns: string, hosts: RunnerHosts, mode: 'ephemeral' | '
   });
   const started = new Map<number, number>();
   const perHost = new Map<string, number>();
-  hosts.onRunner = (host, runner) => {
-    if (!host.startsWith(`${name}-`)) return;
+  const take = (host: string, runner: FakeRunner) => {
     const job = runner.takeJob();
     if (!job) return;
     started.set(job.id, Date.now());
     perHost.set(host, (perHost.get(host) ?? 0) + 1);
     setTimeout(() => runner.finishJob('success'), REUSE_JOB_MS);
+  };
+  hosts.onRunner = (host, runner) => {
+    if (!host.startsWith(`${name}-`)) return;
+    if (REUSE_TAKE === 'start') return take(host, runner);
+    void waitUntil(`a check saw the runner of ${host}`, async () => {
+      const t: any = await api.custom.getNamespacedCustomObject({ ...TG, namespace: ns, name });
+      return !(t?.status?.receipts ?? []).some((r: any) => r.phase === 'Intended' && r.hosts.includes(host));
+    }, 10 * 60_000, 200).then(() => take(host, runner), () => undefined);
   };
   const queuedAt = Date.now();
   const { jobIds } = gh.queueRun(name, Array.from({ length: REUSE_JOBS }, () => ({ labels })));
@@ -215,6 +225,7 @@ async function hostsPerJob(ns: string, hosts: RunnerHosts, mode: 'ephemeral' | '
   const inserts = gce.inserts().filter((r) => r.name.startsWith(`${name}-`));
   const made = inserts.filter((r) => !r.refused).length;
   const result = {
+    take: REUSE_TAKE,
     jobs: REUSE_JOBS,
     jobSeconds: REUSE_JOB_MS / 1000,
     maxHosts: REUSE_MAX_HOSTS,
