@@ -8,7 +8,10 @@
 //    calls by route, against the floor the policy strictly needs, for
 //    steady checks (nothing to change) and for a scale-down; of the GitHub
 //    calls, the share answered 304 (conditional listings, not counted by
-//    GitHub's primary rate limit).
+//    GitHub's primary rate limit);
+//  - hosts per job: BENCH_RUNNER_REUSE_JOBS short jobs queued at once on a
+//    pool of BENCH_RUNNER_REUSE_MAX_HOSTS, with spec.github.hostReuse
+//    ephemeral and then reuse: VM inserts per job, and queued → running.
 // A check is the span its coordination Lease is held: from acquireTime to
 // the renewTime of the release (holderIdentity ""), both written by the
 // controller, seen through an informer. Provider calls are the emulators'
@@ -20,10 +23,16 @@ import { startController, type ControllerProcess } from '../e2e/support/controll
 import { emulatorEndpointArgs } from '../e2e/support/runnertarget.js';
 import { startRunnerHosts, type RunnerHosts } from '../e2e/support/runnerhosts-bench.js';
 import { freePort } from '../e2e/fakes/lambda/machine.js';
+import type { FakeRunner } from '../e2e/fakes/github/server.js';
 import { api, env, log, namespace, quantiles, results, sleep, waitUntil, work } from './support.js';
 
 const HOSTS = env('BENCH_RUNNER_HOSTS', 50);
-const SINGLES = Math.min(env('BENCH_RUNNER_SINGLES', 5), HOSTS - 1);
+const SINGLES = Math.max(0, Math.min(env('BENCH_RUNNER_SINGLES', 5), HOSTS - 1));
+const REUSE_JOBS = env('BENCH_RUNNER_REUSE_JOBS', 20);
+const REUSE_MAX_HOSTS = env('BENCH_RUNNER_REUSE_MAX_HOSTS', 3);
+const REUSE_JOB_MS = env('BENCH_RUNNER_REUSE_JOB_MS', 3000);
+/** When a runner takes its job: `settled`, once a check has seen it online (its receipt settled); `start`, the moment it starts. */
+const REUSE_TAKE = process.env.BENCH_RUNNER_REUSE_TAKE === 'start' ? 'start' : 'settled';
 const BOOT_MS = env('BENCH_RUNNER_BOOT_MS', 3000);
 const CHECK = process.env.BENCH_RUNNER_CHECK ?? '10s';
 /** 1: queued jobs also reach the controller as signed workflow_job webhooks from an org hook (--github-webhook-port). */
@@ -167,6 +176,79 @@ function summary(lat: ReturnType<typeof latency>[]) {
   };
 }
 
+/**
+ * REUSE_JOBS jobs queued at once on a target of its own (maxHosts
+ * REUSE_MAX_HOSTS, hostReuse `mode`); each runner takes a job (REUSE_TAKE:
+ * once a check saw it online, or the moment it starts), and the job ends
+ * REUSE_JOB_MS later. The target is deleted after, and its VMs waited out.
+ */
+async function hostsPerJob(ns: string, hosts: RunnerHosts, mode: 'ephemeral' | 'reuse') {
+  const { gce, gh } = hosts;
+  const name = `jobs-${mode}`;
+  const labels = [...LABELS, name];
+  await api.custom.createNamespacedCustomObject({
+    ...TG,
+    namespace: ns,
+    body: {
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'RunnerTarget',
+      metadata: { name },
+      spec: {
+        github: { org: gh.org, repositories: [`${gh.org}/${name}`], labels: [name], tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url, hostReuse: mode },
+        gce: { project: gce.project, zones: ZONES, machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }], serviceAccount: 'runner-host@leasehold-test.iam.gserviceaccount.com', credentialsSecretRef: { name: 'gce-key' }, endpoint: gce.url },
+        floor: 0,
+        maxHosts: REUSE_MAX_HOSTS,
+        dailyBudgetUSD: 10_000,
+        checkInterval: '30s',
+      },
+    },
+  });
+  const started = new Map<number, number>();
+  const perHost = new Map<string, number>();
+  const take = (host: string, runner: FakeRunner) => {
+    const job = runner.takeJob();
+    if (!job) return;
+    started.set(job.id, Date.now());
+    perHost.set(host, (perHost.get(host) ?? 0) + 1);
+    setTimeout(() => runner.finishJob('success'), REUSE_JOB_MS);
+  };
+  hosts.onRunner = (host, runner) => {
+    if (!host.startsWith(`${name}-`)) return;
+    if (REUSE_TAKE === 'start') return take(host, runner);
+    void waitUntil(`a check saw the runner of ${host}`, async () => {
+      const t: any = await api.custom.getNamespacedCustomObject({ ...TG, namespace: ns, name });
+      return !(t?.status?.receipts ?? []).some((r: any) => r.phase === 'Intended' && r.hosts.includes(host));
+    }, 10 * 60_000, 200).then(() => take(host, runner), () => undefined);
+  };
+  const queuedAt = Date.now();
+  const { jobIds } = gh.queueRun(name, Array.from({ length: REUSE_JOBS }, () => ({ labels })));
+  const ids = new Set(jobIds);
+  await waitUntil(`${REUSE_JOBS} jobs of ${name} completed`, async () => gh.jobs().filter((j) => ids.has(j.id) && j.status === 'completed').length === REUSE_JOBS, 30 * 60_000, 200);
+  const doneAt = Date.now();
+  hosts.onRunner = undefined;
+  const inserts = gce.inserts().filter((r) => r.name.startsWith(`${name}-`));
+  const made = inserts.filter((r) => !r.refused).length;
+  const result = {
+    take: REUSE_TAKE,
+    jobs: REUSE_JOBS,
+    jobSeconds: REUSE_JOB_MS / 1000,
+    maxHosts: REUSE_MAX_HOSTS,
+    inserts: made,
+    insertsPerJob: round(made / REUSE_JOBS),
+    refusedInserts: inserts.length - made,
+    jobsPerVM: Object.fromEntries(Object.entries(quantiles([...perHost.values()])).map(([k, v]) => [k, v])),
+    queuedToRunningSeconds: secs([...started.values()].map((t) => t - queuedAt)),
+    queuedToAllDoneSeconds: round((doneAt - queuedAt) / 1000),
+  };
+  await api.custom.deleteNamespacedCustomObject({ ...TG, namespace: ns, name });
+  await waitUntil(`${name} torn down`, async () => {
+    const left = gce.instances().filter((i) => i.labels['leasehold-runnertarget'] === name).length;
+    const gone = await api.custom.getNamespacedCustomObject({ ...TG, namespace: ns, name }).then(() => false, () => true);
+    return left === 0 && gone;
+  }, 10 * 60_000, 500);
+  return result;
+}
+
 export async function runnerPhase(): Promise<void> {
   const ns = await namespace('bench-runner');
   const hosts = await startRunnerHosts(join(work, 'runner-hosts'), { bootMs: BOOT_MS });
@@ -183,6 +265,14 @@ export async function runnerPhase(): Promise<void> {
   const out: Record<string, unknown> = { hosts: HOSTS, zones: ZONES.length, checkInterval: CHECK, emulatorBootMs: BOOT_MS, webhook: WEBHOOK };
   results.runner = out;
   try {
+    if (REUSE_JOBS > 0) {
+      const ephemeral = await hostsPerJob(ns, hosts, 'ephemeral');
+      log(`runner: hosts per job, ephemeral ${JSON.stringify(ephemeral)}`);
+      const reuse = await hostsPerJob(ns, hosts, 'reuse');
+      log(`runner: hosts per job, reuse ${JSON.stringify(reuse)}`);
+      out.hostsPerJob = { ephemeral, reuse };
+    }
+    if (HOSTS === 0) return;
     await api.custom.createNamespacedCustomObject({
       ...TG,
       namespace: ns,

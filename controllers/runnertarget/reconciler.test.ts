@@ -111,12 +111,13 @@ describe('RunnerTargetReconciler', () => {
     expect(w.acquired).toHaveLength(2);
   });
 
-  it.each([
-    ['the default', undefined, 10_000],
-    ['a shorter follow-up (a test controller)', 2_000, 2_000],
-  ])('an open launch is checked again after the follow-up, %s, not after checkInterval', async (_name, followUpMs, expected) => {
+  it.each<[string, number | undefined, number, 'Launch' | 'Register']>([
+    ['the default', undefined, 10_000, 'Launch'],
+    ['a shorter follow-up (a test controller)', 2_000, 2_000, 'Launch'],
+    ['a register (a reused host waits for its runner)', undefined, 10_000, 'Register'],
+  ])('an open launch or register is checked again after the follow-up, %s, not after checkInterval', async (_name, followUpMs, expected, action) => {
     const w = world({}, undefined, followUpMs ? { followUpMs } : {});
-    w.target.status = { receipts: [{ id: 'r1', action: 'Launch', hosts: ['pool-a'], phase: 'Intended', at: '2026-12-03T11:59:00Z' }] };
+    w.target.status = { receipts: [{ id: 'r1', action, hosts: ['pool-a'], phase: 'Intended', at: '2026-12-03T11:59:00Z' }] };
     expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: expected });
     w.advance(expected - 1);
     expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 1 });

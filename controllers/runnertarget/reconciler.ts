@@ -61,6 +61,9 @@ export const REQUESTED_CHECK_GAP_MS = 5_000;
 /** How soon a pass looks again when every check slot is taken. */
 export const CHECK_SLOT_RETRY_MS = 1_000;
 
+/** An open receipt whose host waits for a runner: a Launch, or a Register (a reused host, or a drained one a job still runs on). */
+const awaitsRunner = (receipts: Parameters<typeof openReceipts>[0]) => openReceipts(receipts).some((r) => r.action === 'Launch' || r.action === 'Register');
+
 export class RunnerTargetReconciler {
   /** When each target's last check ended here, and the generation it checked. */
   private readonly checked = new Map<string, { at: number; generation: number | undefined }>();
@@ -148,8 +151,8 @@ export class RunnerTargetReconciler {
     // No check while GitHub's limit holds, whatever woke the target (a spec change, a status write, a deletion).
     const limited = this.limitedUntil.get(key);
     if (limited !== undefined && now < limited) return { requeueAfter: limited - now };
-    // An open launch is followed sooner than the interval: its host waits for its runner config.
-    const every = openReceipts(target.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, followUp) : interval;
+    // An open launch or register is followed sooner than the interval: its host waits for its runner config, or its runner to come online.
+    const every = awaitsRunner(target.status?.receipts) ? Math.min(interval, followUp) : interval;
     const requested = this.requested.has(key);
     if (!requested && Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
     // A requested check does not wait for the sample window: it is there to serve a queued job now, and its sample counts only if it falls inside.
@@ -196,7 +199,7 @@ export class RunnerTargetReconciler {
     const followUp = this.deps.followUpMs ?? LAUNCH_FOLLOW_UP_MS;
     const checkEvery = checkEveryMs(fresh.spec.checkInterval, this.deps.checkIntervalScale);
     const interval = fresh.metadata?.deletionTimestamp ? Math.min(checkEvery, followUp) : checkEvery;
-    const follow = openReceipts(fresh.status?.receipts).some((r) => r.action === 'Launch') ? Math.min(interval, followUp) : interval;
+    const follow = awaitsRunner(fresh.status?.receipts) ? Math.min(interval, followUp) : interval;
     // A request that came while this check ran may be for a job it did not see: one more check follows at once.
     if (this.requested.has(key) && result.retryAfterMs === undefined) return { requeueAfter: 1 };
     return { requeueAfter: result.retryAfterMs ?? follow };

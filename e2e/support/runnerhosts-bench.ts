@@ -1,14 +1,15 @@
 // Runner hosts for RunnerTarget benchmarks: the Compute Engine and GitHub
 // emulators, every VM booting a real sshd on its own loopback address that
 // admits the keys of its ssh-keys metadata and publishes its host keys, and
-// a fake runner started from the JIT config once it lands on the host (what
-// the image's runner service does). It keeps when each host ran and
-// registered, and counts the SSH logins the hosts accepted.
+// a fake runner started from the JIT config once it lands on the host, and
+// again from each new one (what the image's runner service does). It keeps
+// when each host ran and first registered, and counts the SSH logins the
+// hosts accepted.
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { JIT_CONFIG_PATH } from '../../controllers/runnertarget/checkrun/deliver.js';
 import { sshKeysOf, startGceEmulator, type GceEmulator } from '../fakes/gce/server.js';
-import { startGitHubEmulator, type GitHubEmulator } from '../fakes/github/server.js';
+import { startGitHubEmulator, type FakeRunner, type GitHubEmulator } from '../fakes/github/server.js';
 import { freePort, SshdMachine } from '../fakes/lambda/machine.js';
 
 export interface RunnerHosts {
@@ -21,6 +22,8 @@ export interface RunnerHosts {
   running: ReadonlyMap<string, number>;
   /** Host name → when its runner config was found on the host and its runner registered. */
   registered: ReadonlyMap<string, number>;
+  /** Called for every runner a host starts; set by a bench to have runners take jobs. */
+  onRunner: ((host: string, runner: FakeRunner) => void) | undefined;
   /** SSH logins all hosts (deleted ones too) have accepted so far. */
   sshLogins(): number;
   stop(): Promise<void>;
@@ -44,12 +47,23 @@ export async function startRunnerHosts(root: string, opts: { bootMs?: number } =
     onInstanceGone: async (i) => machines.get(i.name)?.stop(),
   });
   const gh = await startGitHubEmulator();
+  const configs = new Map<string, string>();
   const poll = setInterval(() => {
     for (const [name, m] of machines) {
       const file = join(m.home, JIT_CONFIG_PATH);
-      if (registered.has(name) || !existsSync(file)) continue;
-      gh.startRunner(readFileSync(file, 'utf8'));
-      registered.set(name, Date.now());
+      if (!existsSync(file)) continue;
+      const config = readFileSync(file, 'utf8');
+      if (configs.get(name) === config) continue;
+      configs.set(name, config);
+      let runner: FakeRunner;
+      try {
+        runner = gh.startRunner(config);
+      } catch {
+        // A config whose runner was removed meanwhile: the runner service fails, as it would.
+        continue;
+      }
+      if (!registered.has(name)) registered.set(name, Date.now());
+      hosts.onRunner?.(name, runner);
     }
   }, 50);
   const logins = () => {
@@ -63,13 +77,14 @@ export async function startRunnerHosts(root: string, opts: { bootMs?: number } =
     }
     return n;
   };
-  return {
+  const hosts: RunnerHosts = {
     gce,
     gh,
     sshPort,
     machines,
     running,
     registered,
+    onRunner: undefined,
     sshLogins: logins,
     stop: async () => {
       clearInterval(poll);
@@ -78,4 +93,5 @@ export async function startRunnerHosts(root: string, opts: { bootMs?: number } =
       await gh.stop();
     },
   };
+  return hosts;
 }

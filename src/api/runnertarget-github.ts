@@ -14,6 +14,9 @@ const APP_SECRET_NAMESPACE =
 const OWNER_LABEL_PREFIX = 'leasehold-';
 const OWNER_LABEL_MESSAGE = `labels must not start with ${OWNER_LABEL_PREFIX}: the controller labels each runner with its RunnerTarget and installation under that prefix; choose another label`;
 
+/** What a host does once its just-in-time runner has finished its one job. */
+export const HOST_REUSE_MODES = ['ephemeral', 'reuse'] as const;
+
 const GITHUB_NAME = '[A-Za-z0-9]([A-Za-z0-9-]{0,37}[A-Za-z0-9])?';
 const GITHUB_REPO = '[A-Za-z0-9._-]{1,100}';
 
@@ -59,6 +62,12 @@ export const GitHubSchema = kube(
         .default('Default')
         .describe(
           "Name of the org's runner group the runners join, exactly as GitHub shows it; the group must let the followed repositories use it. Defaults to Default.",
+        ),
+      hostReuse: z
+        .enum(HOST_REUSE_MODES)
+        .default('ephemeral')
+        .describe(
+          'What a host does after its runner finished a job. ephemeral (the default): one job per VM; the host is drained and deleted, and a new VM takes the next job. reuse: while a job the runners can take is queued, the host gets a new just-in-time runner over SSH instead (never a host being preempted or near spec.gce.maxRunDuration); jobs then share a VM one after another, so use it only for repositories that trust each other.',
         ),
       tokenSecretRef: localSecretKeyRef(
         'The Secret key, in the namespace of the RunnerTarget, holding a GitHub token that may manage runners of the org.',

@@ -55,7 +55,7 @@ export async function runChange(change: Change, receipt: Receipt, ctx: ChangeCon
     case 'deregister':
       return removeRunner(name, change.runnerID, receipt, ctx);
     case 'register':
-      return register(name, receipt, ctx);
+      return register(name, receipt, ctx, change.finishedRunnerID);
     case 'resume':
       return resume(receipt, ctx);
   }
@@ -76,7 +76,7 @@ async function resume(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutco
       return { ok: true, receiptID: receipt.id, message: next.message, event: { type: 'Warning', reason: 'ReceiptWaiting', message: next.message } };
     case 'deliverConfig': {
       const zone = receipt.zone ?? ctx.observation.vms.find((v) => v.name === name)?.zone ?? '';
-      return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host, next.stale);
+      return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host, { stale: next.stale, replace: receipt.action === 'Register', resumed: true });
     }
     case 'repeat':
       break;
@@ -94,7 +94,7 @@ async function resume(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutco
       return runner ? removeRunner(name, runner.id, receipt, ctx) : done(receipt, 'RunnerRemoved', `runner ${name} is gone`);
     }
     case 'Register':
-      return register(name, receipt, ctx);
+      return register(name, receipt, ctx, undefined, true);
   }
 }
 
@@ -133,11 +133,11 @@ async function rerun(receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcom
   }
 }
 
-/** A drained host on which a job still runs gets a new runner; the receipt settles once it registers. */
-function register(name: string, receipt: Receipt, ctx: ChangeContext): Promise<ChangeOutcome> {
+/** A host whose runner left (a drained host on which a job still runs, or a reused one) gets a new runner; the receipt settles once it is online. */
+function register(name: string, receipt: Receipt, ctx: ChangeContext, finishedRunnerID?: number, resumed = false): Promise<ChangeOutcome> {
   const zone = ctx.observation.vms.find((v) => v.name === name)?.zone;
   if (!zone) return Promise.resolve(failed(receipt, 'RegisterFailed', `VM ${name} is gone; no runner to register`));
-  return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host);
+  return deliverRunnerConfig(name, zone, receipt.id, ctx, ctx.host, { replace: true, resumed, ...(finishedRunnerID !== undefined ? { finished: { id: finishedRunnerID } } : {}) });
 }
 
 async function launch(name: string, first: Receipt, placements: readonly Placement[], ctx: ChangeContext): Promise<ChangeOutcome> {

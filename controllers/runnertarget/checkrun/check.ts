@@ -337,6 +337,7 @@ export class CheckRun {
     if (outcome.deregistered && this.receipt?.action === 'Deregister') {
       hosts = hosts?.map((h) => (h.name === name ? { ...h, ...afterDeregister(h, outcome.deregistered!) } : h));
     }
+    if (outcome.runnerLeft) hosts = hosts?.map((h) => (h.name === name ? { ...h, state: 'Draining', message: outcome.message.slice(0, 1000) } : h));
     const receipts = settled(this.status.receipts, outcome.receiptID, outcome.phase, outcome.message.slice(0, 4000)) ?? this.status.receipts;
     const ok = await this.write({ ...this.status, hosts, receipts }, { id: outcome.receiptID, phase: outcome.phase });
     return ok ? { type: 'SETTLED', message: outcome.message } : this.notDurable();

@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { RunnerTarget } from '../../../src/api/index.js';
 import { ProviderError } from '../../../src/providers/errors.js';
+import { RunnerBusyError } from '../../../src/providers/github/errors.js';
 import type { ChangeContext } from './changecontext.js';
 import { deliverOver } from './deliver.js';
 import { DurabilityGuard, NotDurableError } from './durability.js';
@@ -9,7 +10,7 @@ import { NOW, spec } from '../testing/pool.js';
 const target = { metadata: { namespace: 'ci', name: 'pool', uid: 'u-1' }, spec } as RunnerTarget;
 
 /** A host whose config file is there or not, and a GitHub that records what it is asked. */
-function world(opts: { configOnHost: boolean; deleteFails?: Error }) {
+function world(opts: { configOnHost: boolean; deleteFails?: Error; removeFails?: boolean }) {
   const calls: string[] = [];
   const guard = new DurabilityGuard();
   const session = {
@@ -17,6 +18,10 @@ function world(opts: { configOnHost: boolean; deleteFails?: Error }) {
       if (command.startsWith('test -s')) {
         calls.push('ssh: is the config there');
         return { code: opts.configOnHost ? 0 : 1, stdout: '', stderr: '', truncated: false };
+      }
+      if (command.startsWith('rm -f')) {
+        calls.push('ssh: remove the last config');
+        return { code: opts.removeFails ? 1 : 0, stdout: '', stderr: opts.removeFails ? 'read-only file system' : '', truncated: false };
       }
       calls.push(`ssh: write ${o.stdin}`);
       return { code: 0, stdout: '', stderr: '', truncated: false };
@@ -72,6 +77,48 @@ describe('deliverOver', () => {
     expect(calls).toEqual(['ssh: is the config there']);
     expect(out).toMatchObject({ ok: true, receiptID: 'r-1', event: { type: 'Normal', reason: 'RunnerStarting' } });
     expect(out.phase).toBeUndefined();
+  });
+
+  it('a host that had a runner (a Register): the last config goes before the new registration is made', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, replace: true });
+    expect(calls).toEqual(['ssh: remove the last config', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
+    expect(out).toMatchObject({ ok: true, event: { reason: 'RunnerConfigDelivered' } });
+  });
+
+  it('a reused host whose last runner is still listed offline: that registration goes before the new one takes its name', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, replace: true, finished: { id: 7 } });
+    expect(calls).toEqual(['ssh: remove the last config', 'github: delete runner 7', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
+    expect(out).toMatchObject({ ok: true, event: { reason: 'RunnerConfigDelivered' } });
+  });
+
+  it('GitHub says the last runner still holds a job: no new registration', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true, deleteFails: new RunnerBusyError('Runner "pool-1" is still running a job') });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, replace: true, finished: { id: 7 } });
+    expect(calls).toEqual(['ssh: remove the last config', 'github: delete runner 7']);
+    expect(out).toMatchObject({ ok: false, event: { reason: 'RunnerBusy' } });
+  });
+
+  it('a resumed receipt whose config is on the host and whose runner GitHub no longer lists: the runner came and went; no second runner', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, resumed: true });
+    expect(calls).toEqual(['ssh: is the config there']);
+    expect(out).toMatchObject({ ok: true, phase: 'Done', runnerLeft: true, event: { reason: 'RunnerLeft' } });
+  });
+
+  it('a resumed receipt with no config on the host: the config is made and written', async () => {
+    const { session, ctx, calls } = world({ configOnHost: false });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, resumed: true, replace: true });
+    expect(calls).toEqual(['ssh: is the config there', 'ssh: remove the last config', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
+    expect(out.runnerLeft).toBeUndefined();
+  });
+
+  it('the last config cannot be removed: no registration is made, and the next check tries again', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true, removeFails: true });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, replace: true });
+    expect(calls).toEqual(['ssh: remove the last config']);
+    expect(out).toMatchObject({ ok: false, event: { reason: 'DeliveryFailed', message: expect.stringMatching(/read-only file system/) } });
   });
 
   it('a removal that fails otherwise stops the delivery: no second registration under the name', async () => {

@@ -10,34 +10,48 @@ import { ownerLabels } from '../policy/naming.js';
 import { openHost, SSH_TIMEOUT_MS, type HostAccess } from './hostssh.js';
 import type { SshSession } from '../../../src/machine/ssh.js';
 import { isProviderError } from '../../../src/providers/errors.js';
+import { RunnerBusyError } from '../../../src/providers/github/errors.js';
 
 /** Where the host finds its runner config: written whole (a rename), readable by the login user only. */
 export const JIT_CONFIG_PATH = '.leasehold/jitconfig';
 const HAS_CONFIG = `test -s "$HOME/${JIT_CONFIG_PATH}"`;
+const REMOVE_OLD = `rm -f "$HOME/${JIT_CONFIG_PATH}" "$HOME/${JIT_CONFIG_PATH}.tmp"`;
 const DELIVER = `umask 077 && mkdir -p "$HOME/.leasehold" && cat > "$HOME/${JIT_CONFIG_PATH}.tmp" && mv "$HOME/${JIT_CONFIG_PATH}.tmp" "$HOME/${JIT_CONFIG_PATH}"`;
 
 const wait = (id: string, reason: string, message: string): ChangeOutcome => ({ ok: false, receiptID: id, message, event: { type: 'Warning', reason, message } });
 
 /**
- * Delivers a runner config to host `name`; its receipt stays Intended until
- * the runner registers. `stale`: a registration of this host that is offline.
+ * How a config is delivered. `stale`: a registration of this host that is
+ * offline. `replace`: the host had a runner before (a Register), so its old
+ * config is still there and is removed first. `finished`: the host's last
+ * runner, listed offline after its job; its registration goes before the
+ * new one, whose name it holds.
  */
-export async function deliverRunnerConfig(name: string, zone: string, receiptID: string, ctx: ChangeContext, host: HostAccess, stale?: { id: number }): Promise<ChangeOutcome> {
+export interface DeliveryHow {
+  stale?: { id: number } | undefined;
+  replace?: boolean;
+  finished?: { id: number };
+  /** A receipt a check left open is continued: the config may have been delivered, and its runner come and gone since. */
+  resumed?: boolean;
+}
+
+/** Delivers a runner config to host `name`; its receipt stays Intended until the runner registers. */
+export async function deliverRunnerConfig(name: string, zone: string, receiptID: string, ctx: ChangeContext, host: HostAccess, how: DeliveryHow = {}): Promise<ChangeOutcome> {
   const groupId = ctx.observation.runnerGroupId;
   if (groupId === undefined) return wait(receiptID, 'RunnerGroupUnknown', `no runner config for ${name}: spec.github.runnerGroup "${ctx.target.spec.github.runnerGroup}" was not found in the org this check`);
   const opened = await openHost(name, zone, ctx.clients, host, ctx.signal, { externalIP: ctx.target.spec.gce.externalIP });
   if (!('session' in opened)) return wait(receiptID, opened.reason, `${opened.message}; looked at again next check`);
   try {
-    return await deliverOver(opened.session, name, receiptID, ctx, { groupId, ...(stale ? { stale } : {}) });
+    return await deliverOver(opened.session, name, receiptID, ctx, { groupId, ...how });
   } finally {
     opened.session.close();
   }
 }
 
 /** The delivery over an open, pinned session. */
-export async function deliverOver(session: Pick<SshSession, 'exec'>, name: string, receiptID: string, ctx: ChangeContext, how: { groupId: number; stale?: { id: number } }): Promise<ChangeOutcome> {
+export async function deliverOver(session: Pick<SshSession, 'exec'>, name: string, receiptID: string, ctx: ChangeContext, how: DeliveryHow & { groupId: number }): Promise<ChangeOutcome> {
   const { clients, signal } = ctx;
-  const { groupId, stale } = how;
+  const { groupId, stale, replace, finished, resumed } = how;
   const opts = { timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) };
   if (stale) {
     // The file is written whole or not at all: there, its runner is starting and must not lose its registration.
@@ -51,6 +65,28 @@ export async function deliverOver(session: Pick<SshSession, 'exec'>, name: strin
     try {
       await clients.github.deleteRunner(stale.id, signal);
     } catch (err) {
+      if (!isProviderError(err, 'NotFound')) throw err;
+    }
+  }
+  if (resumed && !stale && (await session.exec(HAS_CONFIG, opts)).code === 0) {
+    // The config is there and GitHub lists no runner: a runner started from it, ran its one job and left
+    // between two checks. Another config would give the host a second job, which an ephemeral pool never does.
+    const message = `the runner config is on ${name} and GitHub lists no runner for it: its runner ran and left before a check saw it online; the host has finished`;
+    return { ok: true, phase: 'Done', runnerLeft: true, receiptID, message, event: { type: 'Normal', reason: 'RunnerLeft', message } };
+  }
+  if (replace) {
+    // The last runner's config goes before the new registration is made: a check that dies after generate-jitconfig
+    // then finds no file, so a later check removes that registration (the stale branch) instead of taking it for a runner starting.
+    const removed = await session.exec(REMOVE_OLD, opts);
+    if (removed.code !== 0) return wait(receiptID, 'DeliveryFailed', `removing the last runner config on ${name} failed (exit ${removed.code}): ${removed.stderr.slice(0, 300)}; tried again next check`);
+  }
+  if (finished) {
+    ctx.guard.permit(`github.deleteRunner ${name}`);
+    try {
+      await clients.github.deleteRunner(finished.id, signal);
+    } catch (err) {
+      // GitHub refuses (422) while that runner holds a job: it has not finished, and nothing new is registered.
+      if (err instanceof RunnerBusyError) return wait(receiptID, 'RunnerBusy', `runner ${name} (${finished.id}) still holds a job; no new runner is made for ${name}, looked at again next check`);
       if (!isProviderError(err, 'NotFound')) throw err;
     }
   }

@@ -10,7 +10,7 @@
 import type { RunnerHost, RunnerTargetSpec } from '../../../src/api/index.js';
 import { rfc3339 } from '../../../src/kube/conditions.js';
 import { busyRunners } from './demand.js';
-import { vmPhase, type Observation, type PoolVM } from '../observation.js';
+import { vmPhase, type Observation, type PoolRunner, type PoolVM } from '../observation.js';
 
 /** States in which the host's runner has been seen online: one missing or offline now has gone away, not yet to come. */
 const WAS_ONLINE: readonly RunnerHost['state'][] = ['Idle', 'Busy', 'Offline'];
@@ -23,6 +23,11 @@ export function priceOf(vm: Pick<PoolVM, 'machineType' | 'provisioningModel'>, t
   const tier = tiers.find((t) => t.machineType === vm.machineType);
   // An unknown machine type is counted at the highest price: spend is never under-counted.
   return tier ? price(tier) : Math.max(...tiers.map(price));
+}
+
+/** A host whose runner was up and is gone: a just-in-time runner leaves after its one job, so it has finished. */
+export function runnerFinished(host: Pick<RunnerHost, 'state' | 'runnerID'>, runner: PoolRunner | undefined): boolean {
+  return !runner && WAS_ONLINE.includes(host.state) && host.runnerID !== undefined;
 }
 
 export function observeHosts(hosts: readonly RunnerHost[], observation: Observation, tiers: RunnerTargetSpec['gce']['machineTypeTiers']): RunnerHost[] {
@@ -47,7 +52,7 @@ export function observeHosts(hosts: readonly RunnerHost[], observation: Observat
     if (busy.has(h.name)) return { ...rest, state: 'Busy', ...(runner ? { runnerID: runner.id } : {}) };
     // A JIT runner is ephemeral: GitHub removes it after its one job. A host whose runner was up and is gone
     // takes no more jobs; it drains like any other, so SSH confirms no job runs before its VM is deleted.
-    if (!runner && WAS_ONLINE.includes(h.state) && h.runnerID !== undefined) {
+    if (runnerFinished(h, runner)) {
       return { ...rest, state: 'Draining', message: `runner ${h.name} is gone (a just-in-time runner leaves after its one job); confirming over SSH that no job runs before the VM is deleted` };
     }
     if (!runner) return { ...rest, state: 'Registering', message: 'VM running; its runner has not registered' };

@@ -17,6 +17,7 @@ import { placementOrder, type Placement } from './placement.js';
 import { poolPressure, PRESSURE_THRESHOLDS, TIER_RULE, tierStep, type PressureEvidence, type PressureThresholds, type TierRule, type TierStep } from './pressure.js';
 import { cutJobMessage, cutJobs, rerunIntents } from './preemption.js';
 import { launchingHosts, openReceipts, receiptFor, withReceipt, type Intent, type Receipt } from './receipts.js';
+import { reuseHosts } from './reuse.js';
 import { SAMPLE_WINDOW, sampleTiming, type SampleTiming, type SampleWindow } from './sample.js';
 import { BUSY_FLAG_LAG_MS, drainStep, OFFLINE_GRACE_MS, offlineDrains, pickDrains } from './scaledown.js';
 
@@ -50,7 +51,8 @@ export type Change =
   | { kind: 'removeRunner'; intent: Intent; runnerID: number }
   | { kind: 'delete'; intent: Intent; reason: 'Orphan' | 'Preempted' | 'Drained' }
   | { kind: 'deregister'; intent: Intent; runnerID: number }
-  | { kind: 'register'; intent: Intent }
+  /** `finishedRunnerID`: a reused host's last runner, listed offline after its job: removed before the new one is made. */
+  | { kind: 'register'; intent: Intent; finishedRunnerID?: number }
   /**
    * The intent names the first placement; should it fail, its receipt is
    * settled Failed and the next placement (nextPlacement) gets a new one.
@@ -172,7 +174,7 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   const offline = new Map(offlineDrains(hosts.filter((h) => !resuming.has(h.name)), now, settings.offlineGraceMs).map((d) => [d.host, d.reason]));
   for (const [h, reason] of offline) events.push({ type: 'Warning', reason: 'RunnerOffline', message: `${reason}; a new host replaces it if jobs need one` });
   hosts = hosts.map((h) => (offline.has(h.name) ? { ...h, state: 'Draining', message: offline.get(h.name)! } : h));
-  const live = [...hosts];
+  let live = [...hosts];
   const spend = spendToday(status, live, ended, now);
   const order = placementOrder(spec.gce, nextTier);
   const launchBudget: LaunchBudget = { todayUSD: spend.todayUSD, livePricesPerHour: live.map((h) => h.pricePerHour), dailyBudgetUSD: spec.dailyBudgetUSD, now, horizonMs: settings.launchHorizonMs };
@@ -180,6 +182,18 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   // Ghost runners (their VM is gone) take no jobs, whatever their busy flag says.
   const ghosts = new Set(orphans.removeRunners.map((r) => r.name));
   const pooled = { jobs: observation.jobs, runners: observation.runners.filter((r) => !ghosts.has(r.name)) };
+  // Before demand: a reused host is capacity coming up, so the jobs it takes launch no VM.
+  const reuse = reuseHosts({ spec, before: planned, hosts: live, observation, now, projectedUSD: budget.projectedUSD, held: resuming, lifetimeScale: settings.lifetimeScale });
+  const reused = new Map(reuse.reuse.map((r) => [r.host, r.reason]));
+  const asReused = (h: RunnerHost): RunnerHost => {
+    if (!reused.has(h.name)) return h;
+    const { runnerID: _old, idleSince: _idle, offlineSince: _offline, ...rest } = h;
+    return { ...rest, state: 'Registering', message: reused.get(h.name)! };
+  };
+  hosts = hosts.map(asReused);
+  live = live.map(asReused);
+  for (const r of reuse.reuse) events.push({ type: 'Normal', reason: 'HostReused', message: r.reason });
+  for (const r of reuse.drain) events.push({ type: 'Normal', reason: 'HostNotReused', message: r.reason });
   const want = demand({ spec, hosts: live, observation: pooled, affordableLaunches: budget.launches });
 
   const drain: string[] = [];
@@ -210,6 +224,9 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
     drain.push(old.name);
     events.push({ type: 'Normal', reason: 'HostRenewed', message: old.reason });
   }
+
+  // The runner keeps the host's name, so the Register receipt names which host gets which runner before GitHub makes it.
+  for (const r of reuse.reuse) changes.push({ kind: 'register', intent: { action: 'Register', hosts: [r.host], message: r.reason }, ...(r.finishedRunnerID !== undefined ? { finishedRunnerID: r.finishedRunnerID } : {}) });
 
   hosts = hosts.map((h) => (deleting.has(h.name) && h.state !== 'Deleting' ? { ...h, state: 'Deleting' } : h));
   const names = hostNames(namePrefix(name, spec.gce.namePrefix), `${name}/${now}`, want.launch, new Set([...hosts.map((h) => h.name), ...vms.keys()]));

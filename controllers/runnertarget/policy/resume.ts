@@ -49,7 +49,12 @@ export function resumeStep(receipt: Receipt, observation: Pick<Observation, 'vms
       return { step: 'deliverConfig', message: `VM ${name} runs and has no runner: delivering its runner config over SSH` };
     }
     case 'Register':
-      return runner ? { step: 'done', message: `runner ${name} registered` } : { step: 'repeat', message: `runner ${name} is not registered: delivering a new runner config` };
+      if (runner?.status === 'online') return { step: 'done', message: `runner ${name} registered` };
+      if (unseen) return { step: 'wait', message: `zone ${receipt.zone} could not be listed this check; VM ${name} is looked for again at the next` };
+      if (!vm || phase !== 'running') return { step: 'failed', message: `VM ${name} is ${vm ? vm.status : 'gone'}; no runner to register` };
+      // As for a Launch: the host tells a runner starting (its config is there) from a registration whose config never arrived.
+      if (runner) return { step: 'deliverConfig', message: `runner ${name} is registered but offline`, stale: { id: runner.id } };
+      return { step: 'repeat', message: `runner ${name} is not registered: delivering a new runner config` };
     case 'Deregister':
     case 'RemoveRunner':
       return runner ? { step: 'repeat', message: `runner ${name} is still registered: removing it again` } : { step: 'done', message: `runner ${name} is gone` };

@@ -7,7 +7,7 @@ export const iso = (ms: number) => new Date(ms).toISOString().replace(/\.000Z$/,
 export const ago = (s: number) => iso(NOW - s * 1000);
 
 export const spec: RunnerTargetSpec = {
-  github: { org: 'swack-tools', repositories: ['swack-tools/oxidex'], runnerGroup: 'Default', tokenSecretRef: { name: 'gh', namespace: undefined, key: 'token' }, apiURL: 'https://api.github.com', rerunPreemptedJobs: false },
+  github: { org: 'swack-tools', repositories: ['swack-tools/oxidex'], runnerGroup: 'Default', hostReuse: 'ephemeral', tokenSecretRef: { name: 'gh', namespace: undefined, key: 'token' }, apiURL: 'https://api.github.com', rerunPreemptedJobs: false },
   gce: {
     project: 'my-project',
     zones: ['us-central1-a', 'us-central1-b'],
