@@ -3,7 +3,7 @@
 // moved out of Pending may not show as active in the cache yet.
 import { ACTIVE_PHASES, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, durationMs, parseWhere, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
-import type { ObjectCache } from '../../src/kube/cache.js';
+import type { CacheIndex } from '../../src/kube/cache.js';
 import { parsePublicKey } from '../../src/machine/keys.js';
 import { installationPrefix } from '../../src/providers/types.js';
 import { stampOf } from './ownership.js';
@@ -178,45 +178,78 @@ export function invalidSshKey(keys: readonly string[]): string | undefined {
 /**
  * The maxLeases slots: Leases active in the cache plus those this
  * controller has claimed at a scheduling decision and the cache may not
- * show as active yet.
+ * show as active yet. A ledger kept from the cache's changes, so that a
+ * scheduling decision costs the active Leases, never all of them.
  */
-export class Slots {
+export class Slots implements CacheIndex<Lease> {
   private readonly claimed = new Map<string, Slot>();
+  /** What the cache last said of each Lease that settles its slot: held (active) or 'ended' (none, whatever was claimed). */
+  private readonly cached = new Map<string, Slot | 'ended'>();
+  /** The slot each Lease holds now, from the two above. */
+  private readonly held = new Map<string, Slot>();
 
   constructor(
-    private readonly leases: ObjectCache<Lease>,
     /** Leases another installation stamped hold its slots, not this one's. */
     private readonly installationID: string,
   ) {}
 
+  observe(lease: Lease): void {
+    const uid = lease.metadata?.uid ?? '';
+    const state = cachedSlot(lease, this.installationID);
+    if (state === undefined) this.cached.delete(uid);
+    else this.cached.set(uid, state);
+    this.settle(uid);
+  }
+
+  gone(lease: Lease): void {
+    const uid = lease.metadata?.uid ?? '';
+    this.cached.delete(uid);
+    this.settle(uid);
+  }
+
   claim(uid: string, slot: Slot): void {
     this.claimed.set(uid, slot);
+    this.settle(uid);
   }
 
   free(uid: string): void {
     this.claimed.delete(uid);
+    this.settle(uid);
   }
 
   /** Active Leases other than `except` (the one being scheduled). */
   activeExcept(except: string): number {
-    return this.holders(except).length;
+    return this.held.size - (this.held.has(except) ? 1 : 0);
   }
 
   /** Where each active Lease other than `except` holds its slot. */
   holders(except: string): Slot[] {
-    const slots = new Map(this.claimed);
-    for (const l of this.leases.list()) {
-      const stamp = stampOf(l);
-      // Unstamped active Leases count: after an upgrade, this installation's own are stamped only as each is reconciled.
-      if (stamp !== undefined && stamp !== this.installationID) continue;
-      const uid = l.metadata?.uid ?? '';
-      const phase = phaseOf(l);
-      if (ACTIVE_PHASES.includes(phase)) slots.set(uid, { namespace: l.metadata?.namespace ?? '', offer: l.status?.offer ?? '' });
-      else if (phase !== 'Pending') slots.delete(uid);
-    }
-    slots.delete(except);
-    return [...slots.values()];
+    const out: Slot[] = [];
+    for (const [uid, slot] of this.held) if (uid !== except) out.push(slot);
+    return out;
   }
+
+  private settle(uid: string): void {
+    const cached = this.cached.get(uid);
+    // The cache outranks a claim once it shows the Lease active or ended; a Pending one still counts its claim.
+    const slot = cached === 'ended' ? undefined : cached ?? this.claimed.get(uid);
+    if (slot) this.held.set(uid, slot);
+    else this.held.delete(uid);
+  }
+}
+
+/**
+ * What one cached Lease says of its slot: held where it is active, none once
+ * it has ended, and nothing (a claim stands) while Pending or another
+ * installation's.
+ */
+export function cachedSlot(lease: Lease, installationID: string): Slot | 'ended' | undefined {
+  const stamp = stampOf(lease);
+  // Unstamped active Leases count: after an upgrade, this installation's own are stamped only as each is reconciled.
+  if (stamp !== undefined && stamp !== installationID) return undefined;
+  const phase = phaseOf(lease);
+  if (ACTIVE_PHASES.includes(phase)) return { namespace: lease.metadata?.namespace ?? '', offer: lease.status?.offer ?? '' };
+  return phase === 'Pending' ? undefined : 'ended';
 }
 
 /** The namespace and Offer of a Lease holding a slot. */
