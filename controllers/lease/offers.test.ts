@@ -14,6 +14,17 @@ const listed = (instanceType: string, pricePerHour: number, gpus: number): Offer
 });
 
 describe('candidatesOf', () => {
+  it('makes an Offer object\'s candidates once, and anew for the object that replaces it when the Offer changes', () => {
+    const box = (cpus: number) => ({ metadata: { name: 'box' }, spec: { command: { acquire: ['/a'], release: ['/r'], shape: { cpus } } } }) as unknown as Offer;
+    const before = box(2);
+    const first = candidatesOf(before);
+    expect(candidatesOf(before)).toBe(first);
+    const after = box(4);
+    expect(candidatesOf(after)).not.toBe(first);
+    expect(candidatesOf(after)[0]!.shape.cpus).toBe(4);
+    expect(Object.isFrozen(first)).toBe(true);
+  });
+
   it('gives each Lambda instance type its own listed price, even if an old Offer still carries spec.pricePerHour', () => {
     // Stored before the schema refused it: admission now rejects pricePerHour on a Lambda Offer.
     const offer = {

@@ -12,7 +12,20 @@ type Listed = NonNullable<NonNullable<Offer['status']>['candidates']>[number];
  * Lambda offer, each instance type of its last listing (or one unavailable
  * candidate saying why there is no listing).
  */
-export function candidatesOf(offer: Offer): OfferCandidate[] {
+export function candidatesOf(offer: Offer): readonly OfferCandidate[] {
+  let known = indexed.get(offer);
+  if (!known) indexed.set(offer, (known = Object.freeze(listCandidates(offer))));
+  return known;
+}
+
+/**
+ * The candidates of each Offer object the cache holds, made once per change:
+ * a cached object is replaced, never changed, when its Offer changes, and
+ * every waiting Lease's scheduling decision reads all of them.
+ */
+const indexed = new WeakMap<Offer, readonly OfferCandidate[]>();
+
+function listCandidates(offer: Offer): OfferCandidate[] {
   const name = offer.metadata?.name ?? '';
   const command = offer.spec.command;
   if (command) {

@@ -50,7 +50,15 @@ export function schedule(input: ScheduleInput): Observation {
   const ns = lease.metadata?.namespace ?? '';
   const here = input.namespace ?? { labels: {}, activeOffers: [] };
   const cap = input.namespaceLimit;
-  const candidates = input.offers.flatMap((o) => candidatesOf(o).map((c) => ({ ...c, ...namespacePolicy(o, ns, here), ...priceCap(c, ns, cap) })));
+  const candidates: OfferCandidate[] = [];
+  for (const o of input.offers) {
+    const policy = namespacePolicy(o, ns, here);
+    for (const c of candidatesOf(o)) {
+      const capped = priceCap(c, ns, cap);
+      // Most candidates pass both policies: those are shared, not copied, for every waiting Lease.
+      candidates.push(policy === OPEN && capped === OPEN ? c : { ...c, ...policy, ...capped });
+    }
+  }
   const choice = chooseOffer(parsed.value, lease.spec.where, candidates, lease.spec.offer, input.random);
   if (!choice.ok && choice.noCapacity) {
     return { event: { type: 'REFUSED', reason: 'NoCapacity', message: `${choice.message}; Leasehold does not wait for capacity` }, status: where };
@@ -138,12 +146,15 @@ function namespacePolicy(offer: Offer, ns: string, here: NonNullable<ScheduleInp
       noCapacity: false,
     };
   }
-  return {};
+  return OPEN;
 }
+
+/** What a policy that keeps nothing from a Lease says. */
+const OPEN: Partial<OfferCandidate> = Object.freeze({});
 
 /** A candidate above the admin's price cap for the namespace, as an unavailable one; an unpriced one (a command Offer without pricePerHour) is not capped. */
 function priceCap(c: OfferCandidate, ns: string, cap: NamespaceLimit | undefined): Partial<OfferCandidate> {
-  if (cap?.maxPricePerHour === undefined || c.pricePerHour === undefined || c.pricePerHour <= cap.maxPricePerHour) return {};
+  if (cap?.maxPricePerHour === undefined || c.pricePerHour === undefined || c.pricePerHour <= cap.maxPricePerHour) return OPEN;
   return {
     unavailable: `costs $${c.pricePerHour.toFixed(2)}/h, above the platform admin's ${cap.source}.maxPricePerHour ${cap.maxPricePerHour} for namespace ${ns}; lease a cheaper machine, or ask a platform admin to raise it in the Helm values`,
     blockedBy: 'NamespacePriceCap',
