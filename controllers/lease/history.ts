@@ -13,6 +13,11 @@ export interface Ended {
   endedAt: number;
 }
 
+/** Whether an update is the one that ended the Lease (not a later one, nor a resync of an ended Lease). */
+export function endedNow(lease: Lease, old: Lease): boolean {
+  return ENDED_PHASES.includes(lease.status?.phase ?? 'Pending') && !ENDED_PHASES.includes(old.status?.phase ?? 'Pending');
+}
+
 export function leasesToPrune(ended: readonly Ended[], now: number, keep = 32, maxAgeMs = 7 * 24 * 3600_000): Ended[] {
   const byNamespace = new Map<string, Ended[]>();
   for (const e of ended) {

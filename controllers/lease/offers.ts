@@ -87,3 +87,15 @@ function listedClaim(c: Listed): Claim {
   // contained in the name nvidia-smi reports.
   return { os: 'linux', arch: c.arch, cpus: c.cpus, memoryGiB: c.memoryGiB, gpus: c.gpus, gpu: c.gpus ? c.gpuModel : undefined, vramGiB: c.vramGiB };
 }
+
+/**
+ * Whether an Offer's update changes anything a scheduling decision reads of
+ * it: its spec (and generation), the candidates it offers, or when it last
+ * listed (a price-cap refusal waits for that).
+ */
+export function offerChangedForScheduling(offer: Offer, old: Offer): boolean {
+  if (offer === old) return false;
+  if (offer.metadata?.generation !== old.metadata?.generation || offer.status?.lastListTime !== old.status?.lastListTime) return true;
+  if (JSON.stringify(offer.spec) !== JSON.stringify(old.spec)) return true;
+  return JSON.stringify(candidatesOf(offer)) !== JSON.stringify(candidatesOf(old));
+}

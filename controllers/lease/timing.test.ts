@@ -1,7 +1,7 @@
 import { describe, it, expect } from '@jest/globals';
 import { annotatedActivity, lastActivity, nextCheckIn, verdict } from './timing.js';
 import type { Lease } from '../../src/api/index.js';
-import { EndedLeases, leasesToPrune, pruneHistory } from './history.js';
+import { EndedLeases, endedNow, leasesToPrune, pruneHistory } from './history.js';
 
 const T = Date.parse('2026-12-01T10:00:00Z');
 const min = 60_000;
@@ -93,5 +93,15 @@ describe('EndedLeases', () => {
     index.gone(lease('d', 'y', 'Released'));
     expect(names(index, 'x')).toEqual(['c']);
     expect(names(index, 'y')).toEqual([]);
+  });
+});
+
+describe('endedNow', () => {
+  const at = (phase?: string) => ({ metadata: { name: 'l' }, ...(phase ? { status: { phase } } : {}) }) as unknown as Lease;
+  it('is the update that ends the Lease, not a later update or a resync of an ended one', () => {
+    expect(endedNow(at('Released'), at('Releasing'))).toBe(true);
+    expect(endedNow(at('Failed'), at())).toBe(true);
+    expect(endedNow(at('Released'), at('Released'))).toBe(false);
+    expect(endedNow(at('Ready'), at('Launching'))).toBe(false);
   });
 });
