@@ -22,7 +22,7 @@ import { restore, step, type Phase, type Step } from './machine.js';
 import type { LeaseEffectKind, LeaseEffectResult, LeaseSettings, Observation, Plan } from './observation.js';
 import { acquireEffect, probeEffect, releaseEffect } from './operations.js';
 import { observeReleasing } from './release.js';
-import { schedule, Slots } from './schedule.js';
+import { Refusals, schedule, Slots } from './schedule.js';
 import { conditionsFor, contextOf, endReasonFor, fitLeaseStatus, phaseOf } from './status.js';
 import { LeaseGuard, RECORD_SWEEP_KEY } from './guard.js';
 import { ownershipOf } from './ownership.js';
@@ -55,7 +55,8 @@ export interface LeaseReconcilerMetrics {
 export interface LeaseReconcilerDeps {
   /** The Leases' informer: its changes keep the maxLeases slots and the ended Leases' history current. */
   leases: ObjectCache<Lease> & ChangeFeed<Lease>;
-  offers: ObjectCache<Offer>;
+  /** The Offers; where the cache tells of its changes (an informer), refusals are remembered until the next one. */
+  offers: ObjectCache<Offer> & Partial<ChangeFeed<Offer>>;
   /** Namespaces, for the labels an Offer's spec.namespaceSelector is matched against. */
   namespaces?: ObjectCache<KubernetesObject>;
   status: StatusWriter;
@@ -81,6 +82,7 @@ export class LeaseReconciler {
   private readonly random: () => number;
   private readonly slots: Slots;
   private readonly history: EndedLeases;
+  private readonly refusals?: Refusals;
   private scheduling: Promise<unknown> = Promise.resolve();
   /**
    * When each Lease next wants to act on its own (a check, a prepare or
@@ -97,6 +99,12 @@ export class LeaseReconciler {
     this.history = new EndedLeases(deps.settings.installationID);
     feedIndex(deps.leases, this.slots);
     feedIndex(deps.leases, this.history);
+    if (deps.offers.on) {
+      const refusals = new Refusals();
+      const forget = () => refusals.clear();
+      for (const e of ['add', 'update', 'delete'] as const) deps.offers.on(e, forget);
+      this.refusals = refusals;
+    }
     this.guard = new LeaseGuard({ ...deps, now: () => this.now().getTime() });
   }
 
@@ -213,6 +221,7 @@ export class LeaseReconciler {
         installationID: this.deps.settings.installationID,
         now: this.now().getTime(),
         random: this.random,
+        refusals: this.refusals,
       });
       // The slot is taken now, inside the serialized decision: another Lease
       // scheduled while this one's intent is being written must count it.

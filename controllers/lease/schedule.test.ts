@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Lease, Offer } from '../../src/api/index.js';
-import { schedule, Slots, type Slot } from './schedule.js';
+import { Refusals, schedule, Slots, type Slot } from './schedule.js';
 import { slotsByScan } from './testing/slots-scan.js';
 import { at, leaseWith, NOW } from './testing/phase-input.js';
 
@@ -88,6 +88,34 @@ describe('schedule: namespaces', () => {
   it('a Lease naming an Offer its namespace may not use waits, naming the field', () => {
     const obs = run([offer('theirs', 1, { namespaceSelector: { matchExpressions: [{ key: 'team', operator: 'In', values: ['web'] }] } }), offer('mine', 1)], ml, { lease: pending('cpus>=2', { offer: 'theirs' }) });
     expect(obs.event).toMatchObject({ type: 'UNSCHEDULABLE', reason: 'NamespaceNotAllowed' });
+  });
+});
+
+describe('Refusals', () => {
+  const input = (lease: Lease, offers: Offer[], refusals: Refusals, labels: Record<string, string> = {}) =>
+    ({ lease, offers, active: 0, maxLeases: 2, namespace: { labels, activeOffers: [] }, installationID: 'inst0001', now: NOW, random: () => 0, refusals });
+  const big = { ...box, metadata: { name: 'big', generation: 1 }, spec: { ...box.spec, command: { ...box.spec.command!, shape: { os: 'linux', arch: 'amd64', cpus: 64 } } } } as unknown as Offer;
+
+  it('gives a Lease the refusal already decided for the same where and namespace state, until cleared', () => {
+    const refusals = new Refusals();
+    expect(schedule(input(pending('cpus>=32'), [box], refusals)).event).toMatchObject({ type: 'UNSCHEDULABLE', reason: 'NoMatchingOffer' });
+    // The same question with an Offer that could serve it: the kept refusal stands until the owner clears it on the Offer's arrival.
+    expect(schedule(input(pending('cpus>=32'), [box, big], refusals)).event).toMatchObject({ type: 'UNSCHEDULABLE', reason: 'NoMatchingOffer' });
+    refusals.clear();
+    expect(schedule(input(pending('cpus>=32'), [box, big], refusals)).event).toMatchObject({ type: 'OFFER_CHOSEN', offer: 'big' });
+  });
+
+  it('never shares a refusal across where-expressions or namespace states, and never keeps a choice', () => {
+    const refusals = new Refusals();
+    const limited = { ...big, spec: { ...big.spec, namespaceSelector: { matchLabels: { team: 'gpu' } } } } as unknown as Offer;
+    expect(schedule(input(pending('cpus>=32'), [box, limited], refusals)).event).toMatchObject({ type: 'UNSCHEDULABLE', reason: 'NamespaceNotAllowed' });
+    expect(schedule(input(pending('cpus>=32'), [box, limited], refusals, { team: 'gpu' })).event).toMatchObject({ type: 'OFFER_CHOSEN', offer: 'big' });
+    expect(schedule(input(pending('cpus>=2'), [box], refusals)).event).toMatchObject({ type: 'OFFER_CHOSEN', offer: 'box' });
+    let asked = 0;
+    refusals.decide('k', () => (asked++, { ok: true, candidate: { name: 'box', offer: 'box', shape: { os: 'linux', arch: 'amd64', gpus: 0 } } }));
+    refusals.decide('k', () => (asked++, { ok: false, message: 'no' }));
+    refusals.decide('k', () => (asked++, { ok: false, message: 'no' }));
+    expect(asked).toBe(2);
   });
 });
 

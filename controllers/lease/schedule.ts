@@ -8,7 +8,7 @@ import { parsePublicKey } from '../../src/machine/keys.js';
 import { installationPrefix } from '../../src/providers/types.js';
 import { stampOf } from './ownership.js';
 import { selects } from '../../src/kube/selector.js';
-import { chooseOffer, type OfferCandidate } from './choose.js';
+import { chooseOffer, type Choice, type OfferCandidate } from './choose.js';
 import type { Observation } from './observation.js';
 import { candidatesOf } from './offers.js';
 import { phaseOf } from './status.js';
@@ -30,6 +30,36 @@ export interface ScheduleInput {
   installationID: string;
   now: number;
   random: () => number;
+  /** Refusals already decided for the same where, spec.offer and namespace state, while the Offers are unchanged (see Refusals). */
+  refusals?: Refusals;
+}
+
+/**
+ * The refusals decided since the Offers last changed, by what else a
+ * refusal depends on (where, spec.offer, the namespace, its labels, the
+ * Offers of its active Leases, its caps). Thousands of waiting Leases share
+ * a few where-expressions; each would otherwise weigh every Offer again at
+ * every wake. The owner clears it on any change of an Offer. A choice that
+ * succeeds is never kept: it draws at random among equal offers.
+ */
+export class Refusals {
+  private readonly known = new Map<string, Choice>();
+  static readonly MAX = 10_000;
+
+  clear(): void {
+    this.known.clear();
+  }
+
+  decide(key: string, choose: () => Choice): Choice {
+    const known = this.known.get(key);
+    if (known) return known;
+    const choice = choose();
+    if (!choice.ok) {
+      if (this.known.size >= Refusals.MAX) this.known.clear();
+      this.known.set(key, choice);
+    }
+    return choice;
+  }
 }
 
 /** How long a Lease whose launch the price cap refused waits for its Offer to list again before it looks anyway. */
@@ -50,16 +80,21 @@ export function schedule(input: ScheduleInput): Observation {
   const ns = lease.metadata?.namespace ?? '';
   const here = input.namespace ?? { labels: {}, activeOffers: [] };
   const cap = input.namespaceLimit;
-  const candidates: OfferCandidate[] = [];
-  for (const o of input.offers) {
-    const policy = namespacePolicy(o, ns, here);
-    for (const c of candidatesOf(o)) {
-      const capped = priceCap(c, ns, cap);
-      // Most candidates pass both policies: those are shared, not copied, for every waiting Lease.
-      candidates.push(policy === OPEN && capped === OPEN ? c : { ...c, ...policy, ...capped });
+  const choose = (): Choice => {
+    const candidates: OfferCandidate[] = [];
+    for (const o of input.offers) {
+      const policy = namespacePolicy(o, ns, here);
+      for (const c of candidatesOf(o)) {
+        const capped = priceCap(c, ns, cap);
+        // Most candidates pass both policies: those are shared, not copied, for every waiting Lease.
+        candidates.push(policy === OPEN && capped === OPEN ? c : { ...c, ...policy, ...capped });
+      }
     }
-  }
-  const choice = chooseOffer(parsed.value, lease.spec.where, candidates, lease.spec.offer, input.random);
+    return chooseOffer(parsed.value, lease.spec.where, candidates, lease.spec.offer, input.random);
+  };
+  const choice = input.refusals
+    ? input.refusals.decide(JSON.stringify([lease.spec.where, lease.spec.offer ?? null, ns, here.labels, [...here.activeOffers].sort(), cap ?? null]), choose)
+    : choose();
   if (!choice.ok && choice.noCapacity) {
     return { event: { type: 'REFUSED', reason: 'NoCapacity', message: `${choice.message}; Leasehold does not wait for capacity` }, status: where };
   }
