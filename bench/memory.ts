@@ -11,6 +11,8 @@ import { G, api, bareClient, controllerKeySecret, createLeases, env, listLeases,
 
 const MEM_LEASES = env('BENCH_MEM_LEASES', 5000);
 const MEM_OFFERS = env('BENCH_MEM_OFFERS', 100);
+// Over how many namespaces the Leases are spread; above 1 the controller watches all namespaces.
+const MEM_NAMESPACES = env('BENCH_MEM_NAMESPACES', 1);
 // The Node flags the chart gives the controller (values.yaml nodeOptions), unless told otherwise.
 const MEM_NODE_FLAGS = (process.env.BENCH_MEM_NODE_FLAGS ?? String(parseYaml(readFileSync(join(process.cwd(), 'charts/leasehold/values.yaml'), 'utf8')).nodeOptions ?? '')).split(' ').filter(Boolean);
 
@@ -50,9 +52,22 @@ export async function memoryPhase() {
     offer(`bench-mem-${i}`, { command: { acquire: ['/bin/true'], release: ['/bin/true'], shape: { os: 'linux', arch: 'amd64', cpus: 1 + (i % 64), tools: ['docker', `tool-${i}`] } }, pricePerHour: i / 10 }),
   );
   // No Offer has a GPU: every Lease stays Pending, no machine is made.
-  const createMs = await createLeases(ns, MEM_LEASES, (i) => ({ where: `gpu=h100,cpus>=${1 + (i % 16)}` }), 16);
-  log(`memory: ${MEM_OFFERS} Offers and ${MEM_LEASES} Leases created in ${ms(Date.now() - t0)} (leases ${ms(createMs)})`);
-  const args = ['--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', '10', '--check-interval', '1m', '--log-level', 'info'];
+  // The Leases, spread evenly over MEM_NAMESPACES namespaces (the first one is the controller's own when there is one).
+  const leaseNamespaces = MEM_NAMESPACES <= 1 ? [ns] : await Promise.all(Array.from({ length: MEM_NAMESPACES }, (_, k) => namespace(`bench-mem-${k}`)));
+  const tLeases = Date.now();
+  await pool(leaseNamespaces, 1, (lns, k) => {
+    const here = Math.floor(MEM_LEASES / leaseNamespaces.length) + (k < MEM_LEASES % leaseNamespaces.length ? 1 : 0);
+    return createLeases(lns, here, (i) => ({ where: `gpu=h100,cpus>=${1 + ((i + k) % 16)}` }), 16);
+  });
+  const createMs = Date.now() - tLeases;
+  log(`memory: ${MEM_OFFERS} Offers and ${MEM_LEASES} Leases in ${leaseNamespaces.length} namespace(s) created in ${ms(Date.now() - t0)} (leases ${ms(createMs)})`);
+  const watch = MEM_NAMESPACES <= 1 ? ['--watch-namespace', ns] : [];
+  const args = ['--no-leader-elect', ...watch, '--namespace', ns, '--max-leases', '10', '--check-interval', '1m', '--log-level', 'info'];
+  const pendingNow = async () => {
+    let n = 0;
+    for (const lns of leaseNamespaces) n += (await listLeases(lns)).filter((l) => l.status?.phase === 'Pending' && l.status?.observedGeneration === l.metadata.generation).length;
+    return n;
+  };
   const run = { compiled: true, nodeFlags: MEM_NODE_FLAGS };
   const tStart = Date.now();
   let ctl = await startController(api.cp.info.kubeconfig, args, {}, run);
@@ -62,7 +77,7 @@ export async function memoryPhase() {
     let polls = 0;
     await waitUntil(`${MEM_LEASES} Leases Pending`, async () => {
       if (polls++ % 8 === 0) peak = Math.max(peak, await ctl.metric('leasehold_process_resident_memory_bytes'));
-      return (await listLeases(ns)).filter((l) => l.status?.phase === 'Pending' && l.status?.observedGeneration === l.metadata.generation).length === MEM_LEASES;
+      return (await pendingNow()) === MEM_LEASES;
     }, 30 * 60_000, 250);
     const coldMs = Date.now() - tStart;
     // Its floor: the writes it had to make (a status write and an event per Lease), made by a bare client.
@@ -75,6 +90,7 @@ export async function memoryPhase() {
     results.memory = {
       leases: MEM_LEASES,
       offers: MEM_OFFERS,
+      namespaces: leaseNamespaces.length,
       build: `compiled (dist/${CONTROLLER_ENTRY}.js)`,
       nodeFlags: MEM_NODE_FLAGS.join(' '),
       coldStartToHealthySeconds: healthyMs / 1000,
@@ -128,7 +144,7 @@ export async function memoryPhase() {
     log(`memory: ${JSON.stringify(results.memory)}`);
   } finally {
     await ctl.stop();
-    await api.custom.deleteCollectionNamespacedCustomObject({ ...G, plural: 'leases', namespace: ns }).catch(() => undefined);
+    for (const lns of leaseNamespaces) await api.custom.deleteCollectionNamespacedCustomObject({ ...G, plural: 'leases', namespace: lns }).catch(() => undefined);
     await pool(Array.from({ length: MEM_OFFERS }, (_, i) => i), 8, (i) => api.custom.deleteClusterCustomObject({ ...G, plural: 'offers', name: `bench-mem-${i}` }).catch(() => undefined));
   }
 }

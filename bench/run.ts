@@ -11,7 +11,8 @@
 //            bare @kubernetes/client-node client making the same number of API
 //            writes; writes per lease lifecycle; the quiet cost once they idle.
 //   memory   controller RSS with BENCH_MEM_LEASES (5000) Pending Leases and
-//            BENCH_MEM_OFFERS (100) Offers in cache, compiled and with the chart's
+//            BENCH_MEM_OFFERS (100) Offers in cache (spread over BENCH_MEM_NAMESPACES
+//            (1) namespaces; above 1 the controller watches all), compiled and with the chart's
 //            nodeOptions (BENCH_MEM_NODE_FLAGS overrides); cold start to first full
 //            reconcile; a restart over the reconciled Leases: its time and writes.
 //   lambda   BENCH_LAMBDA_N (10) Leases launched together against the Lambda

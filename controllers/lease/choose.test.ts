@@ -16,6 +16,26 @@ const gpuBox = (name: string, price?: number, extra: Partial<OfferCandidate> = {
 });
 
 describe('chooseOffer', () => {
+  it('over hundreds of Offers names the first few it refused and counts the rest', () => {
+    const boxes = Array.from({ length: 300 }, (_, i) => gpuBox(`b${i}`, 1, { shape: { os: 'linux', arch: 'amd64', cpus: 2, gpus: 0 } }));
+    const r = chooseOffer(where('gpu'), 'gpu', [gpuBox('busy', 1, { unavailable: 'sold out', noCapacity: false }), ...boxes], undefined);
+    expect(r.ok).toBe(false);
+    const message = !r.ok ? r.message : '';
+    expect(message).toContain('busy: sold out; b0: requires 1 GPU (has none)');
+    expect(message).toContain(`b${MAX_REASONS - 2}: requires`);
+    expect(message).not.toContain(`b${MAX_REASONS - 1}:`);
+    expect(message).toContain(`and ${301 - MAX_REASONS} more (kubectl get offers.leasehold.dev)`);
+  });
+
+  it('judges each where-expression on its own, however many share the same Offers', () => {
+    const shared = [gpuBox('a', 1)];
+    for (let cpus = 1; cpus <= 600; cpus++) {
+      const raw = `cpus>=${cpus}`;
+      expect({ cpus, ok: chooseOffer(where(raw), raw, shared, undefined).ok }).toEqual({ cpus, ok: cpus <= 8 });
+    }
+    expect(chooseOffer(where('cpus>=4'), 'cpus>=4', shared, undefined).ok).toBe(true);
+  });
+
   it('takes the cheapest matching candidate, and a priced one (even 0) before an unpriced one', () => {
     const r = chooseOffer(where('gpu=h100'), 'gpu=h100', [gpuBox('a', 3), gpuBox('b', 2), gpuBox('c')], undefined);
     expect(r.ok && r.candidate.name).toBe('b');

@@ -1,7 +1,7 @@
 // Which Offer serves a Lease: a pure policy of (where, offers, rng).
 // Only offers whose shape matches win; the cheapest does, an offer with a
 // price (even 0) before one without, and equal offers in random order.
-import { matchShape, type ParsedWhere, type MachineShape } from '../../src/api/where.js';
+import { matchShape, type MatchResult, type ParsedWhere, type MachineShape } from '../../src/api/where.js';
 
 export interface OfferCandidate {
   /** Offer name (for Lambda offers: offer/instance-type). */
@@ -35,8 +35,9 @@ export type Choice =
  */
 export const MAX_REASONS = 5;
 
-function listReasons(reasons: string[]): string {
-  const more = reasons.length - MAX_REASONS;
+/** `reasons` and `unshown` more not formatted. */
+function listReasons(reasons: string[], unshown = 0): string {
+  const more = reasons.length + unshown - MAX_REASONS;
   const shown = reasons.slice(0, MAX_REASONS).join('; ');
   return more > 0 ? `${shown}; and ${more} more (kubectl get offers.leasehold.dev)` : shown;
 }
@@ -57,30 +58,54 @@ export function chooseOffer(
         : `no Offer exists to lease ${rawWhere} from; a platform admin creates one (kubectl get offers.leasehold.dev)`,
     };
   }
-  const lacking: string[] = [];
+  // Only the first few are named in a refusal: each is formatted only if shown.
+  const lacking: { c: OfferCandidate; lacks: string[] }[] = [];
   const matching: OfferCandidate[] = [];
   const blocked: OfferCandidate[] = [];
   for (const c of scoped) {
-    const m = matchShape(where, c.shape);
-    if (!m.ok) lacking.push(`${c.name}: ${m.lacks.join(', ')}`);
+    const m = matchOnce(where, rawWhere, c.shape);
+    if (!m.ok) lacking.push({ c, lacks: m.lacks });
     else if (c.unavailable) blocked.push(c);
     else matching.push(c);
   }
   if (matching.length === 0) {
     // What could serve it exists but has no capacity anywhere wanted: say so now rather than wait.
     const noCapacity = blocked.length > 0 && blocked.every((c) => c.noCapacity);
-    const reasons = [...blocked.map((c) => `${c.name}: ${c.unavailable}`), ...lacking];
+    const shown = Math.max(0, MAX_REASONS - blocked.length);
+    const reasons = [...blocked.map((c) => `${c.name}: ${c.unavailable}`), ...lacking.slice(0, shown).map((l) => `${l.c.name}: ${l.lacks.join(', ')}`)];
+    const unshown = lacking.length - Math.min(shown, lacking.length);
     // One policy is all that keeps the rest from serving it: that is the reason to wait for (or the setting to change).
     const policies = new Set(blocked.filter((c) => !c.noCapacity).map((c) => c.blockedBy));
     const [policy] = policies;
     const reason = !noCapacity && policies.size === 1 && policy ? { reason: policy } : {};
-    return { ok: false, message: `no Offer matches ${rawWhere}: ${listReasons(reasons)}`, ...(noCapacity ? { noCapacity } : {}), ...reason };
+    return { ok: false, message: `no Offer matches ${rawWhere}: ${listReasons(reasons, unshown)}`, ...(noCapacity ? { noCapacity } : {}), ...reason };
   }
   // Shuffle first so that the stable sort leaves equal offers in random order.
   const shuffled = matching.map((c) => ({ c, k: random() })).sort((a, b) => a.k - b.k).map((x) => x.c);
   shuffled.sort((a, b) => priceRank(a) - priceRank(b));
   return { ok: true, candidate: shuffled[0]! };
 }
+
+/**
+ * matchShape, remembered per shape object and where-expression: an Offer's
+ * candidates (and their shapes) are made once per change of the Offer, and
+ * thousands of waiting Leases share a few where-expressions. Each shape
+ * remembers a bounded number of expressions.
+ */
+function matchOnce(where: ParsedWhere, rawWhere: string, shape: MachineShape): MatchResult {
+  let known = matches.get(shape);
+  if (!known) matches.set(shape, (known = new Map()));
+  let m = known.get(rawWhere);
+  if (!m) {
+    m = matchShape(where, shape);
+    if (known.size >= MAX_REMEMBERED_WHERES) known.clear();
+    known.set(rawWhere, m);
+  }
+  return m;
+}
+
+const matches = new WeakMap<MachineShape, Map<string, MatchResult>>();
+const MAX_REMEMBERED_WHERES = 256;
 
 function priceRank(c: OfferCandidate): number {
   return c.pricePerHour === undefined ? Number.POSITIVE_INFINITY : c.pricePerHour;

@@ -73,7 +73,9 @@ export class LeaseGuard {
 
   /** Before any Lease is acted on, Leases from before records existed get theirs (once per installation). */
   adopted(): Promise<void> {
-    this.adoption ??= this.keeper.adoptLegacyLeases().catch((err: unknown) => {
+    // Then one list of every record: each Lease's first pass after a start
+    // reads its record from memory, not with a GET of its own.
+    this.adoption ??= this.keeper.adoptLegacyLeases().then(() => this.deps.records.list()).then(() => undefined, (err: unknown) => {
       this.adoption = undefined;
       throw err;
     });

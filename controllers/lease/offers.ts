@@ -12,7 +12,20 @@ type Listed = NonNullable<NonNullable<Offer['status']>['candidates']>[number];
  * Lambda offer, each instance type of its last listing (or one unavailable
  * candidate saying why there is no listing).
  */
-export function candidatesOf(offer: Offer): OfferCandidate[] {
+export function candidatesOf(offer: Offer): readonly OfferCandidate[] {
+  let known = indexed.get(offer);
+  if (!known) indexed.set(offer, (known = Object.freeze(listCandidates(offer))));
+  return known;
+}
+
+/**
+ * The candidates of each Offer object the cache holds, made once per change:
+ * a cached object is replaced, never changed, when its Offer changes, and
+ * every waiting Lease's scheduling decision reads all of them.
+ */
+const indexed = new WeakMap<Offer, readonly OfferCandidate[]>();
+
+function listCandidates(offer: Offer): OfferCandidate[] {
   const name = offer.metadata?.name ?? '';
   const command = offer.spec.command;
   if (command) {
@@ -73,4 +86,16 @@ function listedClaim(c: Listed): Claim {
   // Only a parsed model is claimed: a free-text description would never be
   // contained in the name nvidia-smi reports.
   return { os: 'linux', arch: c.arch, cpus: c.cpus, memoryGiB: c.memoryGiB, gpus: c.gpus, gpu: c.gpus ? c.gpuModel : undefined, vramGiB: c.vramGiB };
+}
+
+/**
+ * Whether an Offer's update changes anything a scheduling decision reads of
+ * it: its spec (and generation), the candidates it offers, or when it last
+ * listed (a price-cap refusal waits for that).
+ */
+export function offerChangedForScheduling(offer: Offer, old: Offer): boolean {
+  if (offer === old) return false;
+  if (offer.metadata?.generation !== old.metadata?.generation || offer.status?.lastListTime !== old.status?.lastListTime) return true;
+  if (JSON.stringify(offer.spec) !== JSON.stringify(old.spec)) return true;
+  return JSON.stringify(candidatesOf(offer)) !== JSON.stringify(candidatesOf(old));
 }

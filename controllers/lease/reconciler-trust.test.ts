@@ -91,11 +91,13 @@ function world(status?: Partial<LeaseStatus>, opts: { record?: boolean; adopted?
     offers: { get: (_ns, name) => (name === 'box' ? offer : undefined), list: () => [offer] },
     status: new StatusWriter(api.statusClient),
     writer: api.writer,
-    // A repeat of an event counts on the first one, as on a real server; here it is listed again.
+    // A repeat of an event counts on the first one, as on a real server; here it is listed again, written at once (no write interval).
     events: new EventRecorder(
       { create: async (_ns, e) => void events.push(e), updateCount: async (_ns, name) => void events.push(events.find((e) => e.metadata?.name === name)!) },
       'test',
       log,
+      'default',
+      0,
     ),
     driver,
     records,

@@ -8,24 +8,24 @@
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { LEASE_RESOURCE, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
-import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
+import { feedIndex, type ChangeFeed, type ObjectCache, type ReconcileResult } from '../../src/kube/cache.js';
 import { isConflict } from '../../src/kube/client.js';
 import type { EffectRunner } from '../../src/kube/effects.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import { splitKey } from '../../src/kube/resource.js';
 import type { StatusWriter } from '../../src/kube/status.js';
 import type { LeaseDriver } from './driver.js';
-import { pruneHistory } from './history.js';
+import { EndedLeases, pruneHistory } from './history.js';
 import { observeLaunching } from './launch.js';
 import { observeMachine } from './check.js';
 import { restore, step, type Phase, type Step } from './machine.js';
 import type { LeaseEffectKind, LeaseEffectResult, LeaseSettings, Observation, Plan } from './observation.js';
 import { acquireEffect, probeEffect, releaseEffect } from './operations.js';
 import { observeReleasing } from './release.js';
-import { schedule, Slots } from './schedule.js';
+import { Refusals, schedule, Slots } from './schedule.js';
 import { conditionsFor, contextOf, endReasonFor, fitLeaseStatus, phaseOf } from './status.js';
 import { LeaseGuard, RECORD_SWEEP_KEY } from './guard.js';
-import { ownershipOf, stampedBy } from './ownership.js';
+import { ownershipOf } from './ownership.js';
 import { limitFor } from './limits.js';
 import type { LeaseRecord, RecordStore } from '../../src/kube/leaserecords.js';
 import { recordOf, sealedLease } from './trust.js';
@@ -53,8 +53,10 @@ export interface LeaseReconcilerMetrics {
 }
 
 export interface LeaseReconcilerDeps {
-  leases: ObjectCache<Lease>;
-  offers: ObjectCache<Offer>;
+  /** The Leases' informer: its changes keep the maxLeases slots and the ended Leases' history current. */
+  leases: ObjectCache<Lease> & ChangeFeed<Lease>;
+  /** The Offers; where the cache tells of its changes (an informer), refusals are remembered until the next one. */
+  offers: ObjectCache<Offer> & Partial<ChangeFeed<Offer>>;
   /** Namespaces, for the labels an Offer's spec.namespaceSelector is matched against. */
   namespaces?: ObjectCache<KubernetesObject>;
   status: StatusWriter;
@@ -79,6 +81,8 @@ export class LeaseReconciler {
   private readonly now: () => Date;
   private readonly random: () => number;
   private readonly slots: Slots;
+  private readonly history: EndedLeases;
+  private readonly refusals?: Refusals;
   private scheduling: Promise<unknown> = Promise.resolve();
   /**
    * When each Lease next wants to act on its own (a check, a prepare or
@@ -91,7 +95,16 @@ export class LeaseReconciler {
   constructor(private readonly deps: LeaseReconcilerDeps) {
     this.now = deps.now ?? (() => new Date());
     this.random = deps.random ?? Math.random;
-    this.slots = new Slots(deps.leases, deps.settings.installationID);
+    this.slots = new Slots(deps.settings.installationID);
+    this.history = new EndedLeases(deps.settings.installationID);
+    feedIndex(deps.leases, this.slots);
+    feedIndex(deps.leases, this.history);
+    if (deps.offers.on) {
+      const refusals = new Refusals();
+      const forget = () => refusals.clear();
+      for (const e of ['add', 'update', 'delete'] as const) deps.offers.on(e, forget);
+      this.refusals = refusals;
+    }
     this.guard = new LeaseGuard({ ...deps, now: () => this.now().getTime() });
   }
 
@@ -208,6 +221,7 @@ export class LeaseReconciler {
         installationID: this.deps.settings.installationID,
         now: this.now().getTime(),
         random: this.random,
+        refusals: this.refusals,
       });
       // The slot is taken now, inside the serialized decision: another Lease
       // scheduled while this one's intent is being written must count it.
@@ -229,8 +243,7 @@ export class LeaseReconciler {
     if (record) await this.deps.records.delete(uid);
     if (lease.metadata?.finalizers?.includes(RELEASE_FINALIZER)) await this.deps.writer.removeFinalizer(lease);
     const { historyLimit = 32, historyMaxAgeMs = 7 * 24 * 3600_000 } = this.deps.settings;
-    const ours = this.deps.leases.list().filter((l) => stampedBy(l, this.deps.settings.installationID));
-    return pruneHistory(lease, ours, this.now().getTime(), historyLimit, historyMaxAgeMs, (ns, name, uid) => this.deps.writer.delete(ns, name, uid));
+    return pruneHistory(lease, this.history.in(lease.metadata?.namespace ?? ''), this.now().getTime(), historyLimit, historyMaxAgeMs, (ns, name, uid) => this.deps.writer.delete(ns, name, uid));
   }
 
   // ---- writing status, then starting effects ----

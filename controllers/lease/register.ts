@@ -17,7 +17,8 @@ import { loadOrCreateControllerKey, type ControllerKey } from './identity.js';
 import { MachineDriver } from './machines.js';
 import { LeaseMetrics } from './metrics.js';
 import type { LeaseEffectResult } from './observation.js';
-import { claimOf } from './offers.js';
+import { claimOf, offerChangedForScheduling } from './offers.js';
+import { endedNow } from './history.js';
 import { LeaseReconciler, RECORD_SWEEP_KEY, RELEASE_FINALIZER, type LeaseSettings, type LeaseWriter } from './reconciler.js';
 import { adoptedMarkerFor, KubeRecordStore } from '../../src/kube/leaserecords.js';
 import { INSTALLATION_ANNOTATION, stampedBy } from './ownership.js';
@@ -70,27 +71,39 @@ export function registerLeaseController(mgr: Manager, opts: LeaseControllerOptio
   queue.add(RECORD_SWEEP_KEY);
   leases.on('add', enqueue);
   leases.on('update', enqueue);
+  let wakePending = false;
+  // Wakes come in bursts (a relist, the Offer controller's first pass over
+  // every Offer): they are folded into one walk over the Leases a turn.
   const wakeWaiting = () => {
-    for (const l of leases.list()) {
-      if ((l.status?.phase ?? 'Pending') === 'Pending') queue!.add(objectKey(l));
-    }
+    if (wakePending) return;
+    wakePending = true;
+    setImmediate(() => {
+      wakePending = false;
+      for (const l of leases.list()) {
+        if ((l.status?.phase ?? 'Pending') === 'Pending') queue!.add(objectKey(l));
+      }
+    });
   };
   // A Lease that ended frees a slot under maxLeases: wake the waiting ones.
   leases.on('delete', (l: Lease) => {
     reconciler.forget(l);
-    wakeWaiting();
+    // One that had ended gave its slot back then; pruning history frees nothing.
+    if (!ENDED_PHASES.includes(l.status?.phase ?? 'Pending')) wakeWaiting();
     // A Lease deleted without its release (finalizer removed by hand) has its machine released from its record now, not at the next sweep.
     queue!.add(RECORD_SWEEP_KEY);
   });
-  leases.on('update', (l: Lease) => {
-    if (ENDED_PHASES.includes(l.status?.phase ?? 'Pending')) wakeWaiting();
+  leases.on('update', (l: Lease, old: Lease) => {
+    if (endedNow(l, old)) wakeWaiting();
   });
   // A namespace labelled anew may now be selected by an Offer.
   namespaces.on('add', wakeWaiting);
   namespaces.on('update', wakeWaiting);
-  // A new or changed Offer may serve Leases that are waiting for one.
+  // A new or changed Offer may serve Leases that are waiting for one; a
+  // status write that changes nothing a decision reads wakes nobody.
   offers.on('add', wakeWaiting);
-  offers.on('update', wakeWaiting);
+  offers.on('update', (o: Offer, old: Offer) => {
+    if (offerChangedForScheduling(o, old)) wakeWaiting();
+  });
   offers.on('delete', wakeWaiting);
   return reconciler;
 }

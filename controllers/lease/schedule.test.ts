@@ -1,6 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Lease, Offer } from '../../src/api/index.js';
-import { schedule, Slots } from './schedule.js';
+import { Refusals, schedule, Slots, type Slot } from './schedule.js';
+import { slotsByScan } from './testing/slots-scan.js';
 import { at, leaseWith, NOW } from './testing/phase-input.js';
 
 const box = {
@@ -90,11 +91,45 @@ describe('schedule: namespaces', () => {
   });
 });
 
+describe('Refusals', () => {
+  const input = (lease: Lease, offers: Offer[], refusals: Refusals, labels: Record<string, string> = {}) =>
+    ({ lease, offers, active: 0, maxLeases: 2, namespace: { labels, activeOffers: [] }, installationID: 'inst0001', now: NOW, random: () => 0, refusals });
+  const big = { ...box, metadata: { name: 'big', generation: 1 }, spec: { ...box.spec, command: { ...box.spec.command!, shape: { os: 'linux', arch: 'amd64', cpus: 64 } } } } as unknown as Offer;
+
+  it('gives a Lease the refusal already decided for the same where and namespace state, until cleared', () => {
+    const refusals = new Refusals();
+    expect(schedule(input(pending('cpus>=32'), [box], refusals)).event).toMatchObject({ type: 'UNSCHEDULABLE', reason: 'NoMatchingOffer' });
+    // The same question with an Offer that could serve it: the kept refusal stands until the owner clears it on the Offer's arrival.
+    expect(schedule(input(pending('cpus>=32'), [box, big], refusals)).event).toMatchObject({ type: 'UNSCHEDULABLE', reason: 'NoMatchingOffer' });
+    refusals.clear();
+    expect(schedule(input(pending('cpus>=32'), [box, big], refusals)).event).toMatchObject({ type: 'OFFER_CHOSEN', offer: 'big' });
+  });
+
+  it('never shares a refusal across where-expressions or namespace states, and never keeps a choice', () => {
+    const refusals = new Refusals();
+    const limited = { ...big, spec: { ...big.spec, namespaceSelector: { matchLabels: { team: 'gpu' } } } } as unknown as Offer;
+    expect(schedule(input(pending('cpus>=32'), [box, limited], refusals)).event).toMatchObject({ type: 'UNSCHEDULABLE', reason: 'NamespaceNotAllowed' });
+    expect(schedule(input(pending('cpus>=32'), [box, limited], refusals, { team: 'gpu' })).event).toMatchObject({ type: 'OFFER_CHOSEN', offer: 'big' });
+    expect(schedule(input(pending('cpus>=2'), [box], refusals)).event).toMatchObject({ type: 'OFFER_CHOSEN', offer: 'box' });
+    let asked = 0;
+    refusals.decide('k', () => (asked++, { ok: true, candidate: { name: 'box', offer: 'box', shape: { os: 'linux', arch: 'amd64', gpus: 0 } } }));
+    refusals.decide('k', () => (asked++, { ok: false, message: 'no' }));
+    refusals.decide('k', () => (asked++, { ok: false, message: 'no' }));
+    expect(asked).toBe(2);
+  });
+});
+
 describe('Slots', () => {
   const lease = (uid: string, phase?: string) => ({ metadata: { uid }, status: phase ? { phase } : undefined }) as unknown as Lease;
+  const fed = (cache: Lease[]) => {
+    const slots = new Slots('inst0001');
+    cache.forEach((l) => slots.observe(l));
+    return slots;
+  };
+  const sorted = (s: Slot[]) => [...s].sort((a, b) => `${a.namespace}/${a.offer}`.localeCompare(`${b.namespace}/${b.offer}`));
+
   it('counts active Leases and claims the cache does not show yet, never the one asking', () => {
-    const cache = [lease('a', 'Ready'), lease('b', 'Pending'), lease('c', 'Released'), lease('d', 'Launching')];
-    const slots = new Slots({ get: () => undefined, list: () => cache }, 'inst0001');
+    const slots = fed([lease('a', 'Ready'), lease('b', 'Pending'), lease('c', 'Released'), lease('d', 'Launching')]);
     expect(slots.activeExcept('x')).toBe(2);
     slots.claim('b', { namespace: 'ns', offer: 'box' });
     expect(slots.activeExcept('x')).toBe(3);
@@ -107,15 +142,65 @@ describe('Slots', () => {
   });
 
   it('says where each slot is held: namespace and Offer', () => {
-    const cache = [{ metadata: { uid: 'a', namespace: 'x' }, status: { phase: 'Ready', offer: 'box' } }] as unknown as Lease[];
-    const slots = new Slots({ get: () => undefined, list: () => cache }, 'inst0001');
+    const slots = fed([{ metadata: { uid: 'a', namespace: 'x' }, status: { phase: 'Ready', offer: 'box' } }] as unknown as Lease[]);
     slots.claim('b', { namespace: 'y', offer: 'cloud' });
-    expect(slots.holders('z')).toEqual([{ namespace: 'y', offer: 'cloud' }, { namespace: 'x', offer: 'box' }]);
+    expect(sorted(slots.holders('z'))).toEqual([{ namespace: 'x', offer: 'box' }, { namespace: 'y', offer: 'cloud' }]);
   });
 
   it("never counts a Lease another installation stamped against this installation's maxLeases", () => {
     const stamped = (uid: string, id: string) => ({ metadata: { uid, annotations: { 'leasehold.dev/installation': id } }, status: { phase: 'Ready' } }) as unknown as Lease;
-    const cache = [stamped('a', 'inst0001'), stamped('b', 'other001'), lease('c', 'Ready')];
-    expect(new Slots({ get: () => undefined, list: () => cache }, 'inst0001').activeExcept('x')).toBe(2);
+    expect(fed([stamped('a', 'inst0001'), stamped('b', 'other001'), lease('c', 'Ready')]).activeExcept('x')).toBe(2);
+  });
+
+  it('a Lease gone from the cache holds no slot unless it is still claimed', () => {
+    const slots = fed([lease('a', 'Ready'), lease('b', 'Idle')]);
+    slots.gone(lease('a', 'Ready'));
+    expect(slots.activeExcept('x')).toBe(1);
+    slots.claim('c', { namespace: '', offer: 'box' });
+    slots.gone(lease('c'));
+    expect(slots.activeExcept('x')).toBe(2);
+  });
+
+  it('the ledger kept from changes equals a full scan of the cache, over random add, update, delete, claim and free sequences', () => {
+    const phases = [undefined, 'Pending', 'Launching', 'Ready', 'Idle', 'Releasing', 'Released', 'Failed'];
+    const stamps = [undefined, 'inst0001', 'other001'];
+    for (let seed = 1; seed <= 200; seed++) {
+      let state = seed;
+      // A small deterministic generator, so that a failing sequence can be replayed from its seed.
+      const rand = (n: number) => {
+        state = (state * 1103515245 + 12345) % 2147483648;
+        return Math.floor((state / 2147483648) * n);
+      };
+      const slots = new Slots('inst0001');
+      const cache = new Map<string, Lease>();
+      const claimed = new Map<string, Slot>();
+      for (let step = 0; step < 60; step++) {
+        const uid = `u${rand(8)}`;
+        const op = rand(5);
+        if (op <= 1) {
+          const stamp = stamps[rand(stamps.length)];
+          const l = {
+            metadata: { uid, namespace: `ns${rand(3)}`, ...(stamp ? { annotations: { 'leasehold.dev/installation': stamp } } : {}) },
+            status: { phase: phases[rand(phases.length)], offer: `o${rand(3)}` },
+          } as unknown as Lease;
+          cache.set(uid, l);
+          slots.observe(l);
+        } else if (op === 2 && cache.has(uid)) {
+          slots.gone(cache.get(uid)!);
+          cache.delete(uid);
+        } else if (op === 3) {
+          const slot = { namespace: `ns${rand(3)}`, offer: `o${rand(3)}` };
+          claimed.set(uid, slot);
+          slots.claim(uid, slot);
+        } else {
+          claimed.delete(uid);
+          slots.free(uid);
+        }
+        const except = `u${rand(9)}`;
+        const want = slotsByScan([...cache.values()], claimed, 'inst0001', except);
+        expect({ seed, step, active: slots.activeExcept(except) }).toEqual({ seed, step, active: want.size });
+        expect({ seed, step, holders: sorted(slots.holders(except)) }).toEqual({ seed, step, holders: sorted([...want.values()]) });
+      }
+    }
   });
 });

@@ -3,12 +3,12 @@
 // moved out of Pending may not show as active in the cache yet.
 import { ACTIVE_PHASES, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, durationMs, parseWhere, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
-import type { ObjectCache } from '../../src/kube/cache.js';
+import type { CacheIndex } from '../../src/kube/cache.js';
 import { parsePublicKey } from '../../src/machine/keys.js';
 import { installationPrefix } from '../../src/providers/types.js';
 import { stampOf } from './ownership.js';
 import { selects } from '../../src/kube/selector.js';
-import { chooseOffer, type OfferCandidate } from './choose.js';
+import { chooseOffer, type Choice, type OfferCandidate } from './choose.js';
 import type { Observation } from './observation.js';
 import { candidatesOf } from './offers.js';
 import { phaseOf } from './status.js';
@@ -30,6 +30,36 @@ export interface ScheduleInput {
   installationID: string;
   now: number;
   random: () => number;
+  /** Refusals already decided for the same where, spec.offer and namespace state, while the Offers are unchanged (see Refusals). */
+  refusals?: Refusals;
+}
+
+/**
+ * The refusals decided since the Offers last changed, by what else a
+ * refusal depends on (where, spec.offer, the namespace, its labels, the
+ * Offers of its active Leases, its caps). Thousands of waiting Leases share
+ * a few where-expressions; each would otherwise weigh every Offer again at
+ * every wake. The owner clears it on any change of an Offer. A choice that
+ * succeeds is never kept: it draws at random among equal offers.
+ */
+export class Refusals {
+  private readonly known = new Map<string, Choice>();
+  static readonly MAX = 10_000;
+
+  clear(): void {
+    this.known.clear();
+  }
+
+  decide(key: string, choose: () => Choice): Choice {
+    const known = this.known.get(key);
+    if (known) return known;
+    const choice = choose();
+    if (!choice.ok) {
+      if (this.known.size >= Refusals.MAX) this.known.clear();
+      this.known.set(key, choice);
+    }
+    return choice;
+  }
 }
 
 /** How long a Lease whose launch the price cap refused waits for its Offer to list again before it looks anyway. */
@@ -50,8 +80,21 @@ export function schedule(input: ScheduleInput): Observation {
   const ns = lease.metadata?.namespace ?? '';
   const here = input.namespace ?? { labels: {}, activeOffers: [] };
   const cap = input.namespaceLimit;
-  const candidates = input.offers.flatMap((o) => candidatesOf(o).map((c) => ({ ...c, ...namespacePolicy(o, ns, here), ...priceCap(c, ns, cap) })));
-  const choice = chooseOffer(parsed.value, lease.spec.where, candidates, lease.spec.offer, input.random);
+  const choose = (): Choice => {
+    const candidates: OfferCandidate[] = [];
+    for (const o of input.offers) {
+      const policy = namespacePolicy(o, ns, here);
+      for (const c of candidatesOf(o)) {
+        const capped = priceCap(c, ns, cap);
+        // Most candidates pass both policies: those are shared, not copied, for every waiting Lease.
+        candidates.push(policy === OPEN && capped === OPEN ? c : { ...c, ...policy, ...capped });
+      }
+    }
+    return chooseOffer(parsed.value, lease.spec.where, candidates, lease.spec.offer, input.random);
+  };
+  const choice = input.refusals
+    ? input.refusals.decide(JSON.stringify([lease.spec.where, lease.spec.offer ?? null, ns, here.labels, [...here.activeOffers].sort(), cap ?? null]), choose)
+    : choose();
   if (!choice.ok && choice.noCapacity) {
     return { event: { type: 'REFUSED', reason: 'NoCapacity', message: `${choice.message}; Leasehold does not wait for capacity` }, status: where };
   }
@@ -138,12 +181,15 @@ function namespacePolicy(offer: Offer, ns: string, here: NonNullable<ScheduleInp
       noCapacity: false,
     };
   }
-  return {};
+  return OPEN;
 }
+
+/** What a policy that keeps nothing from a Lease says. */
+const OPEN: Partial<OfferCandidate> = Object.freeze({});
 
 /** A candidate above the admin's price cap for the namespace, as an unavailable one; an unpriced one (a command Offer without pricePerHour) is not capped. */
 function priceCap(c: OfferCandidate, ns: string, cap: NamespaceLimit | undefined): Partial<OfferCandidate> {
-  if (cap?.maxPricePerHour === undefined || c.pricePerHour === undefined || c.pricePerHour <= cap.maxPricePerHour) return {};
+  if (cap?.maxPricePerHour === undefined || c.pricePerHour === undefined || c.pricePerHour <= cap.maxPricePerHour) return OPEN;
   return {
     unavailable: `costs $${c.pricePerHour.toFixed(2)}/h, above the platform admin's ${cap.source}.maxPricePerHour ${cap.maxPricePerHour} for namespace ${ns}; lease a cheaper machine, or ask a platform admin to raise it in the Helm values`,
     blockedBy: 'NamespacePriceCap',
@@ -178,45 +224,78 @@ export function invalidSshKey(keys: readonly string[]): string | undefined {
 /**
  * The maxLeases slots: Leases active in the cache plus those this
  * controller has claimed at a scheduling decision and the cache may not
- * show as active yet.
+ * show as active yet. A ledger kept from the cache's changes, so that a
+ * scheduling decision costs the active Leases, never all of them.
  */
-export class Slots {
+export class Slots implements CacheIndex<Lease> {
   private readonly claimed = new Map<string, Slot>();
+  /** What the cache last said of each Lease that settles its slot: held (active) or 'ended' (none, whatever was claimed). */
+  private readonly cached = new Map<string, Slot | 'ended'>();
+  /** The slot each Lease holds now, from the two above. */
+  private readonly held = new Map<string, Slot>();
 
   constructor(
-    private readonly leases: ObjectCache<Lease>,
     /** Leases another installation stamped hold its slots, not this one's. */
     private readonly installationID: string,
   ) {}
 
+  observe(lease: Lease): void {
+    const uid = lease.metadata?.uid ?? '';
+    const state = cachedSlot(lease, this.installationID);
+    if (state === undefined) this.cached.delete(uid);
+    else this.cached.set(uid, state);
+    this.settle(uid);
+  }
+
+  gone(lease: Lease): void {
+    const uid = lease.metadata?.uid ?? '';
+    this.cached.delete(uid);
+    this.settle(uid);
+  }
+
   claim(uid: string, slot: Slot): void {
     this.claimed.set(uid, slot);
+    this.settle(uid);
   }
 
   free(uid: string): void {
     this.claimed.delete(uid);
+    this.settle(uid);
   }
 
   /** Active Leases other than `except` (the one being scheduled). */
   activeExcept(except: string): number {
-    return this.holders(except).length;
+    return this.held.size - (this.held.has(except) ? 1 : 0);
   }
 
   /** Where each active Lease other than `except` holds its slot. */
   holders(except: string): Slot[] {
-    const slots = new Map(this.claimed);
-    for (const l of this.leases.list()) {
-      const stamp = stampOf(l);
-      // Unstamped active Leases count: after an upgrade, this installation's own are stamped only as each is reconciled.
-      if (stamp !== undefined && stamp !== this.installationID) continue;
-      const uid = l.metadata?.uid ?? '';
-      const phase = phaseOf(l);
-      if (ACTIVE_PHASES.includes(phase)) slots.set(uid, { namespace: l.metadata?.namespace ?? '', offer: l.status?.offer ?? '' });
-      else if (phase !== 'Pending') slots.delete(uid);
-    }
-    slots.delete(except);
-    return [...slots.values()];
+    const out: Slot[] = [];
+    for (const [uid, slot] of this.held) if (uid !== except) out.push(slot);
+    return out;
   }
+
+  private settle(uid: string): void {
+    const cached = this.cached.get(uid);
+    // The cache outranks a claim once it shows the Lease active or ended; a Pending one still counts its claim.
+    const slot = cached === 'ended' ? undefined : cached ?? this.claimed.get(uid);
+    if (slot) this.held.set(uid, slot);
+    else this.held.delete(uid);
+  }
+}
+
+/**
+ * What one cached Lease says of its slot: held where it is active, none once
+ * it has ended, and nothing (a claim stands) while Pending or another
+ * installation's.
+ */
+export function cachedSlot(lease: Lease, installationID: string): Slot | 'ended' | undefined {
+  const stamp = stampOf(lease);
+  // Unstamped active Leases count: after an upgrade, this installation's own are stamped only as each is reconciled.
+  if (stamp !== undefined && stamp !== installationID) return undefined;
+  const phase = phaseOf(lease);
+  if (ACTIVE_PHASES.includes(phase)) return { namespace: lease.metadata?.namespace ?? '', offer: lease.status?.offer ?? '' };
+  return phase === 'Pending' ? undefined : 'ended';
 }
 
 /** The namespace and Offer of a Lease holding a slot. */

@@ -1,7 +1,7 @@
 import { describe, it, expect } from '@jest/globals';
 import { annotatedActivity, nextCheckIn, verdict } from './timing.js';
 import type { Lease } from '../../src/api/index.js';
-import { leasesToPrune, pruneHistory } from './history.js';
+import { EndedLeases, endedNow, leasesToPrune, pruneHistory } from './history.js';
 
 const T = Date.parse('2026-12-01T10:00:00Z');
 const min = 60_000;
@@ -55,9 +55,45 @@ describe('leasesToPrune', () => {
     const ended = (name: string, uid: string, at: number) =>
       ({ metadata: { name, namespace: 'a', uid }, status: { phase: 'Released', releasedAt: new Date(at).toISOString() } }) as unknown as Lease;
     const removed: string[][] = [];
-    await pruneHistory(ended('new', 'u2', T), [ended('old', 'u1', T - 2 * min), ended('new', 'u2', T)], T, 1, 3600_000, async (ns, name, uid) => {
+    await pruneHistory(ended('new', 'u2', T), [{ name: 'old', uid: 'u1', namespace: 'a', endedAt: T - 2 * min }, { name: 'new', uid: 'u2', namespace: 'a', endedAt: T }], T, 1, 3600_000, async (ns, name, uid) => {
       removed.push([ns, name, uid]);
     });
     expect(removed).toEqual([['a', 'old', 'u1']]);
+  });
+});
+
+describe('EndedLeases', () => {
+  const lease = (name: string, namespace: string, phase: string, stamp = 'inst0001') =>
+    ({ metadata: { name, namespace, uid: `u-${name}`, annotations: { 'leasehold.dev/installation': stamp } }, status: { phase, releasedAt: new Date(T).toISOString() } }) as unknown as Lease;
+  const names = (index: EndedLeases, ns: string) => index.in(ns).map((e) => e.name).sort();
+
+  it("keeps this installation's ended Leases per namespace as the cache changes", () => {
+    const index = new EndedLeases('inst0001');
+    index.observe(lease('a', 'x', 'Released'));
+    index.observe(lease('b', 'x', 'Failed'));
+    index.observe(lease('c', 'x', 'Ready'));
+    index.observe(lease('d', 'y', 'Released'));
+    index.observe(lease('e', 'x', 'Released', 'other001'));
+    expect(names(index, 'x')).toEqual(['a', 'b']);
+    expect(names(index, 'y')).toEqual(['d']);
+    expect(index.in('x')[0]).toMatchObject({ namespace: 'x', endedAt: T });
+    index.gone(lease('a', 'x', 'Released'));
+    index.observe(lease('c', 'x', 'Released'));
+    expect(names(index, 'x')).toEqual(['b', 'c']);
+    // Stamped by another installation since: no longer this one's history.
+    index.observe(lease('b', 'x', 'Failed', 'other001'));
+    index.gone(lease('d', 'y', 'Released'));
+    expect(names(index, 'x')).toEqual(['c']);
+    expect(names(index, 'y')).toEqual([]);
+  });
+});
+
+describe('endedNow', () => {
+  const at = (phase?: string) => ({ metadata: { name: 'l' }, ...(phase ? { status: { phase } } : {}) }) as unknown as Lease;
+  it('is the update that ends the Lease, not a later update or a resync of an ended one', () => {
+    expect(endedNow(at('Released'), at('Releasing'))).toBe(true);
+    expect(endedNow(at('Failed'), at())).toBe(true);
+    expect(endedNow(at('Released'), at('Released'))).toBe(false);
+    expect(endedNow(at('Ready'), at('Launching'))).toBe(false);
   });
 });

@@ -1,4 +1,4 @@
-import { describe, expect, it } from '@jest/globals';
+import { describe, expect, it, jest } from '@jest/globals';
 import type { CoreV1Event } from '@kubernetes/client-node';
 import pino from 'pino';
 import { EventRecorder, type EventSink } from './events.js';
@@ -39,12 +39,52 @@ describe('EventRecorder.recordSeries', () => {
     expect(calls).toEqual(['create:Claimed:1:one', 'create:SessionEnded:1:two', 'create:Claimed:1:three', 'update:2:four']);
   });
 
-  it('record keeps one Event per message, as before', async () => {
+  it('record keeps one Event per message', async () => {
     const { s, calls } = sink();
-    const rec = new EventRecorder(s, 'test', log);
+    const rec = new EventRecorder(s, 'test', log, 'default', 0);
     await rec.record(fleet, 'Normal', 'Claimed', 'one');
     await rec.record(fleet, 'Normal', 'Claimed', 'two');
     await rec.record(fleet, 'Normal', 'Claimed', 'one');
-    expect(calls).toEqual(['create:Claimed:1:one', 'create:Claimed:1:two', 'update:2:']);
+    expect(calls).toEqual(['create:Claimed:1:one', 'create:Claimed:1:two', 'update:2:one']);
+  });
+});
+
+describe('EventRecorder.record', () => {
+  it('counts a repeat on the first Event and writes the count at most once an interval, not once a repeat', async () => {
+    const { s, calls } = sink();
+    const rec = new EventRecorder(s, 'test', log, 'default', 60);
+    for (let i = 0; i < 50; i++) await rec.record(fleet, 'Warning', 'NoMatchingOffer', 'no Offer matches gpu');
+    expect(calls).toEqual(['create:NoMatchingOffer:1:no Offer matches gpu']);
+    await until(() => calls.length > 1);
+    expect(calls).toEqual(['create:NoMatchingOffer:1:no Offer matches gpu', 'update:50:no Offer matches gpu']);
+  });
+
+  it('another object, type or message is its own Event', async () => {
+    const { s, calls } = sink();
+    const rec = new EventRecorder(s, 'test', log, 'default', 60_000);
+    const other = { ...fleet, metadata: { ...fleet.metadata, name: 'cpu', uid: 'u2' } };
+    await rec.record(fleet, 'Warning', 'NoMatchingOffer', 'a');
+    await rec.record(other, 'Warning', 'NoMatchingOffer', 'a');
+    await rec.record(fleet, 'Normal', 'NoMatchingOffer', 'a');
+    await rec.record(fleet, 'Warning', 'NoMatchingOffer', 'b');
+    await rec.record(fleet, 'Warning', 'NoMatchingOffer', 'a');
+    expect(calls).toEqual(['create:NoMatchingOffer:1:a', 'create:NoMatchingOffer:1:a', 'create:NoMatchingOffer:1:a', 'create:NoMatchingOffer:1:b']);
+  });
+
+  it('starts a new Event once a run has been quiet for the series window', async () => {
+    const { s, calls } = sink();
+    const rec = new EventRecorder(s, 'test', log, 'default', 0);
+    const start = Date.parse('2026-12-06T10:00:00Z');
+    jest.useFakeTimers({ now: start });
+    try {
+      await rec.record(fleet, 'Warning', 'NoMatchingOffer', 'a');
+      jest.setSystemTime(start + 5 * 60_000);
+      await rec.record(fleet, 'Warning', 'NoMatchingOffer', 'a');
+      jest.setSystemTime(start + 12 * 60_000);
+      await rec.record(fleet, 'Warning', 'NoMatchingOffer', 'a');
+    } finally {
+      jest.useRealTimers();
+    }
+    expect(calls).toEqual(['create:NoMatchingOffer:1:a', 'update:2:a', 'create:NoMatchingOffer:1:a']);
   });
 });

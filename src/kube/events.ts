@@ -1,6 +1,7 @@
 // Kubernetes Events, as `kubectl describe` shows them. A repeat of the same
-// event for the same object updates the count of the existing Event instead
-// of creating another, the way client-go's recorder aggregates.
+// event for the same object counts on the existing Event instead of creating
+// another, as the API server's event series do, and the count is written at
+// most once an interval.
 import { CoreV1Api, PatchStrategy, setHeaderOptions, type CoreV1Event } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Object } from './resource.js';
@@ -25,14 +26,11 @@ export class KubeEventSink implements EventSink {
   }
 }
 
-interface Seen {
+/** A run of events on one Event: its count, the latest message, and what was last written. */
+interface Series {
   namespace: string;
   name: string;
   count: number;
-}
-
-/** A run of events with one object, type and reason, whatever their messages: one Event, its count and latest message. */
-interface Series extends Seen {
   /** When the Event was last written, and the count it holds there. */
   writtenAt: number;
   written: number;
@@ -49,7 +47,6 @@ const SERIES_MS = 6 * 60_000;
 export const SERIES_WRITE_MS = 30_000;
 
 export class EventRecorder {
-  private readonly seen = new Map<string, Seen>();
   private readonly series = new Map<string, Series>();
 
   constructor(
@@ -61,42 +58,33 @@ export class EventRecorder {
     private readonly seriesWriteMs = SERIES_WRITE_MS,
   ) {}
 
-  /** Records an event; failures are logged, never thrown: an event is not worth failing a reconcile. */
+  /**
+   * Records an event. A repeat (same object, type, reason and message)
+   * within SERIES_MS of the last counts on the first one's Event, as the API
+   * server's event series do; the count is written at most every
+   * SERIES_WRITE_MS, so an object that says the same thing on every pass
+   * costs one write an interval, not one a pass. Failures are logged, never
+   * thrown: an event is not worth failing a reconcile.
+   */
   async record(obj: Object, type: EventType, reason: string, message: string): Promise<void> {
-    const meta = obj.metadata ?? {};
-    const namespace = meta.namespace ?? this.clusterNamespace;
     const text = clip(message);
-    const key = `${meta.uid}\u0000${type}\u0000${reason}\u0000${text}`;
-    const now = new Date();
-    try {
-      const prev = this.seen.get(key);
-      if (prev) {
-        prev.count++;
-        this.touch(key, prev);
-        await this.sink.updateCount(prev.namespace, prev.name, prev.count, now);
-        return;
-      }
-      const name = await this.create(obj, namespace, type, reason, text, now);
-      this.touch(key, { namespace, name, count: 1 });
-    } catch (err) {
-      this.seen.delete(key);
-      this.log.warn({ err: String(err), reason }, 'could not record event');
-    }
+    return this.count(`m\u0000${obj.metadata?.uid}\u0000${type}\u0000${reason}\u0000${text}`, obj, type, reason, text);
   }
 
   /**
    * Records an event that recurs with changing messages (one per Job a
-   * controller starts, say) as the API server's event series do: the first
-   * creates the Event; repeats with the same object, type and reason count
-   * on it, and the count, the time and the latest message are written at
-   * most every SERIES_WRITE_MS. A run that stops for SERIES_MS starts a new
-   * Event. Failures are logged, never thrown.
+   * controller starts, say): repeats with the same object, type and reason
+   * count on one Event, whatever their messages, and the latest message is
+   * written with the count. Otherwise as record.
    */
   async recordSeries(obj: Object, type: EventType, reason: string, message: string): Promise<void> {
-    const meta = obj.metadata ?? {};
-    const key = `${meta.uid}\u0000${type}\u0000${reason}`;
-    const now = new Date();
     const text = clip(message);
+    return this.count(`s\u0000${obj.metadata?.uid}\u0000${type}\u0000${reason}`, obj, type, reason, text);
+  }
+
+  /** The first event of a run creates its Event; repeats count on it, written at most once an interval. A run that stops for SERIES_MS starts a new Event. */
+  private async count(key: string, obj: Object, type: EventType, reason: string, text: string): Promise<void> {
+    const now = new Date();
     const run = this.series.get(key);
     if (run && now.getTime() - run.lastAt.getTime() < SERIES_MS) {
       Object.assign(run, { count: run.count + 1, message: text, lastAt: now });
@@ -108,7 +96,7 @@ export class EventRecorder {
       return;
     }
     if (run?.flush) clearTimeout(run.flush);
-    const namespace = meta.namespace ?? this.clusterNamespace;
+    const namespace = obj.metadata?.namespace ?? this.clusterNamespace;
     try {
       const name = await this.create(obj, namespace, type, reason, text, now);
       this.series.delete(key);
@@ -157,12 +145,6 @@ export class EventRecorder {
       reportingComponent: this.component,
     });
     return name;
-  }
-
-  private touch(key: string, value: Seen): void {
-    this.seen.delete(key);
-    this.seen.set(key, value);
-    if (this.seen.size > MAX_SEEN) this.seen.delete(this.seen.keys().next().value!);
   }
 }
 

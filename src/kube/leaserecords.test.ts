@@ -65,6 +65,21 @@ const record = (uid: string, extra: Partial<LeaseRecord> = {}): LeaseRecord => (
 });
 
 describe('KubeRecordStore', () => {
+  it('after one list of every record, answers each Lease from memory: no read per Lease, and what is written since is known', async () => {
+    const k = secretsAPI();
+    await store0(k).put(record('u-held'));
+    const store = store0(k);
+    expect(await store.get('u-before')).toBeUndefined();
+    expect(k.calls.filter((c) => c.startsWith('read'))).toHaveLength(1);
+    await store.list();
+    const reads = k.calls.length;
+    expect(await store.get('u-held')).toMatchObject({ uid: 'u-held' });
+    expect(await store.get('u-none')).toBeUndefined();
+    await store.put(record('u-new'));
+    expect(await store.get('u-new')).toMatchObject({ uid: 'u-new' });
+    expect(k.calls.slice(reads).filter((c) => c.startsWith('read'))).toEqual([]);
+  });
+
   it('keeps a record in a labelled Secret named after the Lease UID, readable by a fresh store', async () => {
     const k = secretsAPI();
     await store0(k).put(record('0123abcd-1'));

@@ -74,6 +74,8 @@ export const recordSecretName = (uid: string) => `${RECORD_PREFIX}${uid}`;
  */
 export class KubeRecordStore implements RecordStore {
   private readonly known = new Map<string, { record?: LeaseRecord | undefined; resourceVersion?: string | undefined }>();
+  /** Set once every record has been listed: get() then reads nothing for a Lease that has none. */
+  private listed = false;
 
   constructor(
     private readonly core: Pick<CoreV1Api, 'readNamespacedSecret' | 'createNamespacedSecret' | 'replaceNamespacedSecret' | 'deleteNamespacedSecret' | 'listNamespacedSecret'>,
@@ -90,6 +92,9 @@ export class KubeRecordStore implements RecordStore {
   async get(uid: string): Promise<LeaseRecord | undefined> {
     const known = this.known.get(uid);
     if (known) return known.record;
+    // Since a full list, a record not in it and not written since is none:
+    // only the leader writes records, and it listed them after it led.
+    if (this.listed) return undefined;
     try {
       return this.remember(await this.core.readNamespacedSecret({ namespace: this.namespace, name: recordSecretName(uid) }));
     } catch (err) {
@@ -137,9 +142,9 @@ export class KubeRecordStore implements RecordStore {
   async list(): Promise<LeaseRecord[]> {
     const list = await this.core.listNamespacedSecret({ namespace: this.namespace, labelSelector: `app.kubernetes.io/component=lease-record,${LABEL_UID}` });
     // Other installations sharing this namespace keep their records here too.
-    return list.items
-      .map((s) => this.remember(s))
-      .filter((r): r is LeaseRecord => r !== undefined);
+    const records = list.items.map((s) => this.remember(s)).filter((r): r is LeaseRecord => r !== undefined);
+    this.listed = true;
+    return records;
   }
 
   /**

@@ -216,3 +216,42 @@ describe('runWorkers', () => {
     expect(stopped).toBe(true);
   });
 });
+
+describe('runWorkers and the event loop', () => {
+  it('answers a health request while a long queue of synchronous reconciles drains', async () => {
+    jest.useRealTimers();
+    const { serveHealth, boundPort } = await import('./health.js');
+    const { Registry } = await import('prom-client');
+    const { get } = await import('node:http');
+    const server = await serveHealth('127.0.0.1:0', { healthy: () => true, ready: () => true }, new Registry());
+    try {
+      const q = new WorkQueue();
+      const total = 2000;
+      for (let i = 0; i < total; i++) q.add(`k${i}`);
+      let done = 0;
+      let answeredWithLeft: number | undefined;
+      let asked = false;
+      const drained = runWorkers(q, 4, async () => {
+        // About a millisecond of work with no I/O in it: it settles in microtasks.
+        const until = performance.now() + 1;
+        while (performance.now() < until);
+        if (++done === 10 && !asked) {
+          asked = true;
+          get(`http://127.0.0.1:${boundPort(server)}/healthz`, (res) => {
+            res.resume();
+            res.on('end', () => {
+              answeredWithLeft = total - done;
+            });
+          });
+        }
+        if (done === total) q.shutDown();
+      });
+      await drained;
+      expect(asked).toBe(true);
+      // Answered while keys were still waiting, not once the queue had drained.
+      expect(answeredWithLeft).toBeGreaterThan(0);
+    } finally {
+      await new Promise((r) => server.close(r));
+    }
+  }, 60_000);
+});

@@ -2,6 +2,7 @@
 // key being processed is never handed to a second worker (an add meanwhile
 // marks it dirty and it comes back after done), failures back off per key
 // exponentially from 5 ms to 1000 s, and timers requeue at a set time.
+import { setImmediate as nextTurn } from 'node:timers/promises';
 import type { Logger } from 'pino';
 import { errorText } from './errors.js';
 
@@ -187,6 +188,11 @@ export type Reconcile = (key: string) => Promise<{ requeueAfter?: number } | voi
 export async function runWorkers(queue: WorkQueue, concurrency: number, reconcile: Reconcile, opts: { log?: Logger } = {}): Promise<void> {
   const worker = async () => {
     for (;;) {
+      // A reconcile that needs no I/O settles in microtasks, and so does
+      // get() while keys wait: without a turn of the event loop between
+      // keys, a drain of thousands would starve the HTTP server (/healthz,
+      // /metrics) and the watches until it ended.
+      await nextTurn();
       const key = await queue.get();
       if (key === undefined) return;
       try {

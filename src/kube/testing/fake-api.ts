@@ -39,6 +39,7 @@ export interface FakeAPIOptions {
 export class FakeAPIServer<T extends KubeObject> {
   private rv = 1;
   private readonly objects = new Map<string, T>();
+  private readonly listeners: { [E in 'add' | 'update' | 'delete']: ((object: T) => void)[] } = { add: [], update: [], delete: [] };
   /** Runs before each status write, after the write delay; throwing refuses the write (see connectionRefused). */
   beforeStatusWrite?: (name: string, body: StatusPatch) => void;
   /** Runs before a stamp write, as another installation's write landing first would. */
@@ -48,7 +49,7 @@ export class FakeAPIServer<T extends KubeObject> {
 
   /** Stores `obj` as created, with a fresh resourceVersion. */
   create(obj: T): void {
-    this.objects.set(this.key(obj.metadata?.namespace, obj.metadata!.name!), this.bump(obj));
+    this.put(this.key(obj.metadata?.namespace, obj.metadata!.name!), this.bump(obj));
   }
 
   /** The stored object itself (not a copy), or undefined. */
@@ -59,13 +60,15 @@ export class FakeAPIServer<T extends KubeObject> {
   /** Changes a stored object as another client would, without a new resourceVersion (as tests seed state). */
   set(namespace: string | undefined, name: string, change: (obj: T) => T): void {
     const key = this.key(namespace, name);
-    this.objects.set(key, change(this.objects.get(key)!));
+    this.put(key, change(this.objects.get(key)!));
   }
 
   /** What an informer cache over this server would hand a reconciler: copies of the stored objects. */
   readonly cache = {
     get: (namespace: string | undefined, name: string): T | undefined => this.copy(this.stored(namespace, name)),
     list: (): T[] => [...this.objects.values()].map((o) => structuredClone(o)),
+    /** Each stored change, as an informer's handlers would see it once the watch delivered it. */
+    on: (event: 'add' | 'update' | 'delete', fn: (object: T) => void): void => void this.listeners[event].push(fn),
   };
 
   readonly statusClient: StatusClient = {
@@ -78,7 +81,7 @@ export class FakeAPIServer<T extends KubeObject> {
       const want = patch.metadata?.resourceVersion;
       if (want && want !== cur.metadata?.resourceVersion) throw Object.assign(new Error(`conflict: ${name} is at ${cur.metadata?.resourceVersion}, not ${want}`), { code: 409 });
       const next = this.bump({ ...cur, status: applyMergePatch(cur.status ?? {}, patch.status) });
-      this.objects.set(this.key(namespace, name), next);
+      this.put(this.key(namespace, name), next);
       return structuredClone(next);
     },
   };
@@ -100,8 +103,8 @@ export class FakeAPIServer<T extends KubeObject> {
       // The UID precondition: another object of the same name is not deleted.
       if (uid !== undefined && cur.metadata?.uid !== uid) return;
       // Like the real server: an object with finalizers is only marked; without, it is gone.
-      if (cur.metadata?.finalizers?.length) this.objects.set(this.key(namespace, name), this.bump({ ...cur, metadata: { ...cur.metadata, deletionTimestamp: new Date() } }));
-      else this.objects.delete(this.key(namespace, name));
+      if (cur.metadata?.finalizers?.length) this.put(this.key(namespace, name), this.bump({ ...cur, metadata: { ...cur.metadata, deletionTimestamp: new Date() } }));
+      else this.remove(this.key(namespace, name));
     },
   };
 
@@ -117,9 +120,21 @@ export class FakeAPIServer<T extends KubeObject> {
     if (!cur) throw Object.assign(new Error(`${obj.metadata?.name} not found`), { code: 404 });
     const next = this.bump(change(cur));
     // A marked object goes when its last finalizer does.
-    if (next.metadata?.deletionTimestamp && !next.metadata.finalizers?.length) this.objects.delete(key);
-    else this.objects.set(key, next);
+    if (next.metadata?.deletionTimestamp && !next.metadata.finalizers?.length) this.remove(key);
+    else this.put(key, next);
     return structuredClone(next);
+  }
+
+  private put(key: string, obj: T): void {
+    const event = this.objects.has(key) ? 'update' : 'add';
+    this.objects.set(key, obj);
+    for (const fn of this.listeners[event]) fn(structuredClone(obj));
+  }
+
+  private remove(key: string): void {
+    const obj = this.objects.get(key);
+    if (!obj || !this.objects.delete(key)) return;
+    for (const fn of this.listeners.delete) fn(structuredClone(obj));
   }
 
   private bump(obj: T): T {
