@@ -9,6 +9,7 @@ import type { ControlPlane } from '../e2e/cluster/controlplane.js';
 import { sumMetric, type ControllerProcess } from '../e2e/support/controller.js';
 import { makeCountingClient } from '../src/kube/client.js';
 import { Metrics } from '../src/kube/metrics.js';
+import { waitFor } from '../src/kube/testing/wait.js';
 import { generateControllerKey } from '../src/machine/keys.js';
 
 export const env = (name: string, dflt: number) => Number(process.env[name] ?? dflt);
@@ -62,12 +63,7 @@ export async function stopTrackers(): Promise<void> {
 }
 
 export async function waitUntil(what: string, probe: () => Promise<boolean>, timeoutMs: number, everyMs = 1000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await probe().catch(() => false)) return;
-    await sleep(everyMs);
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+  await waitFor(what, probe, timeoutMs, everyMs);
 }
 
 export async function namespace(name: string): Promise<string> {

@@ -10,6 +10,7 @@ import { failedCheckOf } from '../src/api/check-failure.js';
 import { API_VERSION } from '../src/api/group.js';
 import type { Lease } from '../src/api/lease.js';
 import { formatWhere, parseWhere } from '../src/api/where.js';
+import { realClock, sleep } from '../src/kube/clock.js';
 import { statusCode } from '../src/kube/errors.js';
 import type { DeviceKey } from './device-key.js';
 import { EXIT, ExitError, pendingExitCode } from './exit-codes.js';
@@ -154,7 +155,8 @@ export async function waitUsable(w: Waiting, lease: Lease, key: DeviceKey, creat
       } else {
         throw new ExitError(unusable(current, Date.now()) ?? `Lease ${nameOf(current)} is ${st.phase}`, EXIT.leaseUnusable);
       }
-      await sleep(POLL_MS, w.signal);
+      await sleep(realClock, POLL_MS, w.signal);
+      w.signal.throwIfAborted();
       const again = await w.api.get(current.metadata!.namespace!, nameOf(current));
       if (!again) throw new ExitError(`Lease ${nameOf(current)} was deleted while this run waited for it`, EXIT.leaseUnusable);
       current = again;
@@ -198,17 +200,3 @@ function describe(lease: Lease): string {
   return ` (${f.os ?? '?'}/${f.arch ?? '?'}, ${f.cpus ?? '?'} cpu${gpu})`;
 }
 
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    if (signal.aborted) return reject(signal.reason);
-    const timer = setTimeout(() => {
-      signal.removeEventListener('abort', onAbort);
-      resolve();
-    }, ms);
-    const onAbort = () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-}

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { sshKeysHash } from '../src/api/lease.js';
 import { cleanupCLI, cliUser, newDevice, runCLI, type CLIUser } from './support/cli.js';
 import { apply, freshNamespace, testKubectl } from './support/kube.js';
+import { leaseManifest } from './support/builders.js';
 
 const kubectl = testKubectl();
 let ns: string;
@@ -43,7 +44,7 @@ afterAll(async () => {
 });
 
 async function leaseWithTarget(name: string, ssh: Record<string, unknown>): Promise<void> {
-  await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { name, namespace: ns }, spec: { where: 'cpus>=1', sshKeys: [publicKey] } }));
+  await apply(kubectl, leaseManifest(name, ns, { where: 'cpus>=1', sshKeys: [publicKey] }));
   const status = { phase: 'Ready', installedKeysHash: sshKeysHash([publicKey]), machine: { ssh: { port: 22, hostKey, ...ssh } } };
   const r = await kubectl(['-n', ns, 'patch', 'leases.leasehold.dev', name, '--subresource=status', '--type=merge', '-p', JSON.stringify({ status })]);
   if (r.code !== 0) throw new Error(`status patch refused: ${r.stderr}`);

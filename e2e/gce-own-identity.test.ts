@@ -12,6 +12,7 @@ import { startGitHubEmulator, type GitHubEmulator } from './fakes/github/server.
 import { startController, type ControllerProcess } from './support/controller.js';
 import { emulatorEndpointArgs } from './support/runnertarget.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
+import { runnerTargetManifest } from './support/builders.js';
 
 const kubectl = testKubectl();
 let gce: GceEmulator;
@@ -65,7 +66,7 @@ describe("a tenant's RunnerTarget without Compute Engine credentials", () => {
       dailyBudgetUSD: 10,
       checkInterval: '1h',
     };
-    const created = await tenant(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name: 'borrowed', namespace: ns }, spec }));
+    const created = await tenant(['apply', '-f', '-'], JSON.stringify(runnerTargetManifest('borrowed', ns, spec)));
     expect({ code: created.code, stderr: created.stderr }).toEqual({ code: 0, stderr: '' });
 
     const ready = await waitFor('Ready=False on the RunnerTarget', async () => {

@@ -17,8 +17,8 @@ import { createPeerCredential } from './cluster/peer.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { chartDir, chartIdentity } from './support/helm.js';
 import { nodeInstallArgs, nodeOffer, startMachineService } from './support/installed.js';
-import { apply, getJSON, testKubectl, waitFor, type Kubectl } from './support/kube.js';
-import { fleetManifest, json, lendingNamespace, must, OPTED_IN, peerJob, QUEUE } from './support/lending.js';
+import { apply, getJSON, json, type Kubectl, must, testKubectl, waitFor } from './support/kube.js';
+import { fleetManifest, lendingNamespace, OPTED_IN, peerJob, QUEUE } from './support/lending.js';
 
 const release = 'lh';
 const ns = 'leasehold-system';

@@ -6,6 +6,7 @@ import { cpus } from 'node:os';
 import { startLambdaEmulator, type LambdaEmulator } from './fakes/lambda/server.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
+import { leaseManifest } from './support/builders.js';
 
 const kubectl = testKubectl();
 const offer = `shared-${Date.now().toString(36)}`;
@@ -69,7 +70,7 @@ describe('two installations sharing one Lambda account', () => {
     const [staging, prod] = installs;
     expect(staging!.id).not.toBe(prod!.id);
     for (const { ns } of installs) {
-      await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { name: 'box', namespace: ns }, spec: { where: 'cpus>=1', offer } }));
+      await apply(kubectl, leaseManifest('box', ns, { where: 'cpus>=1', offer }));
     }
     const ready = async (ns: string) =>
       waitFor(`${ns}/box Ready`, async () => {

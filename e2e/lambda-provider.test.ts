@@ -8,6 +8,7 @@ import { isProviderError } from '../src/providers/errors.js';
 import type { LaunchRequest } from '../src/providers/types.js';
 import { LambdaClient } from '../src/providers/lambda/client.js';
 import { LaunchPacer, RequestSpacer } from '../src/providers/lambda/pacer.js';
+import { waitFor } from '../src/kube/testing/wait.js';
 import { accountKeyName, LambdaProvider, parseLambdaState, type LambdaLaunchSettings, type LambdaProviderOptions } from '../src/providers/lambda/provider.js';
 
 const INTERVAL = 300;
@@ -54,13 +55,6 @@ function req(name = 'leasehold-abcd1234'): LaunchRequest {
   return { leaseID: name.slice(10), machineName: name, offer: 'lambda', where: 'gpu', controllerPublicKey: key.publicKey, signal: new AbortController().signal, onProgress: (l) => progress.push(l) };
 }
 const live = () => emu.instances().filter((i) => i.status !== 'terminated');
-async function waitUntil(cond: () => boolean, ms = 5000) {
-  const until = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > until) throw new Error('condition not met in time');
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 async function failure(p: Promise<unknown>) {
   try {
     await p;
@@ -256,7 +250,7 @@ describe('LambdaProvider.release after a launch whose answer was lost', () => {
     const p = provider();
     const withdraw = new AbortController();
     const launching = p.launch({ ...req(), signal: withdraw.signal });
-    await waitUntil(() => emu.requests.some((r) => r.op === 'launch'));
+    await waitFor('a launch request', async () => emu.requests.some((r) => r.op === 'launch'), 5000, 10);
     withdraw.abort();
     const err = await failure(launching);
     const state = isProviderError(err) ? err.state ?? '' : '';

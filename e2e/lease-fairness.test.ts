@@ -8,6 +8,7 @@ import { execFileSync } from 'node:child_process';
 import { apply, getJSON, waitFor } from './support/kube.js';
 import { SSHD_PROVIDER, sshdCommands } from './support/leases.js';
 import { leaseSuite } from './support/suite.js';
+import { leaseManifest } from './support/builders.js';
 
 const fx = leaseSuite('fair', { maxLeases: 2 });
 const TENANT = ['--as=fair-tenant', '--as-group=fair-tenants'];
@@ -15,7 +16,7 @@ const tenant = (args: string[], input?: string) => fx.kubectl([...TENANT, '-n', 
 const leases = 'leases.leasehold.dev';
 
 async function tenantLease(name: string, offer: string, annotations?: Record<string, string>) {
-  const r = await tenant(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { name, namespace: fx.ns, ...(annotations ? { annotations } : {}) }, spec: { where: 'cpus>=1', offer } }));
+  const r = await tenant(['apply', '-f', '-'], JSON.stringify(leaseManifest(name, fx.ns, { where: 'cpus>=1', offer }, annotations ? { annotations } : {})));
   expect(r.stderr).toBe('');
   expect(r.code).toBe(0);
 }
@@ -150,7 +151,7 @@ describe('fairness between tenants', () => {
     }));
     await apply(fx.kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
     try {
-      const r = await tenant(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { name: 'many', namespace: fx.ns }, spec: { where: 'cpus>=64' } }));
+      const r = await tenant(['apply', '-f', '-'], JSON.stringify(leaseManifest('many', fx.ns, { where: 'cpus>=64' })));
       expect(r.code).toBe(0);
       const st = await waitReason('many', 'NoMatchingOffer', 60_000);
       expect(st.message).toMatch(/; and \d+ more \(kubectl get offers.leasehold.dev\)$/);

@@ -12,8 +12,8 @@ import { createFakeNodes } from './cluster/kwok.js';
 import { createPeerCredential } from './cluster/peer.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { chartIdentity } from './support/helm.js';
-import { waitFor } from './support/kube.js';
-import { apply, fleetManifest, json, lendingNamespace, must, OPTED_IN, peerJob, QUEUE, startLendingClusters, type LendingClusters } from './support/lending.js';
+import { apply, json, must, waitFor } from './support/kube.js';
+import { fleetManifest, lendingNamespace, OPTED_IN, peerJob, QUEUE, startLendingClusters, type LendingClusters } from './support/lending.js';
 
 const NS = 'lendfx';
 const SLOW_QUEUE = 'slowq';

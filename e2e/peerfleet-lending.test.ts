@@ -12,11 +12,8 @@ import { createFakeNodes } from './cluster/kwok.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { chartIdentity } from './support/helm.js';
 import { SERIES_WRITE_MS } from '../src/kube/events.js';
-import { waitFor } from './support/kube.js';
-import {
-  apply, fleetManifest, json, lendingNamespace, must, OPTED_IN, ourJob as ourJobIn, peerJob, QUEUE, startLendingClusters,
-  type JobOptions, type LendingClusters,
-} from './support/lending.js';
+import { apply, json, must, waitFor } from './support/kube.js';
+import { fleetManifest, lendingNamespace, OPTED_IN, ourJob as ourJobIn, peerJob, QUEUE, startLendingClusters, type JobOptions, type LendingClusters } from './support/lending.js';
 
 let clusters: LendingClusters;
 let ours: ControlPlane;

@@ -7,8 +7,8 @@
 // writes: the claim, the Running write-back and the finished one, the host
 // and exit-code annotations in the same PATCH.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { waitFor } from './support/kube.js';
-import { apply, fleetManifest, json, OPTED_IN, peerJob, QUEUE, tenantLending, type TenantLending } from './support/lending.js';
+import { apply, json, waitFor } from './support/kube.js';
+import { fleetManifest, OPTED_IN, peerJob, QUEUE, tenantLending, type TenantLending } from './support/lending.js';
 
 const NS = 'lend';
 const POOL = { 'leasehold.dev/pool': 'next' };

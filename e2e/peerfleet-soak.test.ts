@@ -7,8 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ControlPlane } from './cluster/controlplane.js';
 import { createFakeNodes } from './cluster/kwok.js';
 import { startController, type ControllerProcess } from './support/controller.js';
-import { waitFor } from './support/kube.js';
-import { apply, fleetManifest, json, lendingNamespace, must, OPTED_IN, ourJob, peerJob, QUEUE, startLendingClusters } from './support/lending.js';
+import { apply, json, must, waitFor } from './support/kube.js';
+import { fleetManifest, lendingNamespace, OPTED_IN, ourJob, peerJob, QUEUE, startLendingClusters } from './support/lending.js';
 
 const FULL = process.env.PEERFLEET_SOAK === 'full';
 const NODES = 20;

@@ -13,6 +13,7 @@ import { startController, type ControllerProcess } from './support/controller.js
 import { defaultDenyEgress } from './support/lending.js';
 import { chartIdentity } from './support/helm.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
+import { peerFleetManifest } from './support/builders.js';
 
 const kubectl = testKubectl();
 
@@ -54,7 +55,7 @@ async function fleet(name: string, opts: FleetOptions = {}): Promise<void> {
     pollInterval: '5s',
   };
   if (opts.ca !== null) spec.caSecretRef = opts.ca ?? { name: 'peer-ca' };
-  await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'PeerFleet', metadata: { name, namespace: ns }, spec }));
+  await apply(kubectl, peerFleetManifest(name, ns, spec));
 }
 
 async function verdictOf(name: string, code: string, failureClass?: string): Promise<any> {

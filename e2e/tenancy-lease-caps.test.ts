@@ -8,6 +8,7 @@ import { getJSON } from './support/kube.js';
 import { sshdCommands } from './support/leases.js';
 import { leaseSuite } from './support/suite.js';
 import { namespaceUser } from './support/tenancy.js';
+import { leaseManifest, offerManifest } from './support/builders.js';
 
 const fx = leaseSuite('caps', {
   maxLeases: 5,
@@ -15,7 +16,7 @@ const fx = leaseSuite('caps', {
 });
 const tenant = (args: string[], input?: string) => fx.kubectl(['--as=dana', '--as-group=tenants', '-n', fx.ns, ...args], input);
 async function lease(name: string, spec: Record<string, unknown>): Promise<void> {
-  const r = await tenant(['create', '-f', '-'], JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { name, namespace: fx.ns }, spec }));
+  const r = await tenant(['create', '-f', '-'], JSON.stringify(leaseManifest(name, fx.ns, spec)));
   if (r.code !== 0) throw new Error(`the user's Lease ${name} was refused: ${r.stderr}`);
 }
 
@@ -47,7 +48,7 @@ describe('a namespace user against the admin caps for their namespace', () => {
 
     // Offers are the admin's: the user can neither cheapen one nor make one.
     expect((await tenant(['patch', 'offers.leasehold.dev', dear, '--type=merge', '-p', '{"spec":{"pricePerHour":1}}'])).code).not.toBe(0);
-    expect((await tenant(['create', '-f', '-'], JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Offer', metadata: { name: `mine-${fx.suffix}` }, spec: { command: { ...sshdCommands(), shape: { os: 'linux', arch: 'amd64', cpus: 1 } } } }))).code).not.toBe(0);
+    expect((await tenant(['create', '-f', '-'], JSON.stringify(offerManifest(`mine-${fx.suffix}`, { command: { ...sshdCommands(), shape: { os: 'linux', arch: 'amd64', cpus: 1 } } })))).code).not.toBe(0);
 
     // The slot frees when the first ends: the second goes on, the pricey one still waits.
     expect((await tenant(['delete', 'leases.leasehold.dev', 'first', '--wait=false'])).code).toBe(0);

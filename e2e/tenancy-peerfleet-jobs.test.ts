@@ -8,10 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ControlPlane } from './cluster/controlplane.js';
 import type { ControllerProcess } from './support/controller.js';
-import { waitFor, type Kubectl } from './support/kube.js';
-import {
-  apply, defaultDenyEgress, fleetManifest, json, must, OPTED_IN, peerJob, QUEUE, type JobOptions, tenantLending
-} from './support/lending.js';
+import { apply, json, type Kubectl, must, waitFor } from './support/kube.js';
+import { defaultDenyEgress, fleetManifest, OPTED_IN, peerJob, QUEUE, type JobOptions, tenantLending } from './support/lending.js';
 
 const NS = 'team-a';
 const POOL = { 'leasehold.dev/pool': 'gpu' };

@@ -9,8 +9,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ControlPlane } from './cluster/controlplane.js';
 import type { ControllerProcess } from './support/controller.js';
-import { waitFor, type Kubectl } from './support/kube.js';
-import { apply, fleetManifest, json, must, OPTED_IN, peerJob, QUEUE, tenantLending, type TenantLending } from './support/lending.js';
+import { apply, json, type Kubectl, must, waitFor } from './support/kube.js';
+import { fleetManifest, OPTED_IN, peerJob, QUEUE, tenantLending, type TenantLending } from './support/lending.js';
 
 const NS = 'team-a';
 const POOL = { 'leasehold.dev/pool': 'gpu' };

@@ -8,8 +8,8 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ControlPlane } from './cluster/controlplane.js';
 import type { ControllerProcess } from './support/controller.js';
-import { waitFor, type Kubectl } from './support/kube.js';
-import { fleetManifest, json, must, OPTED_IN, peerJob, QUEUE, apply, tenantLending } from './support/lending.js';
+import { apply, json, type Kubectl, must, waitFor } from './support/kube.js';
+import { fleetManifest, OPTED_IN, peerJob, QUEUE, tenantLending } from './support/lending.js';
 
 const NS = 'team-a';
 const POOL = { 'leasehold.dev/pool': 'gpu' };

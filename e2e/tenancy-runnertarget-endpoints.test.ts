@@ -15,6 +15,7 @@ import { startController, type ControllerProcess } from './support/controller.js
 import { apply, getJSON, testKubectl, waitFor } from './support/kube.js';
 import { condition, targetSpec } from './support/runnertarget.js';
 import { chartInstall, makeTenant, type ChartInstall, type Tenant } from './support/tenancy.js';
+import { runnerTargetManifest } from './support/builders.js';
 
 const kubectl = testKubectl();
 let gce: GceEmulator;
@@ -39,7 +40,7 @@ async function listen(answer: Parameters<typeof createServer>[1]): Promise<[Serv
 async function target(name: string, over: { github?: object; gce?: object } = {}): Promise<void> {
   const base = targetSpec(gce, gh, 'app') as any;
   const spec = { ...base, github: { ...base.github, ...over.github }, gce: { ...base.gce, ...over.gce } };
-  const r = await tenant.kubectl(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name }, spec }));
+  const r = await tenant.kubectl(['apply', '-f', '-'], JSON.stringify(runnerTargetManifest(name, undefined, spec)));
   if (r.code !== 0) throw new Error(`tenant apply ${name}: ${r.stderr}`);
 }
 
@@ -86,7 +87,7 @@ describe('a RunnerTarget written by a namespace user', () => {
   it('cannot name a Secret in another namespace: kubectl apply is refused with the reason', async () => {
     const spec = targetSpec(gce, gh, 'app') as any;
     spec.github.tokenSecretRef = { name: 'gh-token', namespace: 'kube-system' };
-    const r = await tenant.kubectl(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name: 'elsewhere' }, spec }));
+    const r = await tenant.kubectl(['apply', '-f', '-'], JSON.stringify(runnerTargetManifest('elsewhere', undefined, spec)));
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain('spec.github.tokenSecretRef.namespace is not allowed');
     expect(r.stderr).toContain('the Secret must be in the namespace of this object');

@@ -5,6 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { testKubectl } from './support/kube.js';
 import { makeTenant, type Tenant } from './support/tenancy.js';
+import { runnerTargetManifest } from './support/builders.js';
 
 const kubectl = testKubectl();
 let tenant: Tenant;
@@ -18,7 +19,7 @@ const spec = (checkInterval: string) => ({
   checkInterval,
 });
 const applyAsTenant = (name: string, checkInterval: string) =>
-  tenant.kubectl(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name }, spec: spec(checkInterval) }));
+  tenant.kubectl(['apply', '-f', '-'], JSON.stringify(runnerTargetManifest(name, undefined, spec(checkInterval))));
 
 beforeAll(async () => {
   tenant = await makeTenant(kubectl, 'rt-hotloop', 'team-hotloop');

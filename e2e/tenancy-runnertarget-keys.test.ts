@@ -21,6 +21,7 @@ import type { ControllerProcess } from './support/controller.js';
 import { apply, getJSON, testKubectl, waitFor } from './support/kube.js';
 import { startEmulatedRunnerController, targetSecrets, targetSpec } from './support/runnertarget.js';
 import { removeTwoTeams, twoTeams, type ChartInstall, type Tenant } from './support/tenancy.js';
+import { runnerTargetManifest } from './support/builders.js';
 
 const kubectl = testKubectl();
 let gce: GceEmulator;
@@ -74,11 +75,11 @@ afterAll(async () => {
 
 describe("a tenant's RunnerTarget pointed at another team's runner host", () => {
   it("gets its own key, which the victim's host refuses: its runner config never lands there", async () => {
-    await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name: 'victim', namespace: victimNS }, spec: spec() }));
+    await apply(kubectl, runnerTargetManifest('victim', victimNS, spec()));
     const victimConfig = join(await waitFor('the victim host', async () => victimHost?.home, 90_000), JIT_CONFIG_PATH);
     const delivered = await waitFor("the victim's runner config on its host", async () => existsSync(victimConfig) && readFileSync(victimConfig, 'utf8'), 90_000);
 
-    const r = await tenant.kubectl(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name: 'tenant' }, spec: spec() }));
+    const r = await tenant.kubectl(['apply', '-f', '-'], JSON.stringify(runnerTargetManifest('tenant', undefined, spec())));
     expect(r.code).toBe(0);
     const refused = await waitFor('the tenant host refused over SSH', async () => {
       const events = (await getJSON(kubectl, ['events', '-n', tenant.ns, '--field-selector', 'involvedObject.name=tenant']))?.items ?? [];

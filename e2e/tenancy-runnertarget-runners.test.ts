@@ -19,6 +19,7 @@ import type { ControllerProcess } from './support/controller.js';
 import { apply, getJSON, testKubectl, waitFor } from './support/kube.js';
 import { condition, startEmulatedRunnerController, targetSecrets, targetSpec } from './support/runnertarget.js';
 import { removeTwoTeams, twoTeams, type ChartInstall, type Tenant } from './support/tenancy.js';
+import { runnerTargetManifest } from './support/builders.js';
 
 const kubectl = testKubectl();
 let gce: GceEmulator;
@@ -65,13 +66,13 @@ afterAll(async () => {
 
 describe("a tenant's RunnerTarget with the victim's gce.namePrefix", () => {
   it("cannot claim the owner labels: kubectl apply refuses a label starting with leasehold-", async () => {
-    const r = await tenant.kubectl(['apply', '-f', '-'], JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name: 'claimer' }, spec: spec('tenant-app', { github: { ...(targetSpec(gce, gh, 'tenant-app') as any).github, labels: ['leasehold-target-0000'] } }) }));
+    const r = await tenant.kubectl(['apply', '-f', '-'], JSON.stringify(runnerTargetManifest('claimer', undefined, spec('tenant-app', { github: { ...(targetSpec(gce, gh, 'tenant-app') as any).github, labels: ['leasehold-target-0000'] } }))));
     expect(r.code).not.toBe(0);
     expect(r.stderr).toContain('labels must not start with leasehold-');
   });
 
   it("never removes the victim's runner", async () => {
-    await apply(kubectl, JSON.stringify({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'RunnerTarget', metadata: { name: 'victim', namespace: victimNS }, spec: spec('victim-app', { floor: 1, maxHosts: 1 }) }));
+    await apply(kubectl, runnerTargetManifest('victim', victimNS, spec('victim-app', { floor: 1, maxHosts: 1 })));
     // The victim's host runs its runner from the config the controller delivered, as the image would.
     const config = await waitFor("the victim's runner config", async () => {
       const file = machines[0] && join(machines[0].home, JIT_CONFIG_PATH);

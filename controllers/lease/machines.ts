@@ -8,7 +8,7 @@ import type { MachineProvider } from '../../src/providers/types.js';
 import { CredentialError, type LambdaAccounts } from '../../src/providers/lambda/accounts.js';
 import { LambdaProvider } from '../../src/providers/lambda/provider.js';
 import type { AcquireResult, Endpoint, LeaseDriver, MachineCheck } from './driver.js';
-import type { ControllerKey } from './identity.js';
+import type { ControllerKey } from '../../src/machine/controller-key.js';
 import { ACQUIRE_CUTOFF_GRACE_MS } from './launch.js';
 import type { ObjectCache } from '../../src/kube/cache.js';
 

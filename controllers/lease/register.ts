@@ -10,10 +10,10 @@ import type { Manager } from '../../src/kube/manager.js';
 import type { ControllerOptions } from '../../src/kube/registration.js';
 import type { WorkQueue } from '../../src/kube/workqueue.js';
 import { objectKey, resourcePath } from '../../src/kube/resource.js';
+import { KeptKeys, loadOrCreateControllerKey } from '../../src/machine/controller-key.js';
 import { compareFacts } from '../../src/machine/facts.js';
 import type { LambdaAccounts } from '../../src/providers/lambda/accounts.js';
 import type { LeaseDriver } from './driver.js';
-import { loadOrCreateControllerKey, type ControllerKey } from './identity.js';
 import { MachineDriver } from './machines.js';
 import { LeaseMetrics } from './metrics.js';
 import type { LeaseEffectResult } from './observation.js';
@@ -147,16 +147,7 @@ function leaseWriter(mgr: Manager): LeaseWriter {
 }
 
 function machineDriver(mgr: Manager, opts: LeaseControllerOptions, offers: ObjectCache<Offer>, metrics: LeaseMetrics): MachineDriver {
-  // The controller's SSH key is read (or made) on first use, so a follower
-  // replica never needs it.
-  let key: Promise<ControllerKey> | undefined;
-  const controllerKey = () => {
-    key ??= loadOrCreateControllerKey(mgr.core, opts.controllerNamespace).catch((err) => {
-      key = undefined;
-      throw err;
-    });
-    return key;
-  };
+  const keys = new KeptKeys(() => loadOrCreateControllerKey(mgr.core, opts.controllerNamespace));
   return new MachineDriver({
     ...(opts.lambda ? { lambda: opts.lambda.accounts, lambdaPollMs: opts.lambda.pollMs, lambdaLaunchSettleMs: opts.lambda.launchSettleMs } : {}),
     metrics: {
@@ -164,7 +155,7 @@ function machineDriver(mgr: Manager, opts: LeaseControllerOptions, offers: Objec
       commandCall: (operation, code) => mgr.metrics.providerRequests.inc({ provider: 'command', operation, code }),
     },
     offers,
-    key: controllerKey,
+    key: () => keys.get(),
     agent: sshAgent(),
     compare: (lease, measured) => {
       const claim = claimOf(offers.get(undefined, lease.status?.offer ?? ''), lease);

@@ -8,9 +8,29 @@ export function testKubectl(kubeconfig = process.env.E2E_KUBECONFIG!, binDir = p
   return (args, input) => runTool(join(binDir, 'kubectl'), ['--kubeconfig', kubeconfig, ...args], input);
 }
 
-export async function apply(kubectl: Kubectl, manifest: string): Promise<void> {
-  const r = await kubectl(['apply', '-f', '-'], manifest);
-  if (r.code !== 0) throw new Error(`kubectl apply failed: ${r.stderr}`);
+/** A kubectl to run: the call itself, or a test cluster (whose name then stands in errors). */
+export type KubectlOf = Kubectl | { kubectl: Kubectl; info: { clusterName: string } };
+
+function kubectlOf(on: KubectlOf): { run: Kubectl; where: string } {
+  if (typeof on === 'function') return { run: on, where: '' };
+  return { run: (args, input) => on.kubectl(args, input), where: ` on ${on.info.clusterName}` };
+}
+
+/** Runs kubectl and returns its stdout; a non-zero exit throws with the command, the cluster and what kubectl said. */
+export async function must(on: KubectlOf, args: string[], input?: string): Promise<string> {
+  const { run, where } = kubectlOf(on);
+  const res = await run(args, input);
+  if (res.code !== 0) throw new Error(`kubectl ${args.join(' ')}${where}: ${res.stderr}${res.stdout}`);
+  return res.stdout;
+}
+
+/** `kubectl <args> -o json`, parsed; any failure (NotFound included) throws. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export const json = async (on: KubectlOf, args: string[]): Promise<any> => JSON.parse(await must(on, [...args, '-o', 'json']));
+
+/** `kubectl apply` of a manifest, given as YAML or JSON text or as an object. */
+export async function apply(on: KubectlOf, manifest: string | object): Promise<string> {
+  return must(on, ['apply', '-f', '-'], typeof manifest === 'string' ? manifest : JSON.stringify(manifest));
 }
 
 export async function getJSON<T = any>(kubectl: Kubectl, args: string[]): Promise<T | undefined> {
@@ -22,20 +42,7 @@ export async function getJSON<T = any>(kubectl: Kubectl, args: string[]): Promis
   return JSON.parse(r.stdout) as T;
 }
 
-export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false>, timeoutMs = 30_000, everyMs = 200): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  let last: unknown;
-  while (Date.now() < deadline) {
-    try {
-      const v = await probe();
-      if (v) return v;
-    } catch (err) {
-      last = err;
-    }
-    await new Promise((r) => setTimeout(r, everyMs));
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
-}
+export { waitFor } from '../../src/kube/testing/wait.js';
 
 let counter = 0;
 /** A fresh namespace per test file, so tests never see each other's objects. */

@@ -9,23 +9,13 @@ import { createFakeNodes, KWOK_RUN_FOR_ENV, type FakeNode } from '../cluster/kwo
 import { createPeerCredential, type PeerCredential } from '../cluster/peer.js';
 import { startController, type ControllerProcess } from './controller.js';
 import { chartIdentity } from './helm.js';
-import type { Kubectl } from './kube.js';
+import { apply, must, type Kubectl } from './kube.js';
 import { chartAdmission, namespaceUser } from './tenancy.js';
 
 export const QUEUE = 'queue';
 
 /** The admin's node label that opts a node into lending; every lendable test node carries it. */
 export const OPTED_IN = { 'leasehold.dev/lendable': 'true' };
-
-export async function must(cp: ControlPlane, args: string[], input?: string): Promise<string> {
-  const res = await cp.kubectl(args, input);
-  if (res.code !== 0) throw new Error(`kubectl ${args.join(' ')} on ${cp.info.clusterName}: ${res.stderr}${res.stdout}`);
-  return res.stdout;
-}
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export const json = async (cp: ControlPlane, args: string[]): Promise<any> => JSON.parse(await must(cp, [...args, '-o', 'json']));
-export const apply = (cp: ControlPlane, obj: unknown) => must(cp, ['apply', '-f', '-'], JSON.stringify(obj));
 
 export interface LendingClusters {
   ours: ControlPlane;

@@ -21,7 +21,7 @@ import { checkKubeObject, type ObjectCheck } from './objectschema.js';
 import { diffRelist, type InformerEvent } from './relistdiff.js';
 import { objectKey } from './resource.js';
 import { stripManagedFields } from './transform.js';
-import { realClock, sleep, type Clock } from './workqueue.js';
+import { realClock, sleep, type Clock } from './clock.js';
 
 /** A list with more pages than this is refused: 1,000 pages of 500 objects is far beyond any cluster we serve, and a server that hands out `continue` tokens forever must not keep us listing. */
 export const MAX_LIST_PAGES = 1000;

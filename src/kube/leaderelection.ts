@@ -11,7 +11,7 @@ import { hostname } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import { isConflict } from './client.js';
-import { realClock, sleep, type Clock } from './workqueue.js';
+import { realClock, sleep, type Clock } from './clock.js';
 import { errorText } from './errors.js';
 
 export interface LeaderElectionRecord {

@@ -4,6 +4,7 @@ import pino from 'pino';
 import { Manager } from './manager.js';
 import { clusterClients, remoteKubeConfig } from './clients.js';
 import { Metrics } from './metrics.js';
+import { waitFor } from './testing/wait.js';
 
 // Nothing listens on port 1: every list fails, so no informer here ever syncs.
 function unreachable(name: string): KubeConfig {
@@ -27,13 +28,7 @@ afterEach(async () => {
   await Promise.all(managers.splice(0).map((m) => m.stop()));
 });
 
-async function until(cond: () => boolean, what: string): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+const until = (cond: () => boolean, what: string) => waitFor(what, async () => cond(), 20_000, 20);
 
 describe('Manager informers', () => {
   it('a remote cluster that never answers holds back neither readiness nor the workers', async () => {

@@ -10,7 +10,7 @@ import type { Logger } from 'pino';
 import { errorText } from './errors.js';
 import type { InputLimitReason } from './listwatch.js';
 import type { ObjectCheck } from './objectschema.js';
-import type { Clock } from './workqueue.js';
+import type { Clock } from './clock.js';
 
 /** Why an informer dropped something it received: an object or event that failed its check, or an answer over a size limit. */
 export type DropReason = 'invalid_object' | 'invalid_event' | 'transform_failed' | InputLimitReason;

@@ -4,6 +4,7 @@
 // and after the command exits.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { StringDecoder } from 'node:string_decoder';
+import { realClock, sleep } from '../../kube/clock.js';
 
 export const STDOUT_CAP_BYTES = 16 * 1024;
 export const STDERR_LINE_MAX_CHARS = 512;
@@ -157,7 +158,7 @@ export async function runProviderCommand(
     if (!stopping && groupAlive(pid)) stop();
     // Once we have asked the group to stop, the result means "stopped": wait
     // until nothing in it is left, or until SIGKILL has gone out.
-    while (stopping && !killSent && groupAlive(pid)) await sleep(GROUP_POLL_MS);
+    while (stopping && !killSent && groupAlive(pid)) await sleep(realClock, GROUP_POLL_MS);
     child.stdout?.destroy();
     child.stderr?.destroy();
     stderr.end();
@@ -233,10 +234,6 @@ function groupAlive(pid: number | undefined): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 async function settleWithin(p: Promise<void>, ms: number): Promise<void> {
