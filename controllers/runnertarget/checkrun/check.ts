@@ -11,7 +11,7 @@ import { rfc3339 } from '../../../src/kube/conditions.js';
 import { errorText } from '../../../src/kube/errors.js';
 import type { EventRecorder } from '../../../src/kube/events.js';
 import type { StatusWriter } from '../../../src/kube/status.js';
-import { sleep, realClock } from '../../../src/kube/workqueue.js';
+import { sleep, realClock } from '../../../src/kube/clock.js';
 import { fitsBudget } from '../policy/budget.js';
 import type { ChangeOutcome } from './changecontext.js';
 import { runChange } from './changes.js';
