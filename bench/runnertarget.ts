@@ -176,6 +176,28 @@ function summary(lat: ReturnType<typeof latency>[]) {
   };
 }
 
+/** A RunnerTarget on the emulators: floor 0, one tier at 0.05 USD/h, the shortest check interval the schema takes (scaled to CHECK by --runner-check-interval-scale). */
+function createTarget(ns: string, hosts: RunnerHosts, name: string, github: Record<string, unknown>, maxHosts: number) {
+  const { gce, gh } = hosts;
+  return api.custom.createNamespacedCustomObject({
+    ...TG,
+    namespace: ns,
+    body: {
+      apiVersion: 'leasehold.dev/v1alpha1',
+      kind: 'RunnerTarget',
+      metadata: { name },
+      spec: {
+        github: { org: gh.org, tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url, ...github },
+        gce: { project: gce.project, zones: ZONES, machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }], serviceAccount: 'runner-host@leasehold-test.iam.gserviceaccount.com', credentialsSecretRef: { name: 'gce-key' }, endpoint: gce.url },
+        floor: 0,
+        maxHosts,
+        dailyBudgetUSD: 10_000,
+        checkInterval: '30s',
+      },
+    },
+  });
+}
+
 /**
  * REUSE_JOBS jobs queued at once on a target of its own (maxHosts
  * REUSE_MAX_HOSTS, hostReuse `mode`); each runner takes a job (REUSE_TAKE:
@@ -186,23 +208,7 @@ async function hostsPerJob(ns: string, hosts: RunnerHosts, mode: 'ephemeral' | '
   const { gce, gh } = hosts;
   const name = `jobs-${mode}`;
   const labels = [...LABELS, name];
-  await api.custom.createNamespacedCustomObject({
-    ...TG,
-    namespace: ns,
-    body: {
-      apiVersion: 'leasehold.dev/v1alpha1',
-      kind: 'RunnerTarget',
-      metadata: { name },
-      spec: {
-        github: { org: gh.org, repositories: [`${gh.org}/${name}`], labels: [name], tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url, hostReuse: mode },
-        gce: { project: gce.project, zones: ZONES, machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }], serviceAccount: 'runner-host@leasehold-test.iam.gserviceaccount.com', credentialsSecretRef: { name: 'gce-key' }, endpoint: gce.url },
-        floor: 0,
-        maxHosts: REUSE_MAX_HOSTS,
-        dailyBudgetUSD: 10_000,
-        checkInterval: '30s',
-      },
-    },
-  });
+  await createTarget(ns, hosts, name, { repositories: [`${gh.org}/${name}`], labels: [name], hostReuse: mode }, REUSE_MAX_HOSTS);
   const started = new Map<number, number>();
   const perHost = new Map<string, number>();
   const take = (host: string, runner: FakeRunner) => {
@@ -273,24 +279,7 @@ export async function runnerPhase(): Promise<void> {
       out.hostsPerJob = { ephemeral, reuse };
     }
     if (HOSTS === 0) return;
-    await api.custom.createNamespacedCustomObject({
-      ...TG,
-      namespace: ns,
-      body: {
-        apiVersion: 'leasehold.dev/v1alpha1',
-        kind: 'RunnerTarget',
-        metadata: { name: NAME },
-        spec: {
-          github: { org: gh.org, repositories: [`${gh.org}/${REPO}`], tokenSecretRef: { name: 'gh-token' }, apiURL: gh.url, ...(WEBHOOK ? { webhookSecretRef: { name: 'gh-hook' } } : {}) },
-          gce: { project: gce.project, zones: ZONES, machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 0.05 }], serviceAccount: 'runner-host@leasehold-test.iam.gserviceaccount.com', credentialsSecretRef: { name: 'gce-key' }, endpoint: gce.url },
-          floor: 0,
-          maxHosts: HOSTS,
-          dailyBudgetUSD: 10_000,
-          // The shortest interval the schema takes, scaled to CHECK by --runner-check-interval-scale.
-          checkInterval: '30s',
-        },
-      },
-    });
+    await createTarget(ns, hosts, NAME, { repositories: [`${gh.org}/${REPO}`], ...(WEBHOOK ? { webhookSecretRef: { name: 'gh-hook' } } : {}) }, HOSTS);
 
     if (WEBHOOK) {
       const made = await fetch(`${gh.url}/orgs/${gh.org}/hooks`, {
