@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { Lease, Offer } from '../../src/api/index.js';
 import { limitFor, parseNamespaceLeaseLimits } from './limits.js';
-import { schedule } from './schedule.js';
+import { schedule } from './phases/pending.js';
 import { leaseWith, NOW } from './testing/phase-input.js';
 
 const offer = (name: string, pricePerHour?: number) =>

@@ -9,7 +9,7 @@ import { CredentialError, type LambdaAccounts } from '../../src/providers/lambda
 import { LambdaProvider } from '../../src/providers/lambda/provider.js';
 import type { AcquireResult, Endpoint, LeaseDriver, MachineCheck } from './driver.js';
 import type { ControllerKey } from '../../src/machine/controller-key.js';
-import { ACQUIRE_CUTOFF_GRACE_MS } from './launch.js';
+import { ACQUIRE_CUTOFF_GRACE_MS } from './phases/launching.js';
 import type { ObjectCache } from '../../src/kube/cache.js';
 
 /** What the driver needs from the SSH agent (src/machine). */

@@ -1,18 +1,18 @@
 // Pending: choose an Offer within maxLeases. The decision is pure; the slots
 // it counts are kept by Slots, because a Lease this controller has just
 // moved out of Pending may not show as active in the cache yet.
-import { ACTIVE_PHASES, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, durationMs, parseWhere, type Lease, type LeaseStatus, type Offer } from '../../src/api/index.js';
-import { rfc3339 } from '../../src/kube/conditions.js';
-import type { CacheIndex } from '../../src/kube/cache.js';
-import { parsePublicKey } from '../../src/machine/keys.js';
-import { installationPrefix } from '../../src/providers/types.js';
-import { stampOf } from './ownership.js';
-import { selects } from '../../src/kube/selector.js';
-import { chooseOffer, type Choice, type OfferCandidate } from './choose.js';
-import type { Observation } from './observation.js';
-import { candidatesOf } from './offers.js';
-import { phaseOf } from './status.js';
-import type { NamespaceLimit } from './limits.js';
+import { ACTIVE_PHASES, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_LIFETIME, durationMs, parseWhere, type Lease, type LeaseStatus, type Offer } from '../../../src/api/index.js';
+import { rfc3339 } from '../../../src/kube/conditions.js';
+import type { CacheIndex } from '../../../src/kube/cache.js';
+import { parsePublicKey } from '../../../src/machine/keys.js';
+import { installationPrefix } from '../../../src/providers/types.js';
+import { stampOf } from '../ownership.js';
+import { selects } from '../../../src/kube/selector.js';
+import { chooseOffer, type Choice, type OfferCandidate } from '../choose.js';
+import type { Observation } from '../observation.js';
+import { candidatesOf } from '../offers.js';
+import { phaseOf } from '../status.js';
+import type { NamespaceLimit } from '../limits.js';
 
 export interface ScheduleInput {
   lease: Lease;

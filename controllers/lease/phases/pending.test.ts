@@ -1,8 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Lease, Offer } from '../../src/api/index.js';
-import { Refusals, schedule, Slots, type Slot } from './schedule.js';
-import { slotsByScan } from './testing/slots-scan.js';
-import { at, leaseWith, NOW } from './testing/phase-input.js';
+import type { Lease, Offer } from '../../../src/api/index.js';
+import { Refusals, schedule, Slots, type Slot } from './pending.js';
+import { slotsByScan } from '../testing/slots-scan.js';
+import { at, leaseWith, NOW } from '../testing/phase-input.js';
 
 const box = {
   metadata: { name: 'box', generation: 3 },

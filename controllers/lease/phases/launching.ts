@@ -1,12 +1,12 @@
 // Launching: the acquire runs as an effect; its result is recorded, then the
 // machine is prepared (agent, device keys, measured facts) until it is ready
 // or acquireTimeout passes.
-import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../src/api/index.js';
-import { rfc3339 } from '../../src/kube/conditions.js';
-import type { MachineCheck } from './driver.js';
-import { doneOf, waiting, type Observation, type PhaseInput } from './observation.js';
-import { checkInputsOf, describeFacts } from './status.js';
-import { nextCheckIn } from './timing.js';
+import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../../src/api/index.js';
+import { rfc3339 } from '../../../src/kube/conditions.js';
+import type { MachineCheck } from '../driver.js';
+import { doneOf, waiting, type Observation, type PhaseInput } from '../observation.js';
+import { checkInputsOf, describeFacts } from '../status.js';
+import { nextCheckIn } from '../timing.js';
 
 /** How long after acquireTimeout an acquire that ignores its cut-off is given up on all the same. */
 export const ACQUIRE_CUTOFF_GRACE_MS = 30_000;

@@ -1,9 +1,9 @@
 // Releasing: whatever else runs for the Lease is stopped first (an acquire
 // being withdrawn, a probe), then the provider's release runs as an effect
 // and is retried every check interval until the provider confirms.
-import type { LeaseStatus } from '../../src/api/index.js';
-import { rfc3339 } from '../../src/kube/conditions.js';
-import { doneOf, waiting, type Observation, type PhaseInput } from './observation.js';
+import type { LeaseStatus } from '../../../src/api/index.js';
+import { rfc3339 } from '../../../src/kube/conditions.js';
+import { doneOf, waiting, type Observation, type PhaseInput } from '../observation.js';
 
 export function observeReleasing(input: PhaseInput): Observation {
   const { lease, now, settings } = input;

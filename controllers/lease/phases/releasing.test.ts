@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { observeReleasing } from './release.js';
-import { at, done, input, leaseWith, MACHINE, NOW, running } from './testing/phase-input.js';
+import { observeReleasing } from './releasing.js';
+import { at, done, input, leaseWith, MACHINE, NOW, running } from '../testing/phase-input.js';
 
 const releasing = { phase: 'Releasing' as const, releaseAttempts: 2, launch: { attempt: 1, startedAt: at(-10_000) } };
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
-import { observeMachine } from './check.js';
-import type { Plan } from './observation.js';
-import { at, done, FACTS, input, leaseWith, MACHINE, NOW, running } from './testing/phase-input.js';
+import { observeMachine } from './ready.js';
+import type { Plan } from '../observation.js';
+import { at, done, FACTS, input, leaseWith, MACHINE, NOW, running } from '../testing/phase-input.js';
 
 const ready = { phase: 'Ready' as const, readyAt: at(-120_000), lastActivityAt: at(-120_000), idleTimeout: '20m', expiresAt: at(3600_000), machine: MACHINE };
 const ok = (busy: number) => done({ kind: 'check', check: { kind: 'ok', facts: FACTS, busy, keysHash: 'k2', machine: MACHINE }, at: NOW });

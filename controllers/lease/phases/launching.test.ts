@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { observeLaunching } from './launch.js';
-import { at, done, FACTS, input, leaseWith, MACHINE, NOW, running } from './testing/phase-input.js';
+import { observeLaunching } from './launching.js';
+import { at, done, FACTS, input, leaseWith, MACHINE, NOW, running } from '../testing/phase-input.js';
 
 const launching = { phase: 'Launching' as const, launch: { attempt: 1, startedAt: at(-10_000) }, idleTimeout: '20m', expiresAt: at(3600_000) };
 const acquired = { ...launching, providerState: '{"pid":1}', machine: MACHINE };

@@ -1,14 +1,14 @@
 // Ready and Idle: one probe per check interval (sooner when a deadline or a
 // change of spec or activity comes first), judged against the idle window
 // and maxLifetime.
-import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../src/api/index.js';
-import { rfc3339 } from '../../src/kube/conditions.js';
-import type { MachineCheck } from './driver.js';
-import { isCheckFailure, type CheckFailure, type Phase } from './machine.js';
-import { doneOf, waiting, type Observation, type PhaseInput } from './observation.js';
-import { checkInputsOf } from './status.js';
-import { ACTIVITY_ANNOTATION, lastActivity } from '../../src/api/activity.js';
-import { annotatedActivity, nextCheckIn, verdict } from './timing.js';
+import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../../src/api/index.js';
+import { rfc3339 } from '../../../src/kube/conditions.js';
+import type { MachineCheck } from '../driver.js';
+import { isCheckFailure, type CheckFailure, type Phase } from '../machine.js';
+import { doneOf, waiting, type Observation, type PhaseInput } from '../observation.js';
+import { checkInputsOf } from '../status.js';
+import { ACTIVITY_ANNOTATION, lastActivity } from '../../../src/api/activity.js';
+import { annotatedActivity, nextCheckIn, verdict } from '../timing.js';
 
 export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>): Observation {
   const { lease, now, settings } = input;
