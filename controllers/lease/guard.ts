@@ -13,7 +13,7 @@ import { objectKey } from '../../src/kube/resource.js';
 import type { StatusWriter } from '../../src/kube/status.js';
 import type { LeaseDriver } from './driver.js';
 import type { Phase } from './machine.js';
-import type { LeaseEffectResult, LeaseSettings } from './observation.js';
+import type { LeaseEffectResult, LeaseSettings } from './decision.js';
 import { RecordKeeper } from './record-keeper.js';
 import type { LeaseRecord, RecordStore } from '../../src/kube/leaserecords.js';
 import { sealedStatus, tamperedFields, withResult } from './trust.js';

@@ -9,7 +9,7 @@ import { rfc3339 } from '../../src/kube/conditions.js';
 import type { LeaseDriver } from './driver.js';
 import type { RecordStore } from '../../src/kube/leaserecords.js';
 import { sealedLease } from './trust.js';
-import type { LeaseEffectResult } from './observation.js';
+import type { LeaseEffectResult } from './decision.js';
 import { PROGRESS_INTERVAL_MS, ProgressThrottle } from './progress.js';
 
 export interface EffectContext {

@@ -12,7 +12,7 @@ import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
 import { MemoryRecordStore } from './testing/records.js';
 import { recordOf } from './trust.js';
 import { EffectRunner } from '../../src/kube/effects.js';
-import type { LeaseEffectResult } from './observation.js';
+import type { LeaseEffectResult } from './decision.js';
 import { LeaseReconciler } from './reconciler.js';
 
 const log = pino({ level: 'silent' });

@@ -10,7 +10,7 @@ import { EventRecorder } from '../../src/kube/events.js';
 import { StatusWriter } from '../../src/kube/status.js';
 import { FakeAPIServer } from '../../src/kube/testing/fake-api.js';
 import type { LeaseDriver, MachineCheck } from './driver.js';
-import type { LeaseEffectResult } from './observation.js';
+import type { LeaseEffectResult } from './decision.js';
 import { LeaseReconciler, RECORD_SWEEP_KEY } from './reconciler.js';
 import { MemoryRecordStore } from './testing/records.js';
 import { recordOf } from './trust.js';

@@ -10,7 +10,7 @@ import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
 import type { LeaseRecord } from '../../src/kube/leaserecords.js';
 import { MemoryRecordStore } from './testing/records.js';
 import { EffectRunner } from '../../src/kube/effects.js';
-import type { LeaseEffectResult } from './observation.js';
+import type { LeaseEffectResult } from './decision.js';
 import { LeaseReconciler } from './reconciler.js';
 
 const log = pino({ level: 'silent' });

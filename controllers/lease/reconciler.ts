@@ -1,6 +1,6 @@
 // The Lease reconciler reads top to bottom as the lifecycle. Each pass:
 // look at the world for the current phase (a pure function of the Lease, its
-// effect and its plan), turn that into one machine event, compute the
+// effect and its wake-up), turn that into one machine event, compute the
 // transition purely, write the new status first (intent before effect), then
 // start the effects the transition planned on the effect runner. Long work
 // (acquire, probes, release) never runs on a reconcile worker; its result
@@ -19,7 +19,7 @@ import { EndedLeases, pruneHistory } from './history.js';
 import { observeLaunching } from './phases/launching.js';
 import { observeMachine } from './phases/ready.js';
 import { restore, step, type Phase, type Step } from './machine.js';
-import type { LeaseEffectKind, LeaseEffectResult, LeaseSettings, Observation, Plan } from './observation.js';
+import type { LeaseEffectKind, LeaseEffectResult, LeaseSettings, Decision, Wake } from './decision.js';
 import { acquireEffect, probeEffect, releaseEffect } from './operations.js';
 import { observeReleasing } from './phases/releasing.js';
 import { Refusals, schedule, Slots } from './phases/pending.js';
@@ -89,7 +89,7 @@ export class LeaseReconciler {
    * release retry), by UID. Kept in memory only: after a restart every
    * Lease is looked at once.
    */
-  private readonly plans = new Map<string, Plan>();
+  private readonly wakes = new Map<string, Wake>();
   private readonly guard: LeaseGuard;
 
   constructor(private readonly deps: LeaseReconcilerDeps) {
@@ -116,7 +116,7 @@ export class LeaseReconciler {
     const uid = lease.metadata?.uid ?? '';
     this.slots.free(uid);
     this.deps.effects.forget(uid);
-    this.plans.delete(uid);
+    this.wakes.delete(uid);
     this.guard.forget(uid);
   }
 
@@ -150,7 +150,7 @@ export class LeaseReconciler {
       const obs = await this.observe(sealedLease(lease, record), phase, record);
       requeueAfter = obs.requeueAfter;
       if (obs.cancel) this.deps.effects.cancel(uid);
-      if (obs.plan !== undefined) this.plan(uid, obs.plan);
+      if (obs.wake !== undefined) this.wake(uid, obs.wake);
       if (obs.notice) await this.deps.events.record(lease, 'Warning', obs.notice.reason, obs.notice.message);
       if (!obs.event) {
         if (obs.status) lease = await this.record(lease, obs.status);
@@ -170,7 +170,7 @@ export class LeaseReconciler {
       this.report(lease, obs, next);
       const started = await this.runTransitionEffects(lease, next);
       if (next.effects.includes('retryRelease')) {
-        this.plan(uid, { at: this.now().getTime() + this.deps.settings.checkIntervalMs });
+        this.wake(uid, { at: this.now().getTime() + this.deps.settings.checkIntervalMs });
         return after(this.deps.settings.checkIntervalMs);
       }
       if (started || (next.phase !== 'Released' && next.phase !== 'Failed' && next.phase === phase)) return after(requeueAfter);
@@ -178,7 +178,7 @@ export class LeaseReconciler {
     return { requeueAfter: 1000 };
   }
 
-  private observe(lease: Lease, phase: Phase, record: LeaseRecord | undefined): Promise<Observation> | Observation {
+  private observe(lease: Lease, phase: Phase, record: LeaseRecord | undefined): Promise<Decision> | Decision {
     if (phase === 'Pending') return this.schedule(lease);
     if (!record && phase !== 'Releasing') {
       // Every launch writes its record before the provider is called: a
@@ -188,7 +188,7 @@ export class LeaseReconciler {
       return { event: { type: 'LAUNCH_FAILED', reason: 'StatusTampered', message } };
     }
     const uid = lease.metadata?.uid ?? '';
-    const input = { lease, now: this.now().getTime(), settings: this.deps.settings, effect: this.deps.effects.get(uid), plan: this.plans.get(uid) };
+    const input = { lease, now: this.now().getTime(), settings: this.deps.settings, effect: this.deps.effects.get(uid), wake: this.wakes.get(uid) };
     switch (phase) {
       case 'Launching':
         return observeLaunching(input);
@@ -200,7 +200,7 @@ export class LeaseReconciler {
     }
   }
 
-  private schedule(lease: Lease): Promise<Observation> {
+  private schedule(lease: Lease): Promise<Decision> {
     // Scheduling decisions are serialized so that two Leases cannot both
     // take the last slot under maxLeases.
     const run = this.scheduling.then(() => {
@@ -248,7 +248,7 @@ export class LeaseReconciler {
 
   // ---- writing status, then starting effects ----
 
-  private async apply(lease: Lease, next: Step, obs: Observation): Promise<Lease> {
+  private async apply(lease: Lease, next: Step, obs: Decision): Promise<Lease> {
     const now = this.now();
     const generation = lease.metadata?.generation;
     const uid = lease.metadata?.uid ?? '';
@@ -293,7 +293,7 @@ export class LeaseReconciler {
   }
 
   /** Metrics for what a transition means; never for a transition that was not written. */
-  private report(lease: Lease, obs: Observation, next: Step): void {
+  private report(lease: Lease, obs: Decision, next: Step): void {
     const provider = lease.status?.release?.provider ?? 'command';
     if (obs.event?.type === 'MACHINE_READY') {
       const created = Date.parse(lease.metadata?.creationTimestamp as unknown as string);
@@ -312,7 +312,7 @@ export class LeaseReconciler {
     if (next.effects.includes('release')) {
       // Whatever runs for the Lease (an acquire to withdraw, a probe) is
       // stopped first; the release starts once it has ended.
-      this.plans.delete(uid);
+      this.wakes.delete(uid);
       this.deps.effects.cancel(uid);
       return this.start(lease, 'release');
     }
@@ -335,9 +335,9 @@ export class LeaseReconciler {
     return this.deps.effects.start(uid, `${kind}/${attempt}`, run, () => this.deps.enqueue(key));
   }
 
-  private plan(uid: string, plan: Plan | null): void {
-    if (plan) this.plans.set(uid, plan);
-    else this.plans.delete(uid);
+  private wake(uid: string, wake: Wake | null): void {
+    if (wake) this.wakes.set(uid, wake);
+    else this.wakes.delete(uid);
   }
 
   /** A progress message for a launch still running; a lost race reads the Lease again and skips this line. */

@@ -11,7 +11,7 @@ import type { EffectRunner } from '../../src/kube/effects.js';
 import { errorText } from '../../src/kube/errors.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import type { LeaseDriver } from './driver.js';
-import type { LeaseEffectResult } from './observation.js';
+import type { LeaseEffectResult } from './decision.js';
 import { recordSecretName, type LeaseRecord, type RecordStore } from '../../src/kube/leaserecords.js';
 import { phaseOf } from './status.js';
 import { leaseOfRecord, recordOf } from './trust.js';

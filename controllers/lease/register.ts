@@ -16,7 +16,7 @@ import type { LambdaAccounts } from '../../src/providers/lambda/accounts.js';
 import type { LeaseDriver } from './driver.js';
 import { MachineDriver } from './machines.js';
 import { LeaseMetrics } from './metrics.js';
-import type { LeaseEffectResult } from './observation.js';
+import type { LeaseEffectResult } from './decision.js';
 import { claimOf, offerChangedForScheduling } from './offers.js';
 import { endedNow } from './history.js';
 import { LeaseReconciler, RECORD_SWEEP_KEY, RELEASE_FINALIZER, type LeaseSettings, type LeaseWriter } from './reconciler.js';

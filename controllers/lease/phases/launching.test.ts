@@ -26,9 +26,9 @@ describe('observeLaunching', () => {
     ['launched and recorded, cache current: take the result', leaseWith(acquired), done({ kind: 'acquire', result: launched, recorded: true }), { consumed: true, requeueAfter: 0 }],
     ['no result and nothing running: a previous controller stopped mid-acquire', leaseWith(launching), undefined, { event: { type: 'LAUNCH_FAILED', reason: 'LaunchInterrupted' } }],
     ['acquired: prepare the machine', leaseWith(acquired), undefined, { start: 'prepare' }],
-    ['agent not up yet: wait and try again', leaseWith(acquired), done({ kind: 'prepare', check: { kind: 'unreachable', message: 'connection refused' }, at: NOW }), { status: { message: "waiting for the machine's agent: connection refused" }, plan: { at: NOW + 2000 }, consumed: true }],
+    ['agent not up yet: wait and try again', leaseWith(acquired), done({ kind: 'prepare', check: { kind: 'unreachable', message: 'connection refused' }, at: NOW }), { status: { message: "waiting for the machine's agent: connection refused" }, wake: { at: NOW + 2000 }, consumed: true }],
     ['host key differs: fail', leaseWith(acquired), done({ kind: 'prepare', check: { kind: 'mismatch', reason: 'HostKeyMismatch', message: 'other key' }, at: NOW }), { event: { type: 'LAUNCH_FAILED', reason: 'HostKeyMismatch' }, consumed: true }],
-    ['ready: first check a check interval later', leaseWith(acquired), done({ kind: 'prepare', check: { kind: 'ok', facts: FACTS, busy: 0, keysHash: 'k', machine: MACHINE }, at: NOW }), { event: { type: 'MACHINE_READY' }, status: { readyAt: at(0), installedKeysHash: 'k' }, plan: { at: NOW + 60_000 }, consumed: true }],
+    ['ready: first check a check interval later', leaseWith(acquired), done({ kind: 'prepare', check: { kind: 'ok', facts: FACTS, busy: 0, keysHash: 'k', machine: MACHINE }, at: NOW }), { event: { type: 'MACHINE_READY' }, status: { readyAt: at(0), installedKeysHash: 'k' }, wake: { at: NOW + 60_000 }, consumed: true }],
   ])('%s', (_name, lease, effect, want) => {
     expect(observeLaunching(input(lease, effect))).toMatchObject(want);
   });

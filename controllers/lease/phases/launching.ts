@@ -4,14 +4,14 @@
 import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../../src/api/index.js';
 import { rfc3339 } from '../../../src/kube/conditions.js';
 import type { MachineCheck } from '../driver.js';
-import { doneOf, waiting, type Observation, type PhaseInput } from '../observation.js';
+import { doneOf, waiting, type Decision, type PhaseInput } from '../decision.js';
 import { checkInputsOf, describeFacts } from '../status.js';
 import { nextCheckIn } from '../timing.js';
 
 /** How long after acquireTimeout an acquire that ignores its cut-off is given up on all the same. */
 export const ACQUIRE_CUTOFF_GRACE_MS = 30_000;
 
-export function observeLaunching(input: PhaseInput): Observation {
+export function observeLaunching(input: PhaseInput): Decision {
   const { lease, now, settings } = input;
   const st = lease.status ?? {};
   if (lease.metadata?.deletionTimestamp) return { event: { type: 'DELETE_REQUESTED', message: 'deleted while launching; withdrawing the acquire and releasing the machine' } };
@@ -52,17 +52,17 @@ export function observeLaunching(input: PhaseInput): Observation {
   }
   const prepared = doneOf(input, 'prepare');
   if (prepared) return { ...fromPrepare(input, prepared.check, started, prepared.at), consumed: true };
-  if (waiting(input.plan, now)) return { requeueAfter: input.plan!.at - now };
+  if (waiting(input.wake, now)) return { requeueAfter: input.wake!.at - now };
   return { start: 'prepare' };
 }
 
-function fromPrepare(input: PhaseInput, check: MachineCheck, startedMs: number, at: number): Observation {
+function fromPrepare(input: PhaseInput, check: MachineCheck, startedMs: number, at: number): Decision {
   const { lease, settings } = input;
   if (check.kind === 'mismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.reason === 'FactsMismatch' ? `${check.message}; releasing it` : check.message } };
   if (check.kind === 'unreachable') {
     // Machines take a while to boot: keep trying until acquireTimeout.
     const wait = Math.max(100, Math.min(2000, startedMs + settings.acquireTimeoutMs - at));
-    return { status: { message: `waiting for the machine's agent: ${check.message}` }, plan: { at: at + wait }, requeueAfter: wait };
+    return { status: { message: `waiting for the machine's agent: ${check.message}` }, wake: { at: at + wait }, requeueAfter: wait };
   }
   // The prepare probe has just looked at the machine, and nothing can be
   // running on a machine not yet handed over: the first check comes one
@@ -74,7 +74,7 @@ function fromPrepare(input: PhaseInput, check: MachineCheck, startedMs: number, 
   return {
     event: { type: 'MACHINE_READY', message: `ready (${describeFacts(check.facts)})` },
     status: { facts: check.facts, readyAt: when, lastActivityAt: when, installedKeysHash: check.keysHash, machine: check.machine },
-    plan: { at: at + first, inputs: checkInputsOf(lease) },
+    wake: { at: at + first, inputs: checkInputsOf(lease) },
     requeueAfter: first,
   };
 }

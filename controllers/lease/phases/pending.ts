@@ -9,7 +9,7 @@ import { installationPrefix } from '../../../src/providers/types.js';
 import { stampOf } from '../ownership.js';
 import { selects } from '../../../src/kube/selector.js';
 import { chooseOffer, type Choice, type OfferCandidate } from '../choose.js';
-import type { Observation } from '../observation.js';
+import type { Decision } from '../decision.js';
 import { candidatesOf } from '../offers.js';
 import { phaseOf } from '../status.js';
 import type { NamespaceLimit } from '../limits.js';
@@ -65,7 +65,7 @@ export class Refusals {
 /** How long a Lease whose launch the price cap refused waits for its Offer to list again before it looks anyway. */
 export const OVER_PRICE_CAP_RETRY_MS = 5 * 60_000;
 
-export function schedule(input: ScheduleInput): Observation {
+export function schedule(input: ScheduleInput): Decision {
   const { lease, now } = input;
   if (lease.metadata?.deletionTimestamp) return { event: { type: 'DELETE_REQUESTED', message: 'deleted before a machine was rented' } };
   const parsed = parseWhere(lease.spec.where);

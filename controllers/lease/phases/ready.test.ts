@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import { observeMachine } from './ready.js';
-import type { Plan } from '../observation.js';
+import type { Wake } from '../decision.js';
 import { at, done, FACTS, input, leaseWith, MACHINE, NOW, running } from '../testing/phase-input.js';
 
 const ready = { phase: 'Ready' as const, readyAt: at(-120_000), lastActivityAt: at(-120_000), idleTimeout: '20m', expiresAt: at(3600_000), machine: MACHINE };
@@ -11,23 +11,23 @@ describe('observeMachine', () => {
   it.each([
     ['deleted', leaseWith(ready, { deletionTimestamp: at(0) as never }), undefined, undefined, { event: { type: 'DELETE_REQUESTED' } }],
     ['maxLifetime passed: release without a probe', leaseWith({ ...ready, expiresAt: at(-1000) }), undefined, undefined, { event: { type: 'EXPIRED', reason: 'MaxLifetime' } }],
-    ['no plan: probe', leaseWith(ready), undefined, undefined, { start: 'check' }],
+    ['no wake-up: probe', leaseWith(ready), undefined, undefined, { start: 'check' }],
     ['planned later, nothing new: wait', leaseWith(ready), undefined, { at: NOW + 30_000, inputs }, { requeueAfter: 30_000 }],
     ['planned later, the spec changed: probe now', leaseWith(ready, { generation: 2 }), undefined, { at: NOW + 30_000, inputs }, { start: 'check' }],
     ['planned later, activity annotated: probe now', leaseWith(ready, { annotations: { 'leasehold.dev/activity': at(0) } }), undefined, { at: NOW + 30_000, inputs }, { start: 'check' }],
     ['a probe runs: wait for it', leaseWith(ready), running('check/1'), undefined, { requeueAfter: 60_000 }],
-    ['busy: Ready, activity now', leaseWith(ready), ok(2), undefined, { event: { type: 'BUSY' }, status: { lastActivityAt: at(0), installedKeysHash: 'k2' }, plan: { at: NOW + 60_000, inputs }, consumed: true }],
-    ['idle within the window: Idle, next check a check interval on', leaseWith(ready), ok(0), undefined, { event: { type: 'IDLE' }, status: { idleSince: at(0) }, plan: { at: NOW + 60_000, inputs }, consumed: true }],
-    ['idle past the window: release', leaseWith({ ...ready, lastActivityAt: at(-1_300_000), readyAt: at(-1_300_000) }), ok(0), undefined, { event: { type: 'EXPIRED', reason: 'IdleTimeout' }, plan: null, consumed: true }],
-    ['host key changed: fail at once', leaseWith(ready), done({ kind: 'check', check: { kind: 'mismatch', reason: 'HostKeyMismatch', message: 'other key' }, at: NOW }), undefined, { event: { type: 'LAUNCH_FAILED', reason: 'HostKeyMismatch' }, plan: null, consumed: true }],
-  ])('%s', (_name, lease, effect, plan, want) => {
-    expect(observeMachine(input(lease, effect, plan), 'Ready')).toMatchObject(want);
+    ['busy: Ready, activity now', leaseWith(ready), ok(2), undefined, { event: { type: 'BUSY' }, status: { lastActivityAt: at(0), installedKeysHash: 'k2' }, wake: { at: NOW + 60_000, inputs }, consumed: true }],
+    ['idle within the window: Idle, next check a check interval on', leaseWith(ready), ok(0), undefined, { event: { type: 'IDLE' }, status: { idleSince: at(0) }, wake: { at: NOW + 60_000, inputs }, consumed: true }],
+    ['idle past the window: release', leaseWith({ ...ready, lastActivityAt: at(-1_300_000), readyAt: at(-1_300_000) }), ok(0), undefined, { event: { type: 'EXPIRED', reason: 'IdleTimeout' }, wake: null, consumed: true }],
+    ['host key changed: fail at once', leaseWith(ready), done({ kind: 'check', check: { kind: 'mismatch', reason: 'HostKeyMismatch', message: 'other key' }, at: NOW }), undefined, { event: { type: 'LAUNCH_FAILED', reason: 'HostKeyMismatch' }, wake: null, consumed: true }],
+  ])('%s', (_name, lease, effect, wake, want) => {
+    expect(observeMachine(input(lease, effect, wake), 'Ready')).toMatchObject(want);
   });
 
   const annotated = (time: string, status: object = ready) => leaseWith(status, { annotations: { 'leasehold.dev/activity': time } });
   const idle = { ...ready, phase: 'Idle', idleSince: at(-60_000) };
   const future = '2099-01-01T00:00:00Z';
-  it.each<[string, ReturnType<typeof leaseWith>, 'Ready' | 'Idle', Plan | undefined, Record<string, unknown>]>([
+  it.each<[string, ReturnType<typeof leaseWith>, 'Ready' | 'Idle', Wake | undefined, Record<string, unknown>]>([
     ['activity annotated on an Idle Lease: Ready again', annotated(at(-30_000), idle), 'Idle', undefined, { event: { type: 'BUSY', message: expect.stringContaining('leasehold.dev/activity') }, status: { lastActivityAt: at(-30_000) } }],
     ['activity annotated on a Ready Lease: stays Ready', annotated(at(-30_000)), 'Ready', undefined, { event: { type: 'BUSY' }, status: { lastActivityAt: at(-30_000) } }],
     ['activity already recorded: Idle as the probe says', annotated(at(-120_000)), 'Ready', undefined, { event: { type: 'IDLE' } }],
@@ -47,8 +47,8 @@ describe('observeMachine', () => {
       { event: { type: 'IDLE' }, notice: { reason: 'ActivityInFuture' } },
     ],
     ['a future time seen at the last check: counts no more', annotated(future, { ...ready, lastActivityAt: at(-60_000) }), 'Ready', { at: NOW - 1, inputs: `1|${future}` }, { event: { type: 'IDLE' } }],
-  ])('%s', (_name, lease, phase, plan, want) => {
-    const obs = observeMachine(input(lease, ok(0), plan), phase);
+  ])('%s', (_name, lease, phase, wake, want) => {
+    const obs = observeMachine(input(lease, ok(0), wake), phase);
     expect(obs).toMatchObject(want);
     if (!('notice' in want)) expect(obs.notice).toBeUndefined();
   });
@@ -71,7 +71,7 @@ describe('observeMachine', () => {
         leaseWith(ready),
         'Ready',
         unreachable,
-        { event: { type: 'CHECK_FAILED', reason: 'MachineUnreachable', message: `the machine could not be reached: connect ECONNREFUSED; not handed out until a check succeeds; released at ${new Date(Date.parse(deadline)).toISOString()} unless one does and work starts` }, status: { idleSince: at(0) }, plan: { at: NOW + 60_000, inputs }, consumed: true },
+        { event: { type: 'CHECK_FAILED', reason: 'MachineUnreachable', message: `the machine could not be reached: connect ECONNREFUSED; not handed out until a check succeeds; released at ${new Date(Date.parse(deadline)).toISOString()} unless one does and work starts` }, status: { idleSince: at(0) }, wake: { at: NOW + 60_000, inputs }, consumed: true },
       ],
       ['facts no longer match: Idle with the reason, not released at once', leaseWith(idle), 'Idle', mismatch, { event: { type: 'CHECK_FAILED', reason: 'FactsMismatch', message: expect.stringContaining('cpus 1 < 2; not handed out') }, status: { idleSince: at(-60_000) }, consumed: true }],
       ['activity annotated meanwhile renews nothing', annotated(at(-1_000), idle), 'Idle', unreachable, { event: { type: 'CHECK_FAILED', message: expect.stringContaining(`released at ${new Date(Date.parse(deadline)).toISOString()}`) } }],
@@ -81,9 +81,9 @@ describe('observeMachine', () => {
         leaseWith({ ...idle, readyAt: at(-1_300_000), lastActivityAt: at(-1_300_000) }, { annotations: { 'leasehold.dev/activity': at(-1_000) } }),
         'Idle',
         unreachable,
-        { event: { type: 'EXPIRED', reason: 'IdleTimeout', message: expect.stringContaining('latest check: the machine could not be reached') }, plan: null },
+        { event: { type: 'EXPIRED', reason: 'IdleTimeout', message: expect.stringContaining('latest check: the machine could not be reached') }, wake: null },
       ],
-      ['the next check comes at the idle deadline when that is sooner', leaseWith({ ...idle, readyAt: at(-1_170_000), lastActivityAt: at(-1_170_000) }), 'Idle', unreachable, { requeueAfter: 30_000, plan: { at: NOW + 30_000 } }],
+      ['the next check comes at the idle deadline when that is sooner', leaseWith({ ...idle, readyAt: at(-1_170_000), lastActivityAt: at(-1_170_000) }), 'Idle', unreachable, { requeueAfter: 30_000, wake: { at: NOW + 30_000 } }],
     ])('%s', (_name, lease, phase, effect, want) => {
       const obs = observeMachine(input(lease, effect), phase);
       expect(obs).toMatchObject(want);
@@ -112,6 +112,6 @@ describe('observeMachine', () => {
 
   it('the next check comes at the idle deadline when that is sooner than the interval', () => {
     const nearly = leaseWith({ ...ready, lastActivityAt: at(-1_170_000), readyAt: at(-1_170_000) });
-    expect(observeMachine(input(nearly, ok(0)), 'Ready')).toMatchObject({ requeueAfter: 30_000, plan: { at: NOW + 30_000 } });
+    expect(observeMachine(input(nearly, ok(0)), 'Ready')).toMatchObject({ requeueAfter: 30_000, wake: { at: NOW + 30_000 } });
   });
 });

@@ -5,12 +5,12 @@ import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../../src
 import { rfc3339 } from '../../../src/kube/conditions.js';
 import type { MachineCheck } from '../driver.js';
 import { isCheckFailure, type CheckFailure, type Phase } from '../machine.js';
-import { doneOf, waiting, type Observation, type PhaseInput } from '../observation.js';
+import { doneOf, waiting, type Decision, type PhaseInput } from '../decision.js';
 import { checkInputsOf } from '../status.js';
 import { ACTIVITY_ANNOTATION, lastActivity } from '../../../src/api/activity.js';
 import { annotatedActivity, nextCheckIn, verdict } from '../timing.js';
 
-export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>): Observation {
+export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>): Decision {
   const { lease, now, settings } = input;
   const st = lease.status ?? {};
   if (lease.metadata?.deletionTimestamp) return { event: { type: 'DELETE_REQUESTED', message: 'deleted; releasing the machine' } };
@@ -25,15 +25,15 @@ export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' 
   // A pass that comes early with nothing new (typically this controller's
   // own Ready or Idle write coming back through the watch) waits for the
   // check already planned instead of probing again.
-  if (waiting(input.plan, now, inputs)) return { requeueAfter: input.plan!.at - now };
+  if (waiting(input.wake, now, inputs)) return { requeueAfter: input.wake!.at - now };
   return { start: 'check' };
 }
 
-function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check: MachineCheck, at: number, inputs: string): Observation {
+function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check: MachineCheck, at: number, inputs: string): Decision {
   const { lease, settings } = input;
   const st = lease.status ?? {};
   // A host key that changed, or no SSH endpoint, means this is not the machine that was handed over: it goes at once.
-  if (check.kind === 'mismatch' && check.reason !== 'FactsMismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.message }, plan: null };
+  if (check.kind === 'mismatch' && check.reason !== 'FactsMismatch') return { event: { type: 'LAUNCH_FAILED', reason: check.reason, message: check.message }, wake: null };
   if (check.kind !== 'ok') return failedCheck(input, phase, check, at, inputs);
   // The probe takes time (seconds on a slow link): judge and plan the next
   // check from when it answered, not from before it started, or every check
@@ -43,21 +43,21 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
   const keysStatus: Partial<LeaseStatus> = { installedKeysHash: check.keysHash };
   const idleTimeoutMs = durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
   const raw = (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION];
-  // The annotation as it stood at the last check (plans are kept in memory:
+  // The annotation as it stood at the last check (wakes are kept in memory:
   // after a restart a future time counts once more, never more often).
-  const annotated = countable(annotatedActivity(raw, at, input.plan?.inputs === inputs), st);
+  const annotated = countable(annotatedActivity(raw, at, input.wake?.inputs === inputs), st);
   const recorded = lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt });
   const last = Math.max(recorded, annotated?.at ?? 0, busy ? at : 0);
   const v = verdict({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
-  if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: v.message }, plan: null };
+  if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: v.message }, wake: null };
   const expires = Date.parse(st.expiresAt ?? '') || Infinity;
   const requeueAfter = nextCheckIn(at, settings.checkIntervalMs, [expires, last + idleTimeoutMs]);
-  const plan = { at: at + requeueAfter, inputs };
+  const wake = { at: at + requeueAfter, inputs };
   const notice = annotated?.future
     ? { reason: 'ActivityInFuture', message: `${ACTIVITY_ANNOTATION} ${raw} is in the future; counted as activity now (${new Date(at).toISOString()}), once. Set it to the time work was seen` }
     : undefined;
   if (v.kind === 'busy') {
-    return { event: { type: 'BUSY', message: `${busy} job(s) running` }, status: { ...keysStatus, lastActivityAt: rfc3339(new Date(at)) }, plan, requeueAfter, ...(notice ? { notice } : {}) };
+    return { event: { type: 'BUSY', message: `${busy} job(s) running` }, status: { ...keysStatus, lastActivityAt: rfc3339(new Date(at)) }, wake, requeueAfter, ...(notice ? { notice } : {}) };
   }
   // Activity annotated since the controller last recorded any: the Lease is
   // active within its idle window, so Ready (again, if it was Idle).
@@ -65,7 +65,7 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
     return {
       event: { type: 'BUSY', message: `activity at ${new Date(annotated.at).toISOString()} (${ACTIVITY_ANNOTATION}); released at ${new Date(annotated.at + idleTimeoutMs).toISOString()} unless more work is seen` },
       status: { ...keysStatus, lastActivityAt: rfc3339(new Date(annotated.at)) },
-      plan,
+      wake,
       requeueAfter,
       ...(notice ? { notice } : {}),
     };
@@ -73,7 +73,7 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
   return {
     event: { type: 'IDLE', message: `idle; released at ${new Date(v.releaseAt).toISOString()} unless work starts` },
     status: { ...keysStatus, idleSince: st.idleSince && phase === 'Idle' ? st.idleSince : rfc3339(new Date(at)) },
-    plan,
+    wake,
     requeueAfter,
     // A future time annotated in the second the Lease turned Ready adds no activity, but is still reported.
     ...(notice ? { notice } : {}),
@@ -98,7 +98,7 @@ function countable(annotated: { at: number; future: boolean } | undefined, st: L
  * idle window meanwhile (neither the activity annotation nor work a probe
  * reports), so it ends at the deadline the activity recorded before set.
  */
-function failedCheck(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check: Exclude<MachineCheck, { kind: 'ok' }>, at: number, inputs: string): Observation {
+function failedCheck(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check: Exclude<MachineCheck, { kind: 'ok' }>, at: number, inputs: string): Decision {
   const { lease, settings } = input;
   const st = lease.status ?? {};
   const reason: CheckFailure = check.kind === 'unreachable' ? 'MachineUnreachable' : 'FactsMismatch';
@@ -106,14 +106,14 @@ function failedCheck(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>,
   const idleTimeoutMs = durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
   const recorded = lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt });
   const v = verdict({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: recorded });
-  if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: `${v.message} (latest check: ${why})` }, plan: null };
+  if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: `${v.message} (latest check: ${why})` }, wake: null };
   const releaseAt = v.kind === 'idle' ? v.releaseAt : recorded + idleTimeoutMs;
   const expires = Date.parse(st.expiresAt ?? '') || Infinity;
   const requeueAfter = nextCheckIn(at, settings.checkIntervalMs, [expires, releaseAt]);
   return {
     event: { type: 'CHECK_FAILED', reason, message: `${why}; not handed out until a check succeeds; released at ${new Date(releaseAt).toISOString()} unless one does and work starts` },
     status: { idleSince: st.idleSince && phase === 'Idle' ? st.idleSince : rfc3339(new Date(at)) },
-    plan: { at: at + requeueAfter, inputs },
+    wake: { at: at + requeueAfter, inputs },
     requeueAfter,
   };
 }

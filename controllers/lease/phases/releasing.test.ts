@@ -16,7 +16,7 @@ describe('observeReleasing', () => {
     ['a withdrawn acquire that made a machine: its state goes to status first', leaseWith(releasing), done({ kind: 'acquire', result: { kind: 'launched', state: '{"pid":7}', machine: MACHINE }, recorded: false }), undefined, { status: { providerState: '{"pid":7}' }, consumed: true }],
     ['a recorded state is not replaced by a late acquire', leaseWith({ ...releasing, providerState: '{"pid":1}' }), done({ kind: 'acquire', result: { kind: 'failed', reason: 'AcquireWithdrawn', message: 'x', state: '{"pid":7}' }, recorded: false }), undefined, { status: {}, consumed: true }],
     ['a probe result has no use any more', leaseWith(releasing), done({ kind: 'check', check: { kind: 'unreachable', message: 'x' }, at: NOW }), undefined, { consumed: true }],
-  ])('%s', (_name, lease, effect, plan, want) => {
-    expect(observeReleasing(input(lease, effect, plan))).toMatchObject(want);
+  ])('%s', (_name, lease, effect, wake, want) => {
+    expect(observeReleasing(input(lease, effect, wake))).toMatchObject(want);
   });
 });

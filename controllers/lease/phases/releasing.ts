@@ -3,9 +3,9 @@
 // and is retried every check interval until the provider confirms.
 import type { LeaseStatus } from '../../../src/api/index.js';
 import { rfc3339 } from '../../../src/kube/conditions.js';
-import { doneOf, waiting, type Observation, type PhaseInput } from '../observation.js';
+import { doneOf, waiting, type Decision, type PhaseInput } from '../decision.js';
 
-export function observeReleasing(input: PhaseInput): Observation {
+export function observeReleasing(input: PhaseInput): Decision {
   const { lease, now, settings } = input;
   const st = lease.status ?? {};
   const effect = input.effect;
@@ -38,6 +38,6 @@ export function observeReleasing(input: PhaseInput): Observation {
   }
   // A probe's result has no use any more.
   if (effect?.state === 'done') return { consumed: true, requeueAfter: 0 };
-  if (waiting(input.plan, now)) return { requeueAfter: input.plan!.at - now };
+  if (waiting(input.wake, now)) return { requeueAfter: input.wake!.at - now };
   return { start: 'release' };
 }

@@ -2,7 +2,7 @@
 // phase and status, and the effect state a pass would see.
 import type { Lease, LeaseStatus } from '../../../src/api/index.js';
 import type { EffectState } from '../../../src/kube/effects.js';
-import type { LeaseEffectResult, PhaseInput, Plan } from '../observation.js';
+import type { LeaseEffectResult, PhaseInput, Wake } from '../decision.js';
 
 export const NOW = Date.parse('2026-12-03T10:00:00Z');
 export const at = (offsetMs: number) => new Date(NOW + offsetMs).toISOString().replace(/\.\d{3}Z$/, 'Z');
@@ -19,8 +19,8 @@ export function leaseWith(status: Partial<LeaseStatus>, meta: Partial<NonNullabl
   } as Lease;
 }
 
-export function input(lease: Lease, effect?: EffectState<LeaseEffectResult>, plan?: Plan): PhaseInput {
-  return { lease, now: NOW, settings: { installationID: 'inst0001', maxLeases: 2, acquireTimeoutMs: 600_000, checkIntervalMs: 60_000 }, effect, plan };
+export function input(lease: Lease, effect?: EffectState<LeaseEffectResult>, wake?: Wake): PhaseInput {
+  return { lease, now: NOW, settings: { installationID: 'inst0001', maxLeases: 2, acquireTimeoutMs: 600_000, checkIntervalMs: 60_000 }, effect, wake };
 }
 
 export const running = (id: string): EffectState<LeaseEffectResult> => ({ state: 'running', id });

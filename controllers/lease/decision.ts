@@ -1,5 +1,5 @@
-// What each phase's look at the world returns to the reconciler. A phase is
-// a pure function of (Lease, effect state, plan, now, settings): it decides;
+// The decision each phase returns to the reconciler from its look at the world. A phase is
+// a pure function of (Lease, effect state, wake-up, now, settings): it decides;
 // the reconciler writes and starts effects.
 import type { NamespaceLeaseLimits } from './limits.js';
 import type { Lease, LeaseStatus } from '../../src/api/index.js';
@@ -16,7 +16,7 @@ export type LeaseEffectResult =
   | { kind: 'release'; error?: string; at: number };
 
 /** When a phase next wants to act on its own (probe, retry), and what it saw of the Lease then. */
-export interface Plan {
+export interface Wake {
   at: number;
   /** For checks: generation and activity annotation; a change means look now. */
   inputs?: string;
@@ -45,10 +45,10 @@ export interface PhaseInput {
   settings: LeaseSettings;
   /** The Lease's effect: running, or finished with a result not yet used. */
   effect?: EffectState<LeaseEffectResult> | undefined;
-  plan?: Plan | undefined;
+  wake?: Wake | undefined;
 }
 
-export interface Observation {
+export interface Decision {
   event?: LeaseEvent;
   /** Status to record, with the event's transition or alone. */
   status?: Partial<LeaseStatus>;
@@ -59,8 +59,8 @@ export interface Observation {
   consumed?: boolean;
   /** The running effect is no longer wanted (e.g. a probe of a machine being released). */
   cancel?: boolean;
-  /** The next plan; null clears it. */
-  plan?: Plan | null;
+  /** The next wake-up; null clears it. */
+  wake?: Wake | null;
   /** A Warning event to record about what the Lease asked (e.g. an activity time in the future). */
   notice?: { reason: string; message: string };
 }
@@ -72,7 +72,7 @@ export function doneOf<K extends LeaseEffectResult['kind']>(input: PhaseInput, .
   return (kinds as string[]).includes(e.result.kind) ? (e.result as Extract<LeaseEffectResult, { kind: K }>) : undefined;
 }
 
-/** Whether the plan says to wait: not due yet, and (for checks) nothing it depends on changed. */
-export function waiting(plan: Plan | undefined, now: number, inputs?: string): boolean {
-  return plan !== undefined && now < plan.at && (plan.inputs === undefined || plan.inputs === inputs);
+/** Whether the wake-up says to wait: not due yet, and (for checks) nothing it depends on changed. */
+export function waiting(wake: Wake | undefined, now: number, inputs?: string): boolean {
+  return wake !== undefined && now < wake.at && (wake.inputs === undefined || wake.inputs === inputs);
 }
