@@ -5,7 +5,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
 import { userInfo } from 'node:os';
-import { vmLabels } from '../controllers/runnertarget/checkrun/operations.js';
+import { vmLabels } from '../controllers/runnertarget/checkrun/providers.js';
 import { ownerLabels } from '../controllers/runnertarget/policy/naming.js';
 import { parseServiceAccountKey } from '../src/providers/gce/auth.js';
 import { GceClient } from '../src/providers/gce/client.js';

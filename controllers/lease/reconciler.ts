@@ -20,7 +20,7 @@ import { observeLaunching } from './phases/launching.js';
 import { observeMachine } from './phases/ready.js';
 import { restore, step, type Phase, type Step } from './machine.js';
 import type { LeaseEffectKind, LeaseEffectResult, LeaseSettings, Decision, Wake } from './decision.js';
-import { acquireEffect, probeEffect, releaseEffect } from './operations.js';
+import { acquireEffect, probeEffect, releaseEffect } from './effects.js';
 import { observeReleasing } from './phases/releasing.js';
 import { Refusals, schedule, Slots } from './phases/pending.js';
 import { conditionsFor, contextOf, endReasonFor, fitLeaseStatus, phaseOf } from './status.js';

@@ -1,24 +1,24 @@
 import { describe, it, expect } from '@jest/globals';
-import { annotatedActivity, nextCheckIn, verdict } from './timing.js';
+import { annotatedActivity, judgeUsage, nextCheckIn } from './timing.js';
 import type { Lease } from '../../src/api/index.js';
 import { EndedLeases, endedNow, leasesToPrune, pruneHistory } from './history.js';
 
 const T = Date.parse('2026-12-01T10:00:00Z');
 const min = 60_000;
 
-describe('verdict', () => {
+describe('judgeUsage', () => {
   it('releases at maxLifetime even when busy', () => {
-    expect(verdict({ now: T, expiresAt: new Date(T - 1).toISOString(), idleTimeoutMs: 20 * min, lastActivityMs: T, busy: 3 })).toMatchObject({ kind: 'expired', reason: 'MaxLifetime' });
+    expect(judgeUsage({ now: T, expiresAt: new Date(T - 1).toISOString(), idleTimeoutMs: 20 * min, lastActivityMs: T, busy: 3 })).toMatchObject({ kind: 'expired', reason: 'MaxLifetime' });
   });
   it('busy keeps it Ready', () => {
-    expect(verdict({ now: T, idleTimeoutMs: 20 * min, lastActivityMs: T - 60 * min, busy: 1 })).toEqual({ kind: 'busy' });
+    expect(judgeUsage({ now: T, idleTimeoutMs: 20 * min, lastActivityMs: T - 60 * min, busy: 1 })).toEqual({ kind: 'busy' });
   });
   it('an unreachable machine counts as idle and renews nothing', () => {
-    expect(verdict({ now: T, idleTimeoutMs: 20 * min, lastActivityMs: T - 21 * min })).toMatchObject({ kind: 'expired', reason: 'IdleTimeout' });
-    expect(verdict({ now: T, idleTimeoutMs: 20 * min, lastActivityMs: T - 5 * min })).toEqual({ kind: 'idle', releaseAt: T + 15 * min });
+    expect(judgeUsage({ now: T, idleTimeoutMs: 20 * min, lastActivityMs: T - 21 * min })).toMatchObject({ kind: 'expired', reason: 'IdleTimeout' });
+    expect(judgeUsage({ now: T, idleTimeoutMs: 20 * min, lastActivityMs: T - 5 * min })).toEqual({ kind: 'idle', releaseAt: T + 15 * min });
   });
   it('zero jobs is idle, counted from the last activity', () => {
-    expect(verdict({ now: T, idleTimeoutMs: 20 * min, lastActivityMs: T - 20 * min, busy: 0 })).toMatchObject({ kind: 'expired' });
+    expect(judgeUsage({ now: T, idleTimeoutMs: 20 * min, lastActivityMs: T - 20 * min, busy: 0 })).toMatchObject({ kind: 'expired' });
   });
 });
 

@@ -18,7 +18,8 @@ export function annotatedActivity(annotation: string | undefined, now: number, s
   return seen ? undefined : { at: Math.floor(now / 1000) * 1000, future: true };
 }
 
-export type Verdict =
+/** What a check makes of a machine's use: past its lifetime or idle deadline, working, or idle until releaseAt. */
+export type Usage =
   | { kind: 'expired'; reason: 'MaxLifetime' | 'IdleTimeout'; message: string }
   | { kind: 'busy' }
   | { kind: 'idle'; releaseAt: number };
@@ -32,7 +33,7 @@ export interface CheckInputs {
   busy?: number;
 }
 
-export function verdict(c: CheckInputs): Verdict {
+export function judgeUsage(c: CheckInputs): Usage {
   const expires = c.expiresAt ? Date.parse(c.expiresAt) : Infinity;
   if (c.now >= expires) {
     return { kind: 'expired', reason: 'MaxLifetime', message: `maxLifetime reached at ${new Date(expires).toISOString()}; releasing even if work is running` };

@@ -5,7 +5,7 @@
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { HOST_STATES, type PeerFleet } from '../../src/api/index.js';
 import type { FleetPass } from './lending.js';
-import type { EffectResult } from './operations.js';
+import type { EffectResult } from './effects.js';
 
 type Labels = 'namespace' | 'peerfleet';
 

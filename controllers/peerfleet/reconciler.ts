@@ -29,7 +29,7 @@ import { splitKey } from '../../src/kube/resource.js';
 import { MirrorExpectations } from './expectations.js';
 import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from './lending.js';
 import type { PeerFleetMetrics } from './metrics.js';
-import type { EffectResult, LendingOperations } from './operations.js';
+import type { EffectResult, LendingEffects } from './effects.js';
 import { readPeer, type PeerAccess, type PeerReadingDeps, type Reading } from './peerreading.js';
 import { PeerWrites } from './peerview.js';
 import { pollInterval, PollSchedule, UNREACHABLE_RETRY_MS } from './pollschedule.js';
@@ -51,7 +51,7 @@ export interface LendingDeps {
   queue(access: PeerAccess): PeerQueue;
   /** The peer's lendable Jobs as the watch holds them; undefined until the watch has listed them. */
   peerJobs(access: PeerAccess): V1Job[] | undefined;
-  operations: Pick<LendingOperations, 'run'>;
+  operations: Pick<LendingEffects, 'run'>;
   finalizers: { add(fleet: PeerFleet): Promise<PeerFleet>; remove(fleet: PeerFleet): Promise<unknown> };
   metrics?: PeerFleetMetrics;
 }

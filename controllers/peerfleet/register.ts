@@ -21,7 +21,7 @@ import { PeerFleetMetrics } from './metrics.js';
 import type { LendingPolicy } from './mirror.js';
 import { lendableNodes } from './nodes.js';
 import { egressRefusal } from './egress.js';
-import { LendingOperations } from './operations.js';
+import { LendingEffects } from './effects.js';
 import type { PeerAccess } from './peerreading.js';
 import { LENDING_FINALIZER, PeerFleetReconciler, type LendingDeps, type PeerFleetEffect } from './reconciler.js';
 import { POD_SECURITY_LABEL } from './verdict.js';
@@ -141,7 +141,7 @@ function lendingDeps(
       const jobs = peer(access).jobs;
       return jobs?.hasSynced() ? jobs.list() : undefined;
     },
-    operations: new LendingOperations({ batch: mgr.batch, core: mgr.core, coordination: mgr.coordination, leaseNamespace: opts.controllerNamespace }, opts.policy),
+    operations: new LendingEffects({ batch: mgr.batch, core: mgr.core, coordination: mgr.coordination, leaseNamespace: opts.controllerNamespace }, opts.policy),
     finalizers: {
       add: (fleet) => mgr.finalizers.add(PEERFLEET_RESOURCE, fleet, LENDING_FINALIZER),
       remove: (fleet) => mgr.finalizers.remove(PEERFLEET_RESOURCE, fleet, LENDING_FINALIZER),

@@ -7,7 +7,7 @@ import type { RunnerTarget } from '../../src/api/index.js';
 import { RateLimitedError } from '../../src/providers/ratelimit.js';
 import { GitHubApiError } from '../../src/providers/github/errors.js';
 import type { RateLimitStatus, WorkflowJob as GitHubJob } from '../../src/providers/github/types.js';
-import { observePool, type TargetClients } from './checkrun/operations.js';
+import { observePool, type TargetClients } from './checkrun/providers.js';
 import { RunnerTargetReconciler, type RunnerTargetDeps } from './reconciler.js';
 import { spec } from './testing/pool.js';
 

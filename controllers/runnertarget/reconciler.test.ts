@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { RunnerTarget } from '../../src/api/index.js';
-import { CredentialsError, OWN_IDENTITY_DISABLED, TargetSpecError } from './checkrun/operations.js';
+import { CredentialsError, OWN_IDENTITY_DISABLED, TargetSpecError } from './checkrun/providers.js';
 import { EffectRunner } from '../../src/kube/effects.js';
 import { CHECK_SLOT_RETRY_MS, REQUESTED_CHECK_GAP_MS, checkEveryMs, RunnerTargetReconciler, type FinishedCheck, type RunnerTargetDeps } from './reconciler.js';
 import { spec } from './testing/pool.js';

@@ -11,7 +11,7 @@ import type { AccessTokens } from '../../src/providers/gce/auth.js';
 import { CheckLeases } from './checkrun/checklease.js';
 import { RunnerTargetMetrics } from './metrics.js';
 import type { TargetEndpointPolicy } from './policy/endpoints.js';
-import { TargetProviders } from './checkrun/operations.js';
+import { TargetProviders } from './checkrun/providers.js';
 import type { PlanSettings } from './policy/plan.js';
 import { RunnerTargetReconciler, type FinishedCheck } from './reconciler.js';
 import type { WorkQueue } from '../../src/kube/workqueue.js';

@@ -8,14 +8,14 @@ import { isCheckFailure, type CheckFailure, type Phase } from '../machine.js';
 import { doneOf, waiting, type Decision, type PhaseInput } from '../decision.js';
 import { checkInputsOf } from '../status.js';
 import { ACTIVITY_ANNOTATION, lastActivity } from '../../../src/api/activity.js';
-import { annotatedActivity, nextCheckIn, verdict } from '../timing.js';
+import { annotatedActivity, judgeUsage, nextCheckIn } from '../timing.js';
 
 export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>): Decision {
   const { lease, now, settings } = input;
   const st = lease.status ?? {};
   if (lease.metadata?.deletionTimestamp) return { event: { type: 'DELETE_REQUESTED', message: 'deleted; releasing the machine' } };
   // maxLifetime ends the Lease whatever a probe would say: no probe first.
-  const lifetime = verdict({ now, expiresAt: st.expiresAt, idleTimeoutMs: Infinity, lastActivityMs: now });
+  const lifetime = judgeUsage({ now, expiresAt: st.expiresAt, idleTimeoutMs: Infinity, lastActivityMs: now });
   if (lifetime.kind === 'expired') return { event: { type: 'EXPIRED', reason: lifetime.reason, message: lifetime.message } };
   const inputs = checkInputsOf(lease);
   const probed = doneOf(input, 'check', 'prepare');
@@ -48,7 +48,7 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
   const annotated = countable(annotatedActivity(raw, at, input.wake?.inputs === inputs), st);
   const recorded = lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt });
   const last = Math.max(recorded, annotated?.at ?? 0, busy ? at : 0);
-  const v = verdict({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
+  const v = judgeUsage({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
   if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: v.message }, wake: null };
   const expires = Date.parse(st.expiresAt ?? '') || Infinity;
   const requeueAfter = nextCheckIn(at, settings.checkIntervalMs, [expires, last + idleTimeoutMs]);
@@ -105,7 +105,7 @@ function failedCheck(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>,
   const why = check.kind === 'unreachable' ? `the machine could not be reached: ${check.message}` : check.message;
   const idleTimeoutMs = durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
   const recorded = lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt });
-  const v = verdict({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: recorded });
+  const v = judgeUsage({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: recorded });
   if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: `${v.message} (latest check: ${why})` }, wake: null };
   const releaseAt = v.kind === 'idle' ? v.releaseAt : recorded + idleTimeoutMs;
   const expires = Date.parse(st.expiresAt ?? '') || Infinity;

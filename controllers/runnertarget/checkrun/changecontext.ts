@@ -8,7 +8,7 @@ import type { PlanEvent } from '../policy/plan.js';
 import type { DeregisterOutcome } from '../policy/scaledown.js';
 import type { DurabilityGuard } from './durability.js';
 import type { HostAccess } from './hostssh.js';
-import type { TargetClients } from './operations.js';
+import type { TargetClients } from './providers.js';
 
 export interface ChangeContext {
   target: RunnerTarget;

@@ -13,7 +13,7 @@ import { RateLimitedError } from '../../../src/providers/ratelimit.js';
 import type { ChangeContext, ChangeOutcome } from './changecontext.js';
 import { deliverRunnerConfig } from './deliver.js';
 import { maxRunDurationMs } from '../policy/lifetime.js';
-import { DEFAULT_IMAGE, INSTALLATION_LABEL, TARGET_UID_LABEL, vmLabels } from './operations.js';
+import { DEFAULT_IMAGE, INSTALLATION_LABEL, TARGET_UID_LABEL, vmLabels } from './providers.js';
 import { policyRefusalCondition } from '../policy/orgpolicy.js';
 import { nextPlacement, type LaunchFailure, type Placement } from '../policy/placement.js';
 import type { Change } from '../policy/plan.js';

@@ -19,7 +19,7 @@ import { checkStatusConditions } from '../conditions.js';
 import { DurabilityGuard, NotDurableError, writeReceiptStatus } from './durability.js';
 import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from '../machine.js';
 import type { Observation } from '../observation.js';
-import { observePool, TargetSpecError, type TargetClients } from './operations.js';
+import { observePool, TargetSpecError, type TargetClients } from './providers.js';
 import { probeHosts } from './probe.js';
 import { planCheck, plannedStatus, type CheckPlan, type PlanEvent, type PlanSettings } from '../policy/plan.js';
 import { receiptFor, settled, withReceipt } from '../policy/receipts.js';

@@ -5,7 +5,7 @@ import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import type { RunnerTarget } from '../../../src/api/index.js';
 import { metadataBaseUrl, MetadataTokenSource } from '../../../src/providers/gce/auth.js';
 import { startGceEmulator, type GceEmulator } from '../../../e2e/fakes/gce/server.js';
-import { CredentialsError, TargetProviders } from './operations.js';
+import { CredentialsError, TargetProviders } from './providers.js';
 import { spec } from '../testing/pool.js';
 
 describe('TargetProviders: Compute Engine credentials', () => {

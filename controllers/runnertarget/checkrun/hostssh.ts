@@ -4,7 +4,7 @@
 import { errorText } from '../../../src/kube/errors.js';
 import { connectPinned, type SshSession } from '../../../src/machine/ssh.js';
 import { isProviderError } from '../../../src/providers/errors.js';
-import { hostAddress, type TargetClients } from './operations.js';
+import { hostAddress, type TargetClients } from './providers.js';
 
 export interface HostAccess {
   /** The target's own SSH key pair (../targetkey.ts). */

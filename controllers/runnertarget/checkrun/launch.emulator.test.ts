@@ -12,7 +12,7 @@ import { startGceEmulator, type GceEmulator } from '../../../e2e/fakes/gce/serve
 import type { ChangeContext } from './changecontext.js';
 import { runChange } from './changes.js';
 import { DurabilityGuard } from './durability.js';
-import { vmLabels } from './operations.js';
+import { vmLabels } from './providers.js';
 import type { Placement } from '../policy/placement.js';
 import { receiptFor } from '../policy/receipts.js';
 import { NOW, spec } from '../testing/pool.js';

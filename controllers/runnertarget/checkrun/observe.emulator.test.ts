@@ -10,7 +10,7 @@ import { GceClient } from '../../../src/providers/gce/client.js';
 import { GitHubClient } from '../../../src/providers/github/client.js';
 import { startGceEmulator, type GceEmulator } from '../../../e2e/fakes/gce/server.js';
 import { startGitHubEmulator, type GitHubEmulator } from '../../../e2e/fakes/github/server.js';
-import { observePool, vmLabels } from './operations.js';
+import { observePool, vmLabels } from './providers.js';
 import { spec } from '../testing/pool.js';
 
 const ZONES = ['us-central1-a', 'us-central1-b', 'us-central1-c'];

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generateControllerKey } from '../../../src/machine/keys.js';
 import { startTestSSHServer } from '../../../src/machine/testing/ssh-server.js';
-import type { TargetClients } from './operations.js';
+import type { TargetClients } from './providers.js';
 import { parseProbe, probeCommand, probeHosts } from './probe.js';
 import { parseEvidence, splitHeadOutput } from '../policy/pressure.js';
 import { host, NOW, vm } from '../testing/pool.js';

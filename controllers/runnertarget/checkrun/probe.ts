@@ -6,7 +6,7 @@
 import type { RunnerHost } from '../../../src/api/index.js';
 import { openHost, SSH_TIMEOUT_MS, type HostAccess } from './hostssh.js';
 import type { HostProbe, Observation } from '../observation.js';
-import type { TargetClients } from './operations.js';
+import type { TargetClients } from './providers.js';
 import { EVIDENCE_FILES, parseEvidence, splitHeadOutput } from '../policy/pressure.js';
 
 /**

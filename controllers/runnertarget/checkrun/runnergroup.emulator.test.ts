@@ -23,7 +23,7 @@ jest.unstable_mockModule('./hostssh.js', () => ({
   },
 }));
 const { deliverRunnerConfig } = await import('./deliver.js');
-const { observePool, TargetSpecError } = await import('./operations.js');
+const { observePool, TargetSpecError } = await import('./providers.js');
 const { groupRef, RunnerGroupIds } = await import('./runnergroupids.js');
 
 describe('runner group against the GitHub emulator', () => {

@@ -3,7 +3,7 @@
 // delivery against the GitHub emulator are in runnergroup.emulator.test.ts.
 import { describe, it, expect } from '@jest/globals';
 import type { RunnerGroup } from '../../../src/providers/github/types.js';
-import { findRunnerGroup } from './operations.js';
+import { findRunnerGroup } from './providers.js';
 
 const groups: RunnerGroup[] = [
   { id: 1, name: 'Default', isDefault: true, visibility: 'all' },

@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { RunnerTarget } from '../../../src/api/index.js';
 import { endpointRefusal, TargetSpecError, tokenEndpointRefusal, type TargetEndpointPolicy } from './endpoints.js';
-import { TargetProviders } from '../checkrun/operations.js';
+import { TargetProviders } from '../checkrun/providers.js';
 import { spec } from '../testing/pool.js';
 
 const defaults: TargetEndpointPolicy = {

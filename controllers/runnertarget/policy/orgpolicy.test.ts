@@ -4,7 +4,7 @@
 // launch itself against the Compute Engine emulator is in
 // checkrun/orgpolicy.emulator.test.ts.
 import { describe, expect, it } from '@jest/globals';
-import { hostAddress } from '../checkrun/operations.js';
+import { hostAddress } from '../checkrun/providers.js';
 import { CLOUD_EXCERPT_CHARS, cloudExcerpt, policyRefusalCondition } from './orgpolicy.js';
 import { spec } from '../testing/pool.js';
 

@@ -5,7 +5,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { RunnerTarget } from '../../../src/api/index.js';
 import { ownerLabels, ownsRunner } from './naming.js';
-import { observePool, type TargetClients } from '../checkrun/operations.js';
+import { observePool, type TargetClients } from '../checkrun/providers.js';
 import { spec } from '../testing/pool.js';
 
 describe('ownsRunner', () => {

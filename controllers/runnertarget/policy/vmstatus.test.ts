@@ -7,7 +7,7 @@ import type { Receipt, RunnerTargetStatus } from '../../../src/api/index.js';
 import { CAPACITY_STATES } from './demand.js';
 import type { Observation } from '../observation.js';
 import { vmPhase } from '../observation.js';
-import { poolVM } from '../checkrun/operations.js';
+import { poolVM } from '../checkrun/providers.js';
 import { planCheck, type CheckPlan } from './plan.js';
 import { resumeStep } from './resume.js';
 import { poolGone, teardownPlan } from './teardown.js';

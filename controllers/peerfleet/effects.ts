@@ -50,7 +50,7 @@ export const HOLDER_LEASE_SECONDS = 120;
 
 const renewedAt = (lease: V1Lease) => new Date(lease.spec?.renewTime ?? lease.spec?.acquireTime ?? 0).getTime();
 
-export class LendingOperations {
+export class LendingEffects {
   private readonly accounts = new Set<string>();
 
   constructor(

@@ -3,7 +3,7 @@ import type { V1Job, V1Lease, V1Node } from '@kubernetes/client-node';
 import type { PeerFleet } from '../../src/api/index.js';
 import { FakePeerQueue } from '../../src/providers/peerqueue/fake.js';
 import { PeerQueueError } from '../../src/providers/peerqueue/errors.js';
-import { LendingOperations, type EffectContext, type LendingApis } from './operations.js';
+import { LendingEffects, type EffectContext, type LendingApis } from './effects.js';
 
 const fleet = { metadata: { name: 'gpu', namespace: 'lend', uid: '00000000-0000-4000-8000-000000000099' }, spec: {} } as unknown as PeerFleet;
 const node: V1Node = { metadata: { name: 'gpu-1' }, status: { allocatable: { 'nvidia.com/gpu': '2' } } };
@@ -58,7 +58,7 @@ function harness(opts: { lease?: V1Lease; leaseConflict?: boolean; jobExists?: b
     created: (m) => created.push(m),
     now: new Date('2026-12-03T10:00:00Z'),
   };
-  return { ops: new LendingOperations(apis, { tolerate: [], allowedRegistries: [] }), ctx, calls, created, queue };
+  return { ops: new LendingEffects(apis, { tolerate: [], allowedRegistries: [] }), ctx, calls, created, queue };
 }
 
 const safeJob = (name = 'train') => ({
@@ -66,7 +66,7 @@ const safeJob = (name = 'train') => ({
   spec: { activeDeadlineSeconds: 600, template: { spec: { restartPolicy: 'Never', containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } } },
 });
 
-describe('LendingOperations', () => {
+describe('LendingEffects', () => {
   it('claims in order: hold the node, claim on the peer, then the mirror with its token-less ServiceAccount', async () => {
     const h = harness();
     const job = h.queue.add(safeJob());
