@@ -1,6 +1,6 @@
 // What the Lease reconciler needs from the outside world, in its own terms:
 // rent a machine, make it ready (agent, keys, facts), check it, release it.
-// The implementation (controllers/lease/machines.ts) combines a provider
+// The implementation (controllers/lease/machine-driver.ts) combines a provider
 // with the SSH agent; tests of the reconciler can give it a fake.
 import type { Lease, LeaseStatus } from '../../src/api/index.js';
 

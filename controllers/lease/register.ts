@@ -14,7 +14,7 @@ import { KeptKeys, loadOrCreateControllerKey } from '../../src/machine/controlle
 import { compareFacts } from '../../src/machine/facts.js';
 import type { LambdaAccounts } from '../../src/providers/lambda/accounts.js';
 import type { LeaseDriver } from './driver.js';
-import { MachineDriver } from './machines.js';
+import { MachineDriver } from './machine-driver.js';
 import { LeaseMetrics } from './metrics.js';
 import type { LeaseEffectResult } from './decision.js';
 import { claimOf, offerChangedForScheduling } from './offers.js';

@@ -11,7 +11,7 @@ import type { Lease, Offer } from '../../src/api/index.js';
 import { generateControllerKey } from '../../src/machine/keys.js';
 import { execInShell, startTestSSHServer, type TestSSHServer } from '../../src/machine/testing/ssh-server.js';
 import { sshKeysHash as keysHash } from '../../src/api/lease.js';
-import { MachineDriver } from './machines.js';
+import { MachineDriver } from './machine-driver.js';
 import { sshAgent } from './ssh-agent.js';
 
 // Probes here are never cancelled.

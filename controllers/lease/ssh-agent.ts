@@ -3,7 +3,7 @@
 import { connectPinned, HostKeyMismatchError } from '../../src/machine/ssh.js';
 import { installAgent, probe } from '../../src/machine/agent.js';
 import { errorText } from '../../src/kube/errors.js';
-import type { MachineAgent, ProbeResult } from './machines.js';
+import type { MachineAgent, ProbeResult } from './machine-driver.js';
 
 export function sshAgent(connectTimeoutMs = 10_000): MachineAgent {
   return {

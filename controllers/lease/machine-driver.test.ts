@@ -4,7 +4,7 @@ import type { Lease, Offer } from '../../src/api/index.js';
 import { ProviderError, type ProviderErrorKind } from '../../src/providers/errors.js';
 import { FakeProvider, FAKE_HOST_KEY } from '../../src/providers/fake/provider.js';
 import { CredentialError } from '../../src/providers/lambda/accounts.js';
-import { failureReason, MachineDriver, MISSING_RELEASE_RECIPE, type MachineDriverOptions } from './machines.js';
+import { failureReason, MachineDriver, MISSING_RELEASE_RECIPE, type MachineDriverOptions } from './machine-driver.js';
 
 const CONTROLLER_KEY = { privateKey: 'private', publicKey: 'ssh-ed25519 AAAA controller' };
 const commandOffer = { metadata: { name: 'box' }, spec: { command: { acquire: ['/acquire'], release: ['/release'], shape: {} } } } as unknown as Offer;
