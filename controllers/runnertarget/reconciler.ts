@@ -11,6 +11,7 @@ import { durationMs, MIN_CHECK_INTERVAL_MS, type RunnerTarget } from '../../src/
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import type { EffectRunner } from '../../src/kube/effects.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
+import { splitKey } from '../../src/kube/resource.js';
 import { CheckRun, type CheckDeps } from './checkrun/check.js';
 import type { CheckResult } from './checkresult.js';
 import { openReceipts } from './policy/receipts.js';
@@ -107,7 +108,7 @@ export class RunnerTargetReconciler {
   }
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
-    const [namespace = '', name = ''] = key.split('/');
+    const { namespace = '', name } = splitKey(key);
     const target = this.deps.targets.get(namespace, name);
     const checks = this.deps.checks;
     if (!target) {
@@ -178,7 +179,7 @@ export class RunnerTargetReconciler {
 
   /** What a finished check leaves: the rate limit it met, the finalizer once the pool is gone, when to look again. */
   private async finish(key: string, { result, generation, deleting }: FinishedCheck): Promise<ReconcileResult | void> {
-    const [namespace = '', name = ''] = key.split('/');
+    const { namespace = '', name } = splitKey(key);
     if (result.limitedUntil !== undefined) {
       this.limitedUntil.set(key, result.limitedUntil);
       // Checked again as soon as the limit ends, not an interval after the limited attempt.
