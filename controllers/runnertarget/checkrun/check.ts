@@ -354,12 +354,7 @@ export class CheckRun {
       status = { ...this.base(), lastCheckAt: at };
     }
     status.conditions = this.conditions();
-    try {
-      this.target = await this.deps.status.write(RUNNERTARGET_RESOURCE, this.target, status);
-    } catch (err) {
-      // Nothing depends on this write: the next check computes it again.
-      this.deps.log?.info({ target: this.key, err: errorText(err) }, 'writing the check result failed');
-    }
+    await this.writeResult(this.target, status, 'writing the check result failed');
   }
 
   private async announce(): Promise<void> {
@@ -376,10 +371,20 @@ export class CheckRun {
     if (!fresh) return;
     this.target = fresh;
     this.status = fresh.status ?? {};
+    await this.writeResult(fresh, { ...this.status, conditions: this.conditions() }, "writing the failed check's conditions failed");
+  }
+
+  /**
+   * An unguarded status write of what a check found: nothing depends on it
+   * (the next check computes it again), so a failure is logged, not raised.
+   * Receipts never go this way: they go through write(), whose outcome the
+   * guard keeps.
+   */
+  private async writeResult(over: RunnerTarget, status: RunnerTargetStatus, failed: string): Promise<void> {
     try {
-      this.target = await this.deps.status.write(RUNNERTARGET_RESOURCE, fresh, { ...this.status, conditions: this.conditions() });
+      this.target = await this.deps.status.write(RUNNERTARGET_RESOURCE, over, status);
     } catch (err) {
-      this.deps.log?.info({ target: this.key, err: errorText(err) }, 'writing the failed check\'s conditions failed');
+      this.deps.log?.info({ target: this.key, err: errorText(err) }, failed);
     }
   }
 
