@@ -1,8 +1,7 @@
 // leasehold leases [-A] [--json]: this namespace's Leases (every namespace
 // with -A): name, phase, where, offer, price, host, idle deadline, why it ended.
 import type { Lease } from '../src/api/lease.js';
-import { DEFAULT_IDLE_TIMEOUT, durationMs } from '../src/api/index.js';
-import { lastActivity } from '../src/api/activity.js';
+import { idleDeadline as releaseDeadline, lastActivity } from '../src/api/activity.js';
 import { commonFlags, parseCommand, positionals } from './flags.js';
 import { connect } from './kube.js';
 import { price, span, table } from './output.js';
@@ -19,9 +18,7 @@ export function idleDeadline(lease: Lease): number | undefined {
   if (st.phase !== 'Ready' && st.phase !== 'Idle') return undefined;
   const last = lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt });
   if (!last) return undefined;
-  const idle = last + durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
-  const expires = Date.parse(st.expiresAt ?? '');
-  return Number.isFinite(expires) ? Math.min(idle, expires) : idle;
+  return releaseDeadline(st, last);
 }
 
 export function leaseRow(lease: Lease, now: number, allNamespaces: boolean): string[] {

@@ -21,7 +21,8 @@ export const OFFER_NAMES = { kind: 'Offer', plural: 'offers', singular: 'offer',
 /** The schema limit of status.lastListError. */
 export const LAST_LIST_ERROR_MAX_CHARS = 4096;
 
-export const DEFAULT_IDLE_TIMEOUT = '20m';
+import { DEFAULT_IDLE_TIMEOUT } from './activity.js';
+export { DEFAULT_IDLE_TIMEOUT };
 export const DEFAULT_MAX_LIFETIME = '12h';
 export const DEFAULT_LAMBDA_ENDPOINT = 'https://cloud.lambda.ai/api/v1';
 export const DEFAULT_LAMBDA_LOGIN = 'ubuntu';

@@ -1,7 +1,8 @@
 // Launching: the acquire runs as an effect; its result is recorded, then the
 // machine is prepared (agent, device keys, measured facts) until it is ready
 // or acquireTimeout passes.
-import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../../src/api/index.js';
+import type { LeaseStatus } from '../../../src/api/index.js';
+import { idleDeadline } from '../../../src/api/activity.js';
 import { rfc3339 } from '../../../src/kube/conditions.js';
 import type { MachineCheck } from '../driver.js';
 import { doneOf, waiting, type Decision, type PhaseInput } from '../decision.js';
@@ -68,8 +69,7 @@ function fromPrepare(input: PhaseInput, check: MachineCheck, startedMs: number, 
   // running on a machine not yet handed over: the first check comes one
   // check interval (or a deadline) after Ready, not at once.
   const st = lease.status ?? {};
-  const deadlines = [Date.parse(st.expiresAt ?? '') || Infinity, at + durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT)];
-  const first = nextCheckIn(at, settings.checkIntervalMs, deadlines);
+  const first = nextCheckIn(at, settings.checkIntervalMs, [idleDeadline(st, at)]);
   const when = rfc3339(new Date(at));
   return {
     event: { type: 'MACHINE_READY', message: `ready (${describeFacts(check.facts)})` },

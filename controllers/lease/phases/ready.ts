@@ -1,13 +1,13 @@
 // Ready and Idle: one probe per check interval (sooner when a deadline or a
 // change of spec or activity comes first), judged against the idle window
 // and maxLifetime.
-import { DEFAULT_IDLE_TIMEOUT, durationMs, type LeaseStatus } from '../../../src/api/index.js';
+import type { LeaseStatus } from '../../../src/api/index.js';
 import { rfc3339 } from '../../../src/kube/conditions.js';
 import type { MachineCheck } from '../driver.js';
 import { isCheckFailure, type CheckFailure, type Phase } from '../machine.js';
 import { doneOf, waiting, type Decision, type PhaseInput } from '../decision.js';
 import { checkInputsOf } from '../status.js';
-import { ACTIVITY_ANNOTATION, lastActivity } from '../../../src/api/activity.js';
+import { ACTIVITY_ANNOTATION, idleDeadline, idleTimeoutMs, lastActivity } from '../../../src/api/activity.js';
 import { annotatedActivity, judgeUsage, nextCheckIn } from '../timing.js';
 
 export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>): Decision {
@@ -41,17 +41,16 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
   const busy = check.busy;
   // What the probe installed: the next check rewrites keys only when spec.sshKeys differs from it.
   const keysStatus: Partial<LeaseStatus> = { installedKeysHash: check.keysHash };
-  const idleTimeoutMs = durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
+  const idleMs = idleTimeoutMs(st);
   const raw = (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION];
   // The annotation as it stood at the last check (wakes are kept in memory:
   // after a restart a future time counts once more, never more often).
   const annotated = countable(annotatedActivity(raw, at, input.wake?.inputs === inputs), st);
   const recorded = lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt });
   const last = Math.max(recorded, annotated?.at ?? 0, busy ? at : 0);
-  const v = judgeUsage({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: last, busy });
+  const v = judgeUsage({ now: at, expiresAt: st.expiresAt, idleTimeoutMs: idleMs, lastActivityMs: last, busy });
   if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: v.message }, wake: null };
-  const expires = Date.parse(st.expiresAt ?? '') || Infinity;
-  const requeueAfter = nextCheckIn(at, settings.checkIntervalMs, [expires, last + idleTimeoutMs]);
+  const requeueAfter = nextCheckIn(at, settings.checkIntervalMs, [idleDeadline(st, last)]);
   const wake = { at: at + requeueAfter, inputs };
   const notice = annotated?.future
     ? { reason: 'ActivityInFuture', message: `${ACTIVITY_ANNOTATION} ${raw} is in the future; counted as activity now (${new Date(at).toISOString()}), once. Set it to the time work was seen` }
@@ -63,7 +62,7 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
   // active within its idle window, so Ready (again, if it was Idle).
   if (annotated && annotated.at > recorded) {
     return {
-      event: { type: 'BUSY', message: `activity at ${new Date(annotated.at).toISOString()} (${ACTIVITY_ANNOTATION}); released at ${new Date(annotated.at + idleTimeoutMs).toISOString()} unless more work is seen` },
+      event: { type: 'BUSY', message: `activity at ${new Date(annotated.at).toISOString()} (${ACTIVITY_ANNOTATION}); released at ${new Date(annotated.at + idleMs).toISOString()} unless more work is seen` },
       status: { ...keysStatus, lastActivityAt: rfc3339(new Date(annotated.at)) },
       wake,
       requeueAfter,
@@ -103,11 +102,11 @@ function failedCheck(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>,
   const st = lease.status ?? {};
   const reason: CheckFailure = check.kind === 'unreachable' ? 'MachineUnreachable' : 'FactsMismatch';
   const why = check.kind === 'unreachable' ? `the machine could not be reached: ${check.message}` : check.message;
-  const idleTimeoutMs = durationMs(st.idleTimeout ?? DEFAULT_IDLE_TIMEOUT);
+  const idleMs = idleTimeoutMs(st);
   const recorded = lastActivity({ readyAt: st.readyAt, lastActivityAt: st.lastActivityAt });
-  const v = judgeUsage({ now: at, expiresAt: st.expiresAt, idleTimeoutMs, lastActivityMs: recorded });
+  const v = judgeUsage({ now: at, expiresAt: st.expiresAt, idleTimeoutMs: idleMs, lastActivityMs: recorded });
   if (v.kind === 'expired') return { event: { type: 'EXPIRED', reason: v.reason, message: `${v.message} (latest check: ${why})` }, wake: null };
-  const releaseAt = v.kind === 'idle' ? v.releaseAt : recorded + idleTimeoutMs;
+  const releaseAt = v.kind === 'idle' ? v.releaseAt : recorded + idleMs;
   const expires = Date.parse(st.expiresAt ?? '') || Infinity;
   const requeueAfter = nextCheckIn(at, settings.checkIntervalMs, [expires, releaseAt]);
   return {
