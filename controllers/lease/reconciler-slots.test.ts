@@ -3,41 +3,20 @@
 // Ready or Idle Lease is probed once per check, not again when its own write
 // comes back.
 import { describe, it, expect } from '@jest/globals';
-import pino from 'pino';
-import type { Lease, Offer } from '../../src/api/index.js';
-import { EventRecorder } from '../../src/kube/events.js';
-import { StatusWriter } from '../../src/kube/status.js';
+import type { Lease, LeaseStatus } from '../../src/api/index.js';
 import { connectionRefused, FakeAPIServer } from '../../src/kube/testing/fake-api.js';
 import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
 import { MemoryRecordStore } from './testing/records.js';
 import { recordOf } from './trust.js';
-import { EffectRunner } from '../../src/kube/effects.js';
-import type { LeaseEffectResult } from './decision.js';
-import { LeaseReconciler } from './reconciler.js';
+import { leaseReconciler, seedLease } from './testing/harness.js';
 
-const log = pino({ level: 'silent' });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-const offer = {
-  apiVersion: 'leasehold.dev/v1alpha1',
-  kind: 'Offer',
-  metadata: { name: 'box', generation: 1 },
-  spec: { command: { acquire: ['/a'], release: ['/r'], shape: { os: 'linux', arch: 'amd64', cpus: 1 } }, idleTimeout: '20m', maxLifetime: '12h' },
-} as unknown as Offer;
 
 const FACTS = { os: 'linux', arch: 'amd64', cpus: 2, memoryGiB: 4, gpus: [] };
 
 function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: number; status?: Record<string, unknown>; checkIntervalMs?: number; agentUp?: boolean }) {
   const api = new FakeAPIServer<Lease>({ finalizer: 'leasehold.dev/release', writeDelayMs: opts.writeDelayMs });
-  opts.names.forEach((name, i) => {
-    api.create({
-      apiVersion: 'leasehold.dev/v1alpha1',
-      kind: 'Lease',
-      metadata: { name, namespace: 'ns', uid: `${String(i).padStart(8, '0')}-0000-0000-0000-000000000000`, generation: 1, creationTimestamp: new Date() as never, finalizers: opts.status ? ['leasehold.dev/release'] : [] },
-      spec: { where: 'cpus>=1', sshKeys: [] },
-      ...(opts.status ? { status: structuredClone(opts.status) } : {}),
-    } as unknown as Lease);
-  });
+  opts.names.forEach((name, i) => seedLease(api, { name, uid: `${String(i).padStart(8, '0')}-0000-0000-0000-000000000000`, status: opts.status as Partial<LeaseStatus> | undefined, finalizer: !!opts.status }));
   const state = { acquires: 0, checks: 0, releases: 0, refuseLaunching: 0, writes: [] as { phase?: string; reason?: string }[] };
   api.beforeStatusWrite = (_name, body) => {
     if (state.refuseLaunching > 0 && body.status?.phase === 'Launching') {
@@ -67,19 +46,10 @@ function world(opts: { names: string[]; maxLeases?: number; writeDelayMs?: numbe
       state.releases++;
     },
   };
-  const effects = new EffectRunner<LeaseEffectResult>();
-  const reconciler = new LeaseReconciler({
-    effects,
-    enqueue: () => {},
-    leases: api.cache,
-    offers: { get: (_ns, name) => (name === 'box' ? offer : undefined), list: () => [offer] },
-    status: new StatusWriter(api.statusClient),
-    writer: api.writer,
-    events: new EventRecorder(api.events, 'test', log),
+  const { reconciler, effects } = leaseReconciler(api, {
     driver,
     records,
-    settings: { installationID: 'inst0001', maxLeases: opts.maxLeases ?? 2, acquireTimeoutMs: 60_000, checkIntervalMs: opts.checkIntervalMs ?? 60_000 },
-    log,
+    settings: { maxLeases: opts.maxLeases ?? 2, checkIntervalMs: opts.checkIntervalMs ?? 60_000 },
   });
   const set = (name: string, f: (l: Lease) => Lease) => api.set('ns', name, f);
   /** A pass, then the pass that the end of the effect it started would bring (as the work queue would). */
@@ -158,7 +128,7 @@ describe('checks of Ready and Idle Leases', () => {
     lastActivityAt: now.toISOString(),
     idleTimeout: '20m',
     expiresAt: new Date(now.getTime() + 3600_000).toISOString(),
-    release: { provider: 'command', command: ['/r'] },
+    release: { provider: 'command', command: ['/bin/release'] },
     launch: { attempt: 1, startedAt: now.toISOString() },
   };
 

@@ -2,29 +2,19 @@
 // what status says for it: a pretend API server, a driver that records what
 // it was handed, records in memory.
 import { describe, it, expect } from '@jest/globals';
-import pino from 'pino';
 import type { CoreV1Event } from '@kubernetes/client-node';
-import type { Lease, LeaseStatus, Offer } from '../../src/api/index.js';
-import { EffectRunner } from '../../src/kube/effects.js';
+import type { Lease, LeaseStatus } from '../../src/api/index.js';
 import { EventRecorder } from '../../src/kube/events.js';
-import { StatusWriter } from '../../src/kube/status.js';
 import { FakeAPIServer } from '../../src/kube/testing/fake-api.js';
 import type { LeaseDriver, MachineCheck } from './driver.js';
-import type { LeaseEffectResult } from './decision.js';
-import { LeaseReconciler, RECORD_SWEEP_KEY } from './reconciler.js';
+import { RECORD_SWEEP_KEY } from './reconciler.js';
+import { leaseReconciler, log, seedLease, settle as settleOwners } from './testing/harness.js';
 import { MemoryRecordStore } from './testing/records.js';
 import { recordOf } from './trust.js';
 
-const log = pino({ level: 'silent' });
 const UID = '0123abcd-0000-0000-0000-000000000000';
 const MACHINE = { ssh: { host: '10.0.0.5', port: 22, user: 'u', hostKey: 'ssh-ed25519 AAAA' } };
 const FACTS = { os: 'linux', arch: 'amd64', cpus: 2, memoryGiB: 4, gpus: 0 };
-const offer = {
-  apiVersion: 'leasehold.dev/v1alpha1',
-  kind: 'Offer',
-  metadata: { name: 'box', generation: 1 },
-  spec: { command: { acquire: ['/a'], release: ['/bin/release'], shape: { os: 'linux', arch: 'amd64', cpus: 1 } }, idleTimeout: '20m', maxLifetime: '12h' },
-} as unknown as Offer;
 const now = Date.now();
 const iso = (ms: number) => new Date(ms).toISOString();
 const launched: Partial<LeaseStatus> = {
@@ -44,21 +34,7 @@ const launched: Partial<LeaseStatus> = {
 function world(status?: Partial<LeaseStatus>, opts: { record?: boolean; adopted?: boolean; stamp?: string | null } = {}) {
   const stamp = opts.stamp === undefined ? (status ? 'inst0001' : null) : opts.stamp;
   const api = new FakeAPIServer<Lease>({ finalizer: 'leasehold.dev/release' });
-  api.create({
-    apiVersion: 'leasehold.dev/v1alpha1',
-    kind: 'Lease',
-    metadata: {
-      name: 'l',
-      namespace: 'ns',
-      uid: UID,
-      generation: 1,
-      creationTimestamp: new Date() as never,
-      finalizers: status ? ['leasehold.dev/release'] : [],
-      ...(stamp ? { annotations: { 'leasehold.dev/installation': stamp } } : {}),
-    },
-    spec: { where: 'cpus>=1', sshKeys: [] },
-    ...(status ? { status: structuredClone(status) } : {}),
-  } as unknown as Lease);
+  seedLease(api, { name: 'l', uid: UID, status, finalizer: !!status, ...(stamp ? { annotations: { 'leasehold.dev/installation': stamp } } : {}) });
   const records = new MemoryRecordStore();
   records.marked = opts.adopted ?? true;
   if (status && opts.record !== false) void records.put(recordOf(api.stored('ns', 'l')!, status));
@@ -83,14 +59,9 @@ function world(status?: Partial<LeaseStatus>, opts: { record?: boolean; adopted?
       if (faults.releases > 0 && faults.releases--) throw new Error('provider down');
     },
   };
-  const effects = new EffectRunner<LeaseEffectResult>();
-  const reconciler = new LeaseReconciler({
-    effects,
-    enqueue: () => {},
-    leases: api.cache,
-    offers: { get: (_ns, name) => (name === 'box' ? offer : undefined), list: () => [offer] },
-    status: new StatusWriter(api.statusClient),
-    writer: api.writer,
+  const { reconciler, effects } = leaseReconciler(api, {
+    driver,
+    records,
     // A repeat of an event counts on the first one, as on a real server; here it is listed again, written at once (no write interval).
     events: new EventRecorder(
       { create: async (_ns, e) => void events.push(e), updateCount: async (_ns, name) => void events.push(events.find((e) => e.metadata?.name === name)!) },
@@ -99,20 +70,10 @@ function world(status?: Partial<LeaseStatus>, opts: { record?: boolean; adopted?
       'default',
       0,
     ),
-    driver,
-    records,
     recordScope: { namespace: 'leasehold-system', watchNamespace: 'ns' },
-    settings: { installationID: 'inst0001', maxLeases: 2, acquireTimeoutMs: 60_000, checkIntervalMs: 1000 },
-    log,
   });
   /** Passes until nothing runs or waits to be taken, as the work queue would run them when effects end. */
-  const settle = async (key = 'ns/l') => {
-    for (let i = 0; i < 12; i++) {
-      await reconciler.reconcile(key);
-      await effects.idle();
-      if (![UID, `record/${UID}`].some((o) => effects.get(o))) return;
-    }
-  };
+  const settle = (key = 'ns/l') => settleOwners({ reconciler, effects }, key, [UID, `record/${UID}`], 12);
   const reasons = () => events.map((e) => e.reason);
   return { api, records, handed, faults, events, reasons, reconciler, effects, settle, lease: () => api.stored('ns', 'l') };
 }

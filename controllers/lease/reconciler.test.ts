@@ -1,44 +1,20 @@
 // The reconciler with an in-memory API server and a scripted driver: what
 // happens when the status write after a successful acquire fails.
 import { describe, it, expect } from '@jest/globals';
-import pino from 'pino';
-import type { Lease, Offer } from '../../src/api/index.js';
-import { EventRecorder } from '../../src/kube/events.js';
-import { StatusWriter } from '../../src/kube/status.js';
+import type { Lease } from '../../src/api/index.js';
 import { connectionRefused, FakeAPIServer } from '../../src/kube/testing/fake-api.js';
 import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
 import type { LeaseRecord } from '../../src/kube/leaserecords.js';
 import { MemoryRecordStore } from './testing/records.js';
-import { EffectRunner } from '../../src/kube/effects.js';
-import type { LeaseEffectResult } from './decision.js';
-import { LeaseReconciler } from './reconciler.js';
+import { leaseReconciler, seedLease, settle as settleOwners } from './testing/harness.js';
 
-const log = pino({ level: 'silent' });
-
-/** Passes until no effect runs or waits to be taken: what the work queue would do as effects end. */
-async function settle(r: { reconciler: LeaseReconciler; effects: EffectRunner<LeaseEffectResult> }, key: string, passes = 10): Promise<void> {
-  for (let i = 0; i < passes; i++) {
-    await r.reconciler.reconcile(key);
-    await r.effects.idle();
-    if (!r.effects.get('0123abcd-0000-0000-0000-000000000000')) return;
-  }
-}
+const UID = '0123abcd-0000-0000-0000-000000000000';
+const settle = (r: Parameters<typeof settleOwners>[0], key: string, passes = 10) => settleOwners(r, key, [UID], passes);
 
 /** One Lease on a pretend API server that can refuse writes of acquire results. */
 function world() {
   const api = new FakeAPIServer<Lease>({ finalizer: 'leasehold.dev/release' });
-  api.create({
-    apiVersion: 'leasehold.dev/v1alpha1',
-    kind: 'Lease',
-    metadata: { name: 'l', namespace: 'ns', uid: '0123abcd-0000-0000-0000-000000000000', generation: 1, creationTimestamp: new Date() as never },
-    spec: { where: 'cpus>=1', sshKeys: [] },
-  } as unknown as Lease);
-  const offer = {
-    apiVersion: 'leasehold.dev/v1alpha1',
-    kind: 'Offer',
-    metadata: { name: 'box', generation: 1 },
-    spec: { command: { acquire: ['/a'], release: ['/r'], shape: { os: 'linux', arch: 'amd64', cpus: 1 } }, idleTimeout: '20m', maxLifetime: '12h' },
-  } as unknown as Offer;
+  seedLease(api, { name: 'l', uid: UID });
   // refuseResult: how many writes carrying an acquire result to refuse.
   const state = { refuseResult: 0, refuseRecord: 0, acquires: 0, releases: 0 };
   api.beforeStatusWrite = (_name, body) => {
@@ -72,23 +48,7 @@ function world() {
       state.releases++;
     },
   };
-  const make = () => {
-    const effects = new EffectRunner<LeaseEffectResult>();
-    const reconciler = new LeaseReconciler({
-    effects,
-    enqueue: () => {},
-    leases: api.cache,
-    offers: { get: (_ns, name) => (name === 'box' ? offer : undefined), list: () => [offer] },
-    status: new StatusWriter(api.statusClient),
-    writer: api.writer,
-    events: new EventRecorder(api.events, 'test', log),
-    driver,
-    records,
-    settings: { installationID: 'inst0001', maxLeases: 2, acquireTimeoutMs: 60_000, checkIntervalMs: 1000 },
-    log,
-    });
-    return { reconciler, effects };
-  };
+  const make = () => leaseReconciler(api, { driver, records });
   const first = make();
   return { ...first, fresh: make, state, lease: () => api.stored('ns', 'l')! };
 }
