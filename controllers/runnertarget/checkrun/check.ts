@@ -5,12 +5,9 @@
 // fails, conflicts or stays unknown, no provider call is made for the rest
 // of the check. A dry run takes no lease, writes no receipt and changes
 // nothing: its plan goes to status.plan and an event.
-import type { Logger } from 'pino';
 import { RUNNERTARGET_RESOURCE, type Receipt, type RunnerTarget, type RunnerTargetStatus } from '../../../src/api/index.js';
 import { rfc3339 } from '../../../src/kube/conditions.js';
 import { errorText } from '../../../src/kube/errors.js';
-import type { EventRecorder } from '../../../src/kube/events.js';
-import type { StatusWriter } from '../../../src/kube/status.js';
 import { sleep, realClock } from '../../../src/kube/clock.js';
 import { fitsBudget } from '../policy/budget.js';
 import type { ChangeOutcome } from './changecontext.js';
@@ -21,38 +18,16 @@ import { restore, step, type CheckEffect, type CheckEvent, type CheckStep } from
 import type { Observation } from '../observation.js';
 import { observePool, TargetSpecError, type TargetClients } from './providers.js';
 import { probeHosts } from './probe.js';
-import { planCheck, plannedStatus, type CheckPlan, type PlanEvent, type PlanSettings } from '../policy/plan.js';
+import { planCheck, plannedStatus, type CheckPlan, type PlanEvent } from '../policy/plan.js';
 import { receiptFor, settled, withReceipt } from '../policy/receipts.js';
 import { sampleTiming } from '../policy/sample.js';
 import { abandonLaunches, poolGone, teardownPlan, teardownSpec } from '../policy/teardown.js';
 import { afterDeregister } from '../policy/scaledown.js';
-import { checkLeaseName, type CheckLeases, type HeldLease } from './checklease.js';
+import { checkLeaseName, type HeldLease } from './checklease.js';
 import { isRateLimited, mayStartCheck, retryAtAfter } from '../policy/ratelimit.js';
 import type { CheckHistory, CheckResult } from '../checkresult.js';
-import type { HostAccess } from './hostssh.js';
-import type { RunnerTargetMetrics } from '../metrics.js';
-import { groupRef, type RunnerGroupIds } from './runnergroupids.js';
-
-/** What one check works with: the API server, the providers, the check lease, this replica; the reconciler's deps carry them. */
-export interface CheckDeps {
-  /** The object as the API server has it now; undefined when it is gone. */
-  read(namespace: string, name: string): Promise<RunnerTarget | undefined>;
-  status: Pick<StatusWriter, 'write'>;
-  events: Pick<EventRecorder, 'record'>;
-  providers: { clients(target: RunnerTarget): Promise<TargetClients>; forget(key: string): void };
-  leases: Pick<CheckLeases, 'acquire'>;
-  /** This replica, as the Held condition names it. */
-  identity: string;
-  installationID: string;
-  /** The target's own SSH key (its hosts admit its public half, and only theirs) and the hosts' login user and port. */
-  hostAccess(target: RunnerTarget): Promise<HostAccess>;
-  settings?: Partial<PlanSettings>;
-  /** Runner group ids kept between checks; absent, each check lists the groups. */
-  runnerGroups?: RunnerGroupIds;
-  metrics?: RunnerTargetMetrics;
-  log?: Logger;
-  now?: () => number;
-}
+import { groupRef } from './runnergroupids.js';
+import type { CheckDeps } from './checkdeps.js';
 
 export class CheckRun {
   private readonly guard = new DurabilityGuard();
