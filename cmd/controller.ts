@@ -37,6 +37,11 @@ const mgr = new Manager({
   resyncMs: flags.resyncMs,
   leaderElection: flags.leaderElection,
   shutdownGraceMs: flags.shutdownGraceMs,
+  // Webhook deliveries are acted on only by the leader, and GitHub does not
+  // redeliver a refused one: the chart's webhook Service selects the leader's label.
+  ...(flags.githubWebhookPort && process.env.POD_NAME && process.env.POD_NAMESPACE
+    ? { leaderPod: { name: process.env.POD_NAME, namespace: process.env.POD_NAMESPACE } }
+    : {}),
 });
 // A promise nobody awaited failed: that one operation is lost, and its
 // object is reconciled again at its next event or requeue. Exiting would stop

@@ -244,6 +244,12 @@ describe('the Helm chart', () => {
     expect(container.args).toContain('--github-webhook-port=9443');
     expect(container.ports).toContainEqual({ name: 'github-webhook', containerPort: 9443, protocol: 'TCP' });
     expect(hooked.find((d) => d.kind === 'Service' && d.metadata.name === 'rel-leasehold-github-webhook').spec).toMatchObject({ type: 'LoadBalancer', ports: [{ name: 'github-webhook', port: 9443, targetPort: 'github-webhook', protocol: 'TCP' }] });
+    // Deliveries reach only the leader: the Service selects the label the leader puts on its own pod, which it may patch.
+    expect(hooked.find((d) => d.kind === 'Service' && d.metadata.name === 'rel-leasehold-github-webhook').spec.selector).toMatchObject({ 'leasehold.dev/leader': 'true' });
+    expect(hooked.find((d) => d.kind === 'Role' && d.metadata.name === 'rel-leasehold-leader-pod').rules).toEqual([{ apiGroups: [''], resources: ['pods'], verbs: ['patch'] }]);
+    expect(plain.find((d) => d.kind === 'Role' && d.metadata.name === 'rel-leasehold-leader-pod')).toBeUndefined();
+    const single = await render('--set', 'githubWebhook.enabled=true,leaderElection.enabled=false,replicas=1');
+    expect(single.find((d) => d.kind === 'Service' && d.metadata.name === 'rel-leasehold-github-webhook').spec.selector).not.toHaveProperty(['leasehold.dev/leader']);
     expect(hooked.find((d) => d.kind === 'NetworkPolicy').spec.ingress).toEqual([{ ports: [{ port: 'metrics', protocol: 'TCP' }] }, { ports: [{ port: 'github-webhook', protocol: 'TCP' }] }]);
     const clash = await helm(['template', 'rel', chart, ...kv, '--set', 'githubWebhook.enabled=true,githubWebhook.port=8080']);
     expect(clash.stderr).toMatch(/githubWebhook\.port is metrics\.port/);

@@ -51,6 +51,14 @@ async function leaderIdentity(): Promise<string | undefined> {
   return lease?.spec?.holderIdentity;
 }
 
+/** The one pod the webhook Service sends to is the leader's: its name, once its endpoints are exactly that pod. */
+async function webhookReachesOnly(leader: string): Promise<string | undefined> {
+  const pod = (await controllerPods()).find((p) => leader.startsWith(`${p.metadata.name}_`));
+  const list = await getJSON(kubectl, ['-n', ns, 'endpointslices', '-l', `kubernetes.io/service-name=${release}-leasehold-github-webhook`]);
+  const ready = (list?.items ?? []).flatMap((s: any) => (s.endpoints ?? []).filter((e: any) => e.conditions?.ready).map((e: any) => e.addresses[0]));
+  return pod?.status?.podIP && ready.length === 1 && ready[0] === pod.status.podIP ? pod.metadata.name : undefined;
+}
+
 /** What the controller pods printed, read from the node's log files (the API server cannot reach the kubelet here). */
 async function podLogs(): Promise<string> {
   const { stdout } = await node!.exec('bash', ['-c', `tail -n 40 /var/log/pods/${ns}_*/*/*.log 2>/dev/null || true`]);
@@ -105,7 +113,7 @@ beforeAll(async () => {
     'pod-security.kubernetes.io/enforce-version=latest']);
   expect(labelled.code).toBe(0);
   const installed = await helm(['install', release, chartDir, '-n', ns, ...nodeInstallArgs(images, '2s'),
-    '--wait', '--timeout=4m']);
+    '--set', 'githubWebhook.enabled=true', '--wait', '--timeout=4m']);
   if (installed.code !== 0) {
     const pods = await kubectl(['-n', ns, 'get', 'pods', '-o', 'wide']);
     const events = await kubectl(['-n', ns, 'get', 'events', '--sort-by=.lastTimestamp']);
@@ -135,6 +143,8 @@ describe('the chart, installed on a real node', () => {
     const leader = await waitFor('a leader', leaderIdentity, slow);
     // The identity is `<hostname>_<uuid>`, and a pod's hostname is its name.
     expect(pods.filter((p) => leader.startsWith(`${p.metadata.name}_`))).toHaveLength(1);
+    // GitHub does not redeliver what a follower refused: its webhook Service reaches the leader alone.
+    await waitFor('the webhook Service reaches only the leader', () => webhookReachesOnly(leader), slow);
   }, slow);
 
   it('serves /metrics at the addresses the metrics Service lists', async () => {
@@ -321,6 +331,7 @@ describe('the chart, installed on a real node', () => {
       return list.length === 2 && list.every(ready);
     }, slow);
     expect(await leaderIdentity()).toBe(after);
+    await waitFor('the webhook Service follows the new leader', () => webhookReachesOnly(after), slow);
   }, slow);
 
   it('leaves no controller object behind on helm uninstall, and keeps the CRDs', async () => {

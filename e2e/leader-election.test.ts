@@ -2,6 +2,7 @@
 // the leader is killed with SIGKILL the other takes over and reconciles
 // within 20 s.
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { freePort } from './cluster/controlplane.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
 
@@ -74,4 +75,35 @@ spec: {where: "gpu=a100"}
     // Far below the 15 s lease duration: the old leader released the lease.
     expect(tookMs).toBeLessThan(6000);
   }, 60_000);
+
+  it("labels the leader's own pod, and moves the label on hand-over", async () => {
+    // Pod objects only (nothing needs to run): the controllers are told they are these pods.
+    const own = await freshNamespace(kubectl, 'leader-pod');
+    for (const name of ['replica-a', 'replica-b']) {
+      await apply(kubectl, { apiVersion: 'v1', kind: 'Pod', metadata: { name, namespace: own }, spec: { containers: [{ name: 'c', image: 'leasehold:unused' }] } });
+    }
+    const start = async (pod: string) => startController(process.env.E2E_KUBECONFIG!,
+      ['--watch-namespace', own, '--leader-election-namespace', own, '--github-webhook-port', String(await freePort())],
+      { POD_NAME: pod, POD_NAMESPACE: own });
+    const pair = [await start('replica-a'), await start('replica-b')];
+    replicas.push(...pair);
+    const labelled = async () => {
+      const pods = await getJSON(kubectl, ['-n', own, 'pods']);
+      return (pods?.items ?? []).filter((p: any) => p.metadata.labels?.['leasehold.dev/leader'] === 'true').map((p: any) => p.metadata.name as string);
+    };
+    const leaderPod = async () => ((await pair[0]!.metric('leasehold_leader')) === 1 ? 'replica-a' : (await pair[1]!.metric('leasehold_leader')) === 1 ? 'replica-b' : undefined);
+    await waitFor("the leader's pod labelled", async () => {
+      const leader = await leaderPod();
+      const marked = await labelled();
+      return leader !== undefined && marked.length === 1 && marked[0] === leader;
+    }, 30_000, 200);
+
+    const leading = (await leaderPod())!;
+    const other = leading === 'replica-a' ? 'replica-b' : 'replica-a';
+    await pair[leading === 'replica-a' ? 0 : 1]!.stop('SIGTERM');
+    await waitFor('the label moved to the new leader', async () => {
+      const marked = await labelled();
+      return marked.length === 1 && marked[0] === other;
+    }, 30_000, 200);
+  }, 90_000);
 });

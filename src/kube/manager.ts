@@ -13,6 +13,7 @@ import { Finalizers } from './finalizers.js';
 import { serveHealth } from './health.js';
 import { ResilientInformer, type InformerOptions } from './informer.js';
 import { LeaderElector } from './leaderelection.js';
+import { KubePodLabelClient, LeaderPodLabel, type PodLabelClient, type PodRef } from './leaderpod.js';
 import { checkKubeObject, type ObjectCheck } from './objectschema.js';
 import { KubeLeaseStore } from './leasestore.js';
 import { Metrics } from './metrics.js';
@@ -60,6 +61,11 @@ export interface ManagerOptions {
   watchdogMs?: number;
   /** On stop, how long running effects get to finish before they are cancelled. Default 25 s. */
   shutdownGraceMs?: number;
+  /**
+   * With leader election: this replica's own pod, labelled leasehold.dev/leader
+   * while it leads (a Service selecting the label reaches only the leader).
+   */
+  leaderPod?: PodRef & { client?: PodLabelClient };
 }
 
 export class Manager {
@@ -83,6 +89,10 @@ export class Manager {
   private workers: Promise<void>[] = [];
   private stopping = false;
   private leading = false;
+  private leaderLabel?: LeaderPodLabel;
+  private labelCleared: Promise<boolean> = Promise.resolve(true);
+  private labelClearedDone = true;
+  private labelled?: Promise<boolean>;
 
   constructor(private readonly opts: ManagerOptions) {
     this.log = opts.log;
@@ -91,6 +101,10 @@ export class Manager {
     this.status = new StatusWriter(new KubeStatusClient(this.custom));
     this.events = new EventRecorder(new KubeEventSink(this.core), 'leasehold-controller', opts.log);
     this.finalizers = new Finalizers(this.custom);
+    if (opts.leaderPod && opts.leaderElection) {
+      const { client, ...pod } = opts.leaderPod;
+      this.leaderLabel = new LeaderPodLabel(client ?? new KubePodLabelClient(this.core), pod, opts.log.child({ component: 'leader-pod' }));
+    }
   }
 
   /** The namespace namespaced watches are limited to, or undefined for all. */
@@ -159,7 +173,13 @@ export class Manager {
   }
 
   async start(): Promise<void> {
-    this.server = await serveHealth(this.opts.metricsAddr, { healthy: () => !this.stopping, ready: () => this.synced() }, this.metrics.registry);
+    // Ready only once a label left from this pod's last container is gone, so
+    // a Service never counts a restarted follower as the leader.
+    if (this.leaderLabel) {
+      this.labelClearedDone = false;
+      this.labelCleared = this.leaderLabel.mark(false).finally(() => (this.labelClearedDone = true));
+    }
+    this.server = await serveHealth(this.opts.metricsAddr, { healthy: () => !this.stopping, ready: () => this.synced() && this.labelClearedDone }, this.metrics.registry);
     this.started = true;
     for (const { informer } of this.informers.values()) informer.start();
     for (const { controller, queue } of this.controllers) {
@@ -184,7 +204,7 @@ export class Manager {
       renewDeadlineMs: le.renewDeadlineMs,
       retryPeriodMs: le.retryPeriodMs,
       log: this.log.child({ component: 'leader-election' }),
-      onStartedLeading: () => void this.startLeading(),
+      onStartedLeading: () => void this.labelCleared.then(() => this.startLeading()),
       onStoppedLeading: () => this.lostLeadership(),
       onNewLeader: (id: string) => this.log.info({ leader: id }, 'leader observed'),
     });
@@ -196,6 +216,8 @@ export class Manager {
     this.metrics.leader.set(1);
     this.log.info({ identity: this.opts.identity }, 'started leading');
     await Promise.all(this.gating().map((i) => i.waitForSync()));
+    // Labelled once synced: before that a delivery could only be refused.
+    if (this.leaderLabel && !this.stopping) this.labelled = this.leaderLabel.mark(true);
     for (const { controller, queue } of this.controllers) {
       this.workers.push(
         runWorkers(queue, controller.concurrency, async (key: string) => {
@@ -235,6 +257,12 @@ export class Manager {
   async stop(): Promise<void> {
     if (this.stopping) return;
     this.stopping = true;
+    // Unlabelled first, so new deliveries go nowhere rather than to a replica
+    // that is about to stop; the lease is released only after.
+    if (this.leaderLabel && this.labelled) {
+      await this.labelled;
+      await this.leaderLabel.mark(false);
+    }
     await Promise.all(this.controllers.map(({ queue }) => queue.shutDownWithDrain()));
     await Promise.all(this.workers);
     await Promise.all(this.runners.map((r) => r.drain(this.opts.shutdownGraceMs ?? 25_000)));
