@@ -77,7 +77,7 @@ const leaseSettings = {
 };
 registerOfferController(mgr, {
   ...installation,
-  concurrency: 1,
+  concurrency: flags.offerConcurrency,
   lambda: {
     accounts: lambda,
     listIntervalMs: flags.lambdaListMs,
@@ -103,7 +103,7 @@ registerPeerFleetController(mgr, {
 });
 const runnerTargets = registerRunnerTargetController(mgr, {
   ...installation,
-  concurrency: 4,
+  concurrency: flags.runnerTargetConcurrency,
   identity,
   endpoints: {
     github: { allowed: flags.allowedGitHubEndpoints, allowLoopbackHTTP: flags.allowLoopbackEndpoints },

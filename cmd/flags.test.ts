@@ -84,6 +84,12 @@ describe('parseControllerFlags', () => {
     expect(() => parseControllerFlags(['--runner-check-concurrency', '0'], {})).toThrow(FlagError);
   });
 
+  it('--concurrency, --offer-concurrency, --peerfleet-concurrency and --runnertarget-concurrency set each kind\'s reconcile workers, at least 1', () => {
+    expect(parseControllerFlags([], {})).toMatchObject({ concurrency: 4, offerConcurrency: 1, peerFleetConcurrency: 2, runnerTargetConcurrency: 4 });
+    const f = parseControllerFlags(['--concurrency', '8', '--offer-concurrency', '2', '--peerfleet-concurrency', '3', '--runnertarget-concurrency', '6'], {});
+    expect(f).toMatchObject({ concurrency: 8, offerConcurrency: 2, peerFleetConcurrency: 3, runnerTargetConcurrency: 6 });
+  });
+
   it('--peerfleet-concurrency and --peerfleet-effect-concurrency set the PeerFleet workers and effects at once, at least 1', () => {
     expect(parseControllerFlags([], {})).toMatchObject({ peerFleetConcurrency: 2, peerFleetEffectConcurrency: 4 });
     expect(parseControllerFlags(['--peerfleet-concurrency', '3', '--peerfleet-effect-concurrency', '16'], {})).toMatchObject({ peerFleetConcurrency: 3, peerFleetEffectConcurrency: 16 });
@@ -112,6 +118,11 @@ describe('parseControllerFlags', () => {
 
   it.each([
     [['--concurrency', '0'], /--concurrency 0 must be a whole number of at least 1/],
+    [['--offer-concurrency', '0'], /^--offer-concurrency 0 must be a whole number of at least 1$/],
+    [['--offer-concurrency', 'one'], /^--offer-concurrency one must be a whole number of at least 1$/],
+    [['--runnertarget-concurrency', '1.5'], /^--runnertarget-concurrency 1.5 must be a whole number of at least 1$/],
+    [['--runnertarget-concurrency', '0'], /^--runnertarget-concurrency 0 must be a whole number of at least 1$/],
+    [['--peerfleet-concurrency=-1'], /^--peerfleet-concurrency -1 must be a whole number of at least 1$/],
     [['--max-leases=-1'], /--max-leases -1 must be a whole number/],
     [['--max-leases-per-namespace', 'two'], /--max-leases-per-namespace two must be a whole number \(0: no limit per namespace\)/],
     [['--history-limit', '2.5'], /--history-limit 2.5 must be a whole number/],

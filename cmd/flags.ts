@@ -13,7 +13,10 @@ export interface ControllerFlags {
   metricsAddr: string;
   leaderElection: { namespace: string; name: string } | undefined;
   logLevel: string;
+  /** Reconcile workers of each kind's work queue; Lease's flag is --concurrency, each other kind's --<kind>-concurrency. */
   concurrency: number;
+  offerConcurrency: number;
+  runnerTargetConcurrency: number;
   maxLeases: number;
   /** Active Leases of one namespace; 0: no limit. */
   maxLeasesPerNamespace: number;
@@ -94,6 +97,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'leader-election-id': { type: 'string', default: 'leasehold-controller' },
       'log-level': { type: 'string', default: env.LEASEHOLD_LOG_LEVEL ?? 'info' },
       concurrency: { type: 'string', default: '4' },
+      'offer-concurrency': { type: 'string', default: '1' },
+      'runnertarget-concurrency': { type: 'string', default: '4' },
       'max-leases': { type: 'string', default: env.LEASEHOLD_MAX_LEASES ?? '2' },
       'max-leases-per-namespace': { type: 'string', default: env.LEASEHOLD_MAX_LEASES_PER_NAMESPACE ?? '0' },
       'namespace-lease-limits': { type: 'string', default: env.LEASEHOLD_NAMESPACE_LEASE_LIMITS ?? '{}' },
@@ -207,6 +212,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     leaderElection: values['no-leader-elect'] ? undefined : { namespace: text('leader-election-namespace'), name: text('leader-election-id') },
     logLevel: text('log-level'),
     concurrency: whole('concurrency', 1, 'of at least 1'),
+    offerConcurrency: whole('offer-concurrency', 1, 'of at least 1'),
+    runnerTargetConcurrency: whole('runnertarget-concurrency', 1, 'of at least 1'),
     maxLeases: whole('max-leases', 0, '(0 stops all new leases)'),
     maxLeasesPerNamespace: whole('max-leases-per-namespace', 0, '(0: no limit per namespace)'),
     namespaceLeaseLimits,

@@ -3,6 +3,7 @@
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { join } from 'node:path';
 import { ControlPlane } from './cluster/controlplane.js';
+import { leaseManifest } from './support/builders.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { apply, getJSON, testKubectl, waitFor } from './support/kube.js';
 
@@ -28,19 +29,11 @@ afterAll(async () => {
 describe('control plane restart', () => {
   it('informers resume and reconcile Leases created after the restart', async () => {
     const kubectl = testKubectl(cp.info.kubeconfig, cp.info.binDir);
-    await apply(kubectl, `apiVersion: leasehold.dev/v1alpha1
-kind: Lease
-metadata: {name: before, namespace: default}
-spec: {where: "gpu"}
-`);
+    await apply(kubectl, leaseManifest('before', 'default', { where: 'gpu' }));
     await waitFor('before reconciled', async () => (await getJSON(kubectl, ['leases.leasehold.dev', 'before']))?.status?.phase === 'Pending');
 
     await cp.restart(2000);
-    await apply(kubectl, `apiVersion: leasehold.dev/v1alpha1
-kind: Lease
-metadata: {name: after, namespace: default}
-spec: {where: "gpus>=2"}
-`);
+    await apply(kubectl, leaseManifest('after', 'default', { where: 'gpus>=2' }));
     const after = await waitFor('after reconciled', async () => {
       const l = await getJSON(kubectl, ['leases.leasehold.dev', 'after']);
       return l?.status?.phase === 'Pending' ? l : undefined;

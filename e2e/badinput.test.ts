@@ -19,14 +19,16 @@ import { join } from 'node:path';
 import { parse as parseYAML } from 'yaml';
 import { LeaseSpecSchema, OfferSpecSchema } from '../src/api/index.js';
 import { parseDuration } from '../src/api/duration.js';
+import { API_VERSION } from '../src/api/group.js';
 import { parseWhere } from '../src/api/where.js';
 import { parsePublicKey } from '../src/machine/keys.js';
+import { leaseManifest, offerManifest } from './support/builders.js';
 import { getJSON, waitFor } from './support/kube.js';
 import { SSHD_PROVIDER } from './support/leases.js';
 import { leaseSuite } from './support/suite.js';
 
 const RUNS = Number(process.env.BADINPUT_RUNS ?? 100);
-const GROUP_PATH = '/apis/leasehold.dev/v1alpha1';
+const GROUP_PATH = `/apis/${API_VERSION}`;
 
 // ---------------------------------------------------------------------------
 // A raw HTTPS client with the admin certificate of the test kubeconfig: one
@@ -105,18 +107,10 @@ function expectRefusedAt(r: Reply, path: string | RegExp, sample: unknown) {
   if (!ok) throw new Error(`refusal of ${JSON.stringify(sample).slice(0, 300)} does not name ${path}: ${text.slice(0, 500)}`);
 }
 
-const leaseObj = (spec: unknown, name = `bad-${Math.random().toString(36).slice(2, 10)}`, extra: Record<string, unknown> = {}) => ({
-  apiVersion: 'leasehold.dev/v1alpha1',
-  kind: 'Lease',
-  metadata: { name, ...extra },
-  spec,
-});
-const offerObj = (spec: unknown, name = `bad-${Math.random().toString(36).slice(2, 10)}`) => ({
-  apiVersion: 'leasehold.dev/v1alpha1',
-  kind: 'Offer',
-  metadata: { name },
-  spec,
-});
+// The namespace is the request path's (admit), as a tenant's kubectl would leave it.
+const leaseObj = (spec: Record<string, unknown>, name = `bad-${Math.random().toString(36).slice(2, 10)}`, metadata?: Parameters<typeof leaseManifest>[3]) =>
+  leaseManifest(name, undefined, spec, metadata);
+const offerObj = (spec: Record<string, unknown>, name = `bad-${Math.random().toString(36).slice(2, 10)}`) => offerManifest(name, spec);
 
 // ---------------------------------------------------------------------------
 // Fixtures: device keys, a recording provider, the controller.

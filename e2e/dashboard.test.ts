@@ -22,6 +22,7 @@ import { FINAL_CHECK_STATES } from '../controllers/runnertarget/machine.js';
 import { RunnerTargetMetrics } from '../controllers/runnertarget/metrics.js';
 import { HOST_STATES, RECEIPT_ACTIONS, RUNNER_HOST_STATES, type PeerFleet, type RunnerTarget } from '../src/api/index.js';
 import { ControlPlane } from './cluster/controlplane.js';
+import { peerFleetManifest, runnerTargetManifest } from './support/builders.js';
 import { waitFor } from './support/kube.js';
 import { BAD_TARGET_PROVIDER, sshdCommands } from './support/leases.js';
 import { leaseSuite } from './support/suite.js';
@@ -290,9 +291,7 @@ describe('the Grafana dashboard against a real controller', () => {
 
   it("PeerFleet panels match the series the controller's PeerFleet metrics expose for a lending fleet", async () => {
     const fleet = {
-      apiVersion: 'leasehold.dev/v1alpha1',
-      kind: 'PeerFleet',
-      metadata: { name: 'gpu', namespace: 'lend' },
+      ...peerFleetManifest('gpu', 'lend', {}),
       status: {
         hosts: [{ node: 'gpu-1', state: 'Lending' }, { node: 'gpu-2', state: 'Draining' }, { node: 'gpu-3', state: 'Available' }],
         accounting: { gpuSeconds: 7200, amountUSD: 4, jobs: 2, unmeasured: 1 },
@@ -334,10 +333,7 @@ describe('the Grafana dashboard against a real controller', () => {
   it("RunnerTarget panels match the series the controller's RunnerTarget metrics expose for a pool with hosts", async () => {
     const host = (name: string, state: string) => ({ name, state, zone: 'us-central1-a', machineType: 'n2d-standard-8', pricePerHour: 0.07, createdAt: '2026-12-03T12:00:00Z' });
     const pool = {
-      apiVersion: 'leasehold.dev/v1alpha1',
-      kind: 'RunnerTarget',
-      metadata: { name: 'oxidex', namespace: 'runners' },
-      spec: { dailyBudgetUSD: 10 },
+      ...runnerTargetManifest('oxidex', 'runners', { dailyBudgetUSD: 10 }),
       status: { hosts: [host('a', 'Idle'), host('b', 'Busy'), host('c', 'Launching')], counts: { hosts: 3, busy: 1, idle: 1, queued: 5 }, spendTodayUSD: 2.5 },
     } as unknown as RunnerTarget;
     const registry = new Registry();

@@ -288,6 +288,18 @@ describe('the Helm chart', () => {
     expect(old.stderr).toMatch(/chart requires kubeVersion: >=1\.30\.0-0 which is incompatible with Kubernetes v1\.29\.9/);
   });
 
+  it('passes each kind\'s reconcile workers from its value, and refuses fewer than one', async () => {
+    const args = async (...set: string[]) => (docs((await helmOK(['template', 'rel', chart, ...kv, ...set])).stdout).find((d) => d.kind === 'Deployment').spec.template.spec.containers[0].args as string[])
+      .filter((a) => /^--(offer-|peerfleet-|runnertarget-)?concurrency=/.test(a));
+    expect(await args()).toEqual(['--concurrency=4', '--offer-concurrency=1', '--peerfleet-concurrency=2', '--runnertarget-concurrency=4']);
+    expect(await args('--set', 'concurrency=8,offer.concurrency=3,peerFleet.concurrency=5,runnerTarget.concurrency=6')).toEqual(['--concurrency=8', '--offer-concurrency=3', '--peerfleet-concurrency=5', '--runnertarget-concurrency=6']);
+    // The schema names the value and its minimum.
+    for (const value of ['concurrency', 'offer.concurrency', 'peerFleet.concurrency', 'runnerTarget.concurrency']) {
+      const refused = await helm(['template', 'rel', chart, ...kv, '--set', `${value}=0`]);
+      expect({ code: refused.code, stderr: refused.stderr }).toEqual({ code: 1, stderr: expect.stringContaining(`at '/${value.replace('.', '/')}': minimum: got 0, want 1`) });
+    }
+  });
+
   it('grants PeerFleet lending exactly what it needs, and none of it with peerFleet.enabled=false', async () => {
     const render = async (...set: string[]) => docs((await helmOK(['template', 'rel', chart, ...kv, '--namespace', 'ops', ...set])).stdout);
     // Every rule as "Kind namespace/name group/resource[names]: verbs", one line per resource.

@@ -3,6 +3,7 @@
 // within 20 s.
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { freePort } from './cluster/controlplane.js';
+import { leaseManifest } from './support/builders.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
 
@@ -37,21 +38,13 @@ describe('leader election', () => {
     expect(lease.spec.holderIdentity).toBeTruthy();
 
     // The follower only watches; it must not reconcile while it follows.
-    await apply(kubectl, `apiVersion: leasehold.dev/v1alpha1
-kind: Lease
-metadata: {name: before-failover, namespace: ${ns}}
-spec: {where: "gpu=a100"}
-`);
+    await apply(kubectl, leaseManifest('before-failover', ns, { where: 'gpu=a100' }));
     await waitFor('leader reconciles', async () => (await getJSON(kubectl, ['-n', ns, 'leases.leasehold.dev', 'before-failover']))?.status?.phase);
     expect(await follower.metric('leasehold_reconcile_total')).toBe(0);
 
     const killedAt = Date.now();
     await leader.stop('SIGKILL');
-    await apply(kubectl, `apiVersion: leasehold.dev/v1alpha1
-kind: Lease
-metadata: {name: after-failover, namespace: ${ns}}
-spec: {where: "gpu=a100"}
-`);
+    await apply(kubectl, leaseManifest('after-failover', ns, { where: 'gpu=a100' }));
     await waitFor('new leader reconciles', async () => (await getJSON(kubectl, ['-n', ns, 'leases.leasehold.dev', 'after-failover']))?.status?.phase === 'Pending', 25_000, 100);
     const tookMs = Date.now() - killedAt;
     process.stdout.write(`failover: leader killed, new leader reconciled after ${tookMs} ms\n`);

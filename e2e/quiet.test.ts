@@ -2,6 +2,7 @@
 // writes, counted both by the controller's own request counter and by the
 // API server's apiserver_request_total.
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
+import { leaseManifest } from './support/builders.js';
 import { startController, sumMetric, type ControllerProcess } from './support/controller.js';
 import { apply, freshNamespace, getJSON, testKubectl, waitFor } from './support/kube.js';
 
@@ -30,12 +31,7 @@ afterAll(async () => {
 
 describe('quiet cluster', () => {
   it(`costs zero writes for a minute after ${N} Leases are reconciled`, async () => {
-    const items = Array.from({ length: N }, (_, i) => ({
-      apiVersion: 'leasehold.dev/v1alpha1',
-      kind: 'Lease',
-      metadata: { name: `quiet-${i}`, namespace: ns },
-      spec: { where: `gpus>=${(i % 7) + 1},cpus>=4` },
-    }));
+    const items = Array.from({ length: N }, (_, i) => leaseManifest(`quiet-${i}`, ns, { where: `gpus>=${(i % 7) + 1},cpus>=4` }));
     await apply(kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'List', items }));
     await waitFor(`${N} Leases Pending`, async () => {
       const list = await getJSON(kubectl, ['-n', ns, 'leases.leasehold.dev']);

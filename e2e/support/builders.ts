@@ -10,7 +10,8 @@ function manifest(kind: string, name: string, namespace: string | undefined, spe
   return { apiVersion: API_VERSION, kind, metadata: { name, ...(namespace !== undefined ? { namespace } : {}), ...metadata }, spec };
 }
 
-export const leaseManifest = (name: string, namespace: string, spec: Spec, metadata?: Metadata) => manifest('Lease', name, namespace, spec, metadata);
+/** With no namespace, the request's path (or kubectl's context) gives it. */
+export const leaseManifest = (name: string, namespace: string | undefined, spec: Spec, metadata?: Metadata) => manifest('Lease', name, namespace, spec, metadata);
 /** Offers are cluster-scoped. */
 export const offerManifest = (name: string, spec: Spec, metadata?: Metadata) => manifest('Offer', name, undefined, spec, metadata);
 export const peerFleetManifest = (name: string, namespace: string, spec: Spec, metadata?: Metadata) => manifest('PeerFleet', name, namespace, spec, metadata);

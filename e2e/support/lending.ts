@@ -9,6 +9,7 @@ import { createFakeNodes, KWOK_RUN_FOR_ENV, type FakeNode } from '../cluster/kwo
 import { createPeerCredential, type PeerCredential } from '../cluster/peer.js';
 import { startController, type ControllerProcess } from './controller.js';
 import { chartIdentity } from './helm.js';
+import { peerFleetManifest } from './builders.js';
 import { apply, must, type Kubectl } from './kube.js';
 import { chartAdmission, namespaceUser } from './tenancy.js';
 
@@ -128,18 +129,14 @@ export function ourJob(name: string, namespace: string, pool: Record<string, str
   return job(name, namespace, opts, { pod: { nodeSelector: pool } });
 }
 
+/** A PeerFleet lending to the peer's queue with the Secrets lendingNamespace makes; spec adds to or replaces those fields. */
 export function fleetManifest(peer: ControlPlane, name: string, namespace: string, spec: Record<string, unknown>) {
-  return {
-    apiVersion: 'leasehold.dev/v1alpha1',
-    kind: 'PeerFleet',
-    metadata: { name, namespace },
-    spec: {
-      origin: peer.info.server,
-      namespace: QUEUE,
-      credentialSecretRef: { name: 'peer-token' },
-      caSecretRef: { name: 'peer-ca' },
-      pricePerGPUHour: 2,
-      ...spec,
-    },
-  };
+  return peerFleetManifest(name, namespace, {
+    origin: peer.info.server,
+    namespace: QUEUE,
+    credentialSecretRef: { name: 'peer-token' },
+    caSecretRef: { name: 'peer-ca' },
+    pricePerGPUHour: 2,
+    ...spec,
+  });
 }
