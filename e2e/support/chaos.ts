@@ -9,6 +9,7 @@ import { existsSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'no
 import { join } from 'node:path';
 import { CustomObjectsApi, KubeConfig, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import type { LambdaEmulator } from '../fakes/lambda/server.js';
+import { leaseManifest } from './builders.js';
 import type { ControllerProcess } from './controller.js';
 import { waitFor } from './kube.js';
 
@@ -17,7 +18,11 @@ const G = { group: 'leasehold.dev', version: 'v1alpha1', plural: 'leases' };
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** Lease reads and writes straight through the API (no kubectl per call), for watching steps closely. */
+/**
+ * Lease reads and writes straight through the API, for watching steps closely:
+ * the reliability suites poll every 25 ms, which a kubectl process per call
+ * (support/kube.ts) cannot keep up with. Objects come from support/builders.ts.
+ */
 export class LeaseAPI {
   readonly api: CustomObjectsApi;
   constructor(kubeconfig: string) {
@@ -37,7 +42,7 @@ export class LeaseAPI {
     }
   }
   async create(namespace: string, name: string, spec: Record<string, unknown>): Promise<any> {
-    return this.api.createNamespacedCustomObject({ ...G, namespace, body: { apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { name, namespace }, spec } });
+    return this.api.createNamespacedCustomObject({ ...G, namespace, body: leaseManifest(name, namespace, spec) });
   }
   /** Moves the Lease's resourceVersion (a merge patch of one annotation, unconditional), so that writes made with the old one conflict. */
   async touch(namespace: string, name: string, value: string): Promise<void> {
