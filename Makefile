@@ -46,9 +46,10 @@ test-unit: deps
 test-e2e: deps binaries node-setup
 	npx jest --selectProjects e2e
 
-# The binaries build in the background while typecheck and the unit tests run
-# (they need none); the e2e tests follow once all three passed.
-test: deps
+# The binaries build in the background while the Node packages install and
+# typecheck and the unit tests run (they need none); the e2e tests follow once
+# all of them passed. The script runs `make deps` itself, after starting the build.
+test:
 	bash e2e/setup/make-test.sh
 
 build: deps

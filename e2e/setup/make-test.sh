@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
 # `make test`: the control-plane build (e2e/cluster/build.sh; on a cold machine
-# about 20 minutes, much of it downloading Go modules) and the real node's
-# packages and images (e2e/node/setup.sh; about 6 minutes cold) run in the
-# background while typecheck and the unit tests, which need neither, run in the
-# foreground. The build's log is printed once they are done, so the two never
-# interleave. The e2e tests start only when all three passed; the exit status
-# is non-zero when any part failed.
+# about 15-18 minutes) and the real node's packages and images
+# (e2e/node/setup.sh; about 6 minutes cold) run in the background while the
+# Node packages are installed, typecheck and the unit tests run in the
+# foreground. The builds' logs are printed once those are done, so nothing
+# interleaves. The e2e tests start only when every part passed; the exit
+# status is non-zero when any part failed.
 set -uo pipefail
 
 log="$(mktemp "${TMPDIR:-/tmp}/leasehold-binaries-XXXXXX.log")"
-# Its own session (and so its own process group), so that the whole build,
-# go and its compilers included, can be stopped if this script is.
-# The two builds run side by side: the Go build is CPU-bound, the image build mostly
-# waits on package downloads.
-setsid bash -c 'bash e2e/node/setup.sh >/dev/null & images=$!; bash e2e/cluster/build.sh; built=$?; wait $images && exit $built' >"$log" 2>&1 &
+node_log="$(mktemp "${TMPDIR:-/tmp}/leasehold-node-XXXXXX.log")"
+# Each in its own session (and so its own process group), so that a whole
+# build, go and its compilers included, can be stopped if this script is.
+# The Go build needs nothing from npm, so it starts before the Node packages
+# are installed; the node's setup installs Debian packages, so it waits until
+# `make deps` (which may run apt-get too) is done.
+setsid bash e2e/cluster/build.sh >"$log" 2>&1 &
 build=$!
-stop_build() { kill -- "-$build" 2>/dev/null; }
-trap 'stop_build; rm -f "$log"' EXIT
+node_setup=
+stop_build() { kill -- "-$build" 2>/dev/null; [[ -n "$node_setup" ]] && kill -- "-$node_setup" 2>/dev/null; }
+trap 'stop_build; rm -f "$log" "$node_log"' EXIT
 trap 'stop_build; exit 130' INT
 trap 'stop_build; exit 143' TERM
 
+echo "make test: building the control-plane binaries in the background (log: $log)"
+make --no-print-directory deps || { echo "make test: failed: deps" >&2; exit 1; }
+# The Go build is CPU-bound, the image build mostly waits on package downloads.
+setsid bash -c 'bash e2e/node/setup.sh >/dev/null' >"$node_log" 2>&1 &
+node_setup=$!
+echo "make test: building the real node's images in the background (log: $node_log)"
+
 failed=()
-echo "make test: building the control-plane binaries and the real node's images in the background (log: $log)"
 echo "make test: typecheck"
 npx tsc --noEmit -p . || failed+=(typecheck)
 echo "make test: unit and emulator tests"
@@ -29,7 +38,9 @@ npx jest --selectProjects unit emulators || failed+=(unit)
 
 echo "make test: waiting for the control-plane binaries and images"
 wait "$build" || failed+=(binaries)
+wait "$node_setup" || failed+=(node-images)
 sed 's/^/  binaries: /' "$log"
+sed 's/^/  node: /' "$node_log"
 
 if (( ${#failed[@]} )); then
   echo "make test: failed: ${failed[*]} (e2e tests not run)" >&2
