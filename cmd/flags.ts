@@ -4,9 +4,9 @@
 import { parseArgs } from 'node:util';
 import { parseDuration } from '../src/api/duration.js';
 import { errorText } from '../src/kube/errors.js';
-import { parseTaintRules, type TaintRule } from '../controllers/peerfleet/nodes.js';
+import { parseTaintRules, type TaintRule } from '../controllers/peerfleet/policy/nodes.js';
 import { parseEndpointList } from '../src/providers/endpoints.js';
-import { parseNamespaceLeaseLimits, type NamespaceLeaseLimits } from '../controllers/lease/limits.js';
+import { parseNamespaceLeaseLimits, type NamespaceLeaseLimits } from '../controllers/lease/policy/limits.js';
 
 export interface ControllerFlags {
   kubeconfig: string | undefined;

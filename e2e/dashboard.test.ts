@@ -16,7 +16,7 @@ import { describe, it, expect } from '@jest/globals';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
-import { DRAIN_REASONS } from '../controllers/peerfleet/drain.js';
+import { DRAIN_REASONS } from '../controllers/peerfleet/policy/drain.js';
 import { PeerFleetMetrics } from '../controllers/peerfleet/metrics.js';
 import { FINAL_CHECK_STATES } from '../controllers/runnertarget/machine.js';
 import { RunnerTargetMetrics } from '../controllers/runnertarget/metrics.js';

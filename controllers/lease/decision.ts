@@ -1,7 +1,7 @@
 // The decision each phase returns to the reconciler from its look at the world. A phase is
 // a pure function of (Lease, effect state, wake-up, now, settings): it decides;
 // the reconciler writes and starts effects.
-import type { NamespaceLeaseLimits } from './limits.js';
+import type { NamespaceLeaseLimits } from './policy/limits.js';
 import type { Lease, LeaseStatus } from '../../src/api/index.js';
 import type { EffectState } from '../../src/kube/effects.js';
 import type { AcquireResult, MachineCheck } from './driver.js';

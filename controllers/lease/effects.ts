@@ -8,7 +8,7 @@ import type { EventRecorder } from '../../src/kube/events.js';
 import { rfc3339 } from '../../src/kube/conditions.js';
 import type { LeaseDriver } from './driver.js';
 import type { RecordStore } from '../../src/kube/leaserecords.js';
-import { sealedLease } from './trust.js';
+import { sealedLease } from './policy/trust.js';
 import type { LeaseEffectResult } from './decision.js';
 import { PROGRESS_INTERVAL_MS, ProgressThrottle } from './progress.js';
 

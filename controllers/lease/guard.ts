@@ -16,7 +16,7 @@ import type { Phase } from './machine.js';
 import type { LeaseEffectResult, LeaseSettings } from './decision.js';
 import { RecordKeeper } from './record-keeper.js';
 import type { LeaseRecord, RecordStore } from '../../src/kube/leaserecords.js';
-import { sealedStatus, tamperedFields, withResult } from './trust.js';
+import { sealedStatus, tamperedFields, withResult } from './policy/trust.js';
 
 /** The work queue key of the sweep for machines whose Lease vanished (no Lease key has a dot in its namespace). */
 export const RECORD_SWEEP_KEY = 'leasehold.dev/lease-records';

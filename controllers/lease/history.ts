@@ -3,7 +3,7 @@
 // pass that deletes them.
 import { ENDED_PHASES, type Lease } from '../../src/api/index.js';
 import type { CacheIndex } from '../../src/kube/cache.js';
-import { stampedBy } from './ownership.js';
+import { stampedBy } from './policy/ownership.js';
 import { endedAt } from './status.js';
 
 export interface Ended {

@@ -3,7 +3,7 @@
 import { DEFAULT_MAX_PRICE_PER_HOUR, type Lease, type Offer } from '../../src/api/index.js';
 import type { Claim } from '../../src/machine/facts.js';
 import { candidateShape } from '../../src/providers/lambda/catalog.js';
-import type { OfferCandidate } from './choose.js';
+import type { OfferCandidate } from './policy/choose.js';
 
 type Listed = NonNullable<NonNullable<Offer['status']>['candidates']>[number];
 

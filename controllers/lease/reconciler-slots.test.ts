@@ -7,7 +7,7 @@ import type { Lease, LeaseStatus } from '../../src/api/index.js';
 import { connectionRefused, FakeAPIServer } from '../../src/kube/testing/fake-api.js';
 import type { AcquireResult, LeaseDriver, MachineCheck } from './driver.js';
 import { MemoryRecordStore } from './testing/records.js';
-import { recordOf } from './trust.js';
+import { recordOf } from './policy/trust.js';
 import { leaseReconciler, seedLease } from './testing/harness.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));

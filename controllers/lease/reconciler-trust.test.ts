@@ -10,7 +10,7 @@ import type { LeaseDriver, MachineCheck } from './driver.js';
 import { RECORD_SWEEP_KEY } from './reconciler.js';
 import { leaseReconciler, log, seedLease, settle as settleOwners } from './testing/harness.js';
 import { MemoryRecordStore } from './testing/records.js';
-import { recordOf } from './trust.js';
+import { recordOf } from './policy/trust.js';
 
 const UID = '0123abcd-0000-0000-0000-000000000000';
 const MACHINE = { ssh: { host: '10.0.0.5', port: 22, user: 'u', hostKey: 'ssh-ed25519 AAAA' } };

@@ -25,10 +25,10 @@ import { observeReleasing } from './phases/releasing.js';
 import { Refusals, schedule, Slots } from './phases/pending.js';
 import { conditionsFor, contextOf, endReasonFor, fitLeaseStatus, phaseOf } from './status.js';
 import { LeaseGuard, RECORD_SWEEP_KEY } from './guard.js';
-import { ownershipOf } from './ownership.js';
-import { limitFor } from './limits.js';
+import { ownershipOf } from './policy/ownership.js';
+import { limitFor } from './policy/limits.js';
 import type { LeaseRecord, RecordStore } from '../../src/kube/leaserecords.js';
-import { recordOf, sealedLease } from './trust.js';
+import { recordOf, sealedLease } from './policy/trust.js';
 
 export const RELEASE_FINALIZER = 'leasehold.dev/release';
 export { RECORD_SWEEP_KEY };

@@ -14,7 +14,7 @@ import type { LeaseDriver } from './driver.js';
 import type { LeaseEffectResult } from './decision.js';
 import { recordSecretName, type LeaseRecord, type RecordStore } from '../../src/kube/leaserecords.js';
 import { phaseOf } from './status.js';
-import { leaseOfRecord, recordOf } from './trust.js';
+import { leaseOfRecord, recordOf } from './policy/trust.js';
 
 export interface RecordKeeperDeps {
   records: RecordStore;

@@ -21,7 +21,7 @@ import { claimOf, offerChangedForScheduling } from './offers.js';
 import { endedNow } from './history.js';
 import { LeaseReconciler, RECORD_SWEEP_KEY, RELEASE_FINALIZER, type LeaseSettings, type LeaseWriter } from './reconciler.js';
 import { adoptedMarkerFor, KubeRecordStore } from '../../src/kube/leaserecords.js';
-import { INSTALLATION_ANNOTATION, stampedBy } from './ownership.js';
+import { INSTALLATION_ANNOTATION, stampedBy } from './policy/ownership.js';
 import { sshAgent } from './ssh-agent.js';
 
 /** The controller's own SSH key Secret and its Lease records live in controllerNamespace. */

@@ -3,16 +3,16 @@
 // and a release carry the resourceVersion they were decided on, and a node's
 // holder Lease is taken with its own. A claim goes in this order: hold the
 // node, claim on the peer, start the mirror; a restart between any two is
-// found again by recovery.ts (a claim without a mirror is started or given
+// found again by policy/recovery.ts (a claim without a mirror is started or given
 // back), so no peer Job is run twice or lost.
 import { V1MicroTime, type BatchV1Api, type CoordinationV1Api, type CoreV1Api, type V1Job, type V1Lease, type V1Node } from '@kubernetes/client-node';
 import { DEFAULT_MAX_JOB_DURATION, durationMs, type PeerFleet } from '../../src/api/index.js';
 import { isConflict, isNotFound, statusCode } from '../../src/kube/client.js';
 import { errorText } from '../../src/kube/errors.js';
 import { CLAIMED_BY_ANNOTATION, claimant, type PeerQueue } from '../../src/providers/peerqueue/types.js';
-import { HOLDER_LABEL, holderLeaseName } from './holder.js';
-import { fleetID, fleetKey, type HostNote, type LendEffect } from './lending.js';
-import { makeMirror, MIRROR_SERVICE_ACCOUNT, type LendingPolicy } from './mirror.js';
+import { HOLDER_LABEL, holderLeaseName } from './policy/holder.js';
+import { fleetID, fleetKey, type HostNote, type LendEffect } from './policy/lending.js';
+import { makeMirror, MIRROR_SERVICE_ACCOUNT, type LendingPolicy } from './policy/mirror.js';
 
 export type Outcome = 'claimed' | 'conflict' | 'refused' | 'started' | 'released' | 'written' | 'deleted' | 'freed' | 'error';
 

@@ -7,7 +7,7 @@
 // and nothing here ever stops a running mirror.
 import { assign, setup, transition, type SnapshotFrom } from 'xstate';
 import { HOST_STATES, type PeerHostState } from '../../src/api/index.js';
-import type { DrainReason } from './drain.js';
+import type { DrainReason } from './policy/drain.js';
 
 export { HOST_STATES, type PeerHostState };
 

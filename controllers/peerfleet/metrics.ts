@@ -4,7 +4,7 @@
 // informer's PeerFleets at scrape time, so they are what status says.
 import { Counter, Gauge, type Registry } from 'prom-client';
 import { HOST_STATES, type PeerFleet } from '../../src/api/index.js';
-import type { FleetPass } from './lending.js';
+import type { FleetPass } from './policy/lending.js';
 import type { EffectResult } from './effects.js';
 
 type Labels = 'namespace' | 'peerfleet';

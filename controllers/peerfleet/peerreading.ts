@@ -1,12 +1,12 @@
 // One reading of a PeerFleet's Secrets and its peer: the origin checked
 // against the admin's list, the bearer token (and CA) read from the fleet's
 // own namespace, then one namespaced list on the peer with that token. What
-// it finds is the input of the readiness verdict (verdict.ts); a Secret that
+// it finds is the input of the readiness verdict (policy/verdict.ts); a Secret that
 // is missing or a peer that refuses is a finding, never a thrown error.
 import type { PeerFleet } from '../../src/api/index.js';
 import { readSecretKey, SecretKeyError, type SecretDataReader } from '../../src/kube/secrets.js';
 import { checkEndpoint, type EndpointPolicy } from '../../src/providers/endpoints.js';
-import type { SecretField, VerdictInput } from './verdict.js';
+import type { SecretField, VerdictInput } from './policy/verdict.js';
 
 /** What a probe needs from the peer: one namespaced list with our token. */
 export interface PeerProbe {

@@ -3,7 +3,7 @@
 // not answer is asked again sooner, backing off to the poll interval, so a
 // short outage does not cost a whole interval.
 import { DEFAULT_POLL_INTERVAL, durationMs, MIN_POLL_INTERVAL_MS, type PeerFleet } from '../../src/api/index.js';
-import type { Verdict } from './verdict.js';
+import type { Verdict } from './policy/verdict.js';
 
 /** The first retry after the peer did not answer; doubled up to pollInterval. */
 export const UNREACHABLE_RETRY_MS = 1000;

@@ -4,7 +4,7 @@ import { canonical } from '../../src/kube/canonical.js';
 import { StatusWriter } from '../../src/kube/status.js';
 import { PeerQueueError } from '../../src/providers/peerqueue/errors.js';
 import { EffectRunner } from '../../src/kube/effects.js';
-import type { LendEffect } from './lending.js';
+import type { LendEffect } from './policy/lending.js';
 import type { PeerAccess } from './peerreading.js';
 import { UNREACHABLE_RETRY_MS } from './pollschedule.js';
 import { EFFECT_SLOT_RETRY_MS, LENDING_FINALIZER, PeerFleetReconciler, type PeerFleetEffect } from './reconciler.js';

@@ -1,6 +1,6 @@
 // The PeerFleet reconciler. Each pass reads the credential (and CA) Secrets
 // with our own client, asks the peer for one namespaced list with that
-// token, and judges readiness; then the lending pass (lending.ts) steps each
+// token, and judges readiness; then the lending pass (policy/lending.ts) steps each
 // node's machine from what the informers hold. The verdict, the hosts and
 // the accounting are written in one status write, and only then do the
 // pass's effects run: the status is the intent (a session names its node
@@ -27,14 +27,14 @@ import type { PeerQueue } from '../../src/providers/peerqueue/types.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
 import { splitKey } from '../../src/kube/resource.js';
 import { MirrorExpectations } from './expectations.js';
-import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from './lending.js';
+import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from './policy/lending.js';
 import type { PeerFleetMetrics } from './metrics.js';
 import type { EffectResult, LendingEffects } from './effects.js';
 import { readPeer, type PeerAccess, type PeerReadingDeps, type Reading } from './peerreading.js';
 import { PeerWrites } from './peerview.js';
 import { pollInterval, PollSchedule, UNREACHABLE_RETRY_MS } from './pollschedule.js';
 import { fleetStatus } from './status.js';
-import { judgeReadiness, type Verdict, type VerdictInput } from './verdict.js';
+import { judgeReadiness, type Verdict, type VerdictInput } from './policy/verdict.js';
 
 /** Our side of a pass, as the informers hold it. */
 type OurSide = Pick<FleetWorld, 'clusterID' | 'nodes' | 'pods' | 'mirrors' | 'holders'>;
@@ -45,7 +45,7 @@ export interface LendingDeps {
   world(fleet: PeerFleet): OurSide;
   /** The PeerFleet namespace's Pod Security enforce label; null when it has none; undefined until the namespace was read. */
   podSecurity(namespace: string): string | null | undefined;
-  /** Why mirrors of the fleet could reach out freely (egress.ts); undefined when a default deny holds. */
+  /** Why mirrors of the fleet could reach out freely (policy/egress.ts); undefined when a default deny holds. */
   egress(fleet: PeerFleet): string | undefined;
   /** The peer queue for this access (the same client the probe uses). */
   queue(access: PeerAccess): PeerQueue;

@@ -15,16 +15,16 @@ import type { EndpointPolicy } from '../../src/providers/endpoints.js';
 import { KubePeerQueue } from '../../src/providers/peerqueue/kube.js';
 import { checkPeerJob } from '../../src/providers/peerqueue/schema.js';
 import { LENDABLE_LABEL } from '../../src/providers/peerqueue/types.js';
-import { holderLeaseName, HOLDER_LABEL } from './holder.js';
+import { holderLeaseName, HOLDER_LABEL } from './policy/holder.js';
 import { PEERFLEET_LABEL } from './labels.js';
 import { PeerFleetMetrics } from './metrics.js';
-import type { LendingPolicy } from './mirror.js';
-import { lendableNodes } from './nodes.js';
-import { egressRefusal } from './egress.js';
+import type { LendingPolicy } from './policy/mirror.js';
+import { lendableNodes } from './policy/nodes.js';
+import { egressRefusal } from './policy/egress.js';
 import { LendingEffects } from './effects.js';
 import type { PeerAccess } from './peerreading.js';
 import { LENDING_FINALIZER, PeerFleetReconciler, type LendingDeps, type PeerFleetEffect } from './reconciler.js';
-import { POD_SECURITY_LABEL } from './verdict.js';
+import { POD_SECURITY_LABEL } from './policy/verdict.js';
 
 /** installationID is the first part of every claim on a peer Job; the nodes' holder Leases live in controllerNamespace; concurrency is --peerfleet-concurrency. */
 export interface PeerFleetControllerOptions extends ControllerOptions {

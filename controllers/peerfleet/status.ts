@@ -4,8 +4,8 @@
 import type { PeerFleet, PeerFleetStatus } from '../../src/api/index.js';
 import { canonical } from '../../src/kube/canonical.js';
 import { rfc3339, setCondition } from '../../src/kube/conditions.js';
-import type { FleetPass } from './lending.js';
-import { readyCondition, type Verdict } from './verdict.js';
+import type { FleetPass } from './policy/lending.js';
+import { readyCondition, type Verdict } from './policy/verdict.js';
 
 export function fleetStatus(fleet: PeerFleet, verdict: Verdict, pass: FleetPass | undefined, now: Date): PeerFleetStatus {
   const generation = fleet.metadata?.generation;

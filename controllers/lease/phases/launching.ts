@@ -7,7 +7,7 @@ import { rfc3339 } from '../../../src/kube/conditions.js';
 import type { MachineCheck } from '../driver.js';
 import { doneOf, waiting, type Decision, type PhaseInput } from '../decision.js';
 import { checkInputsOf, describeFacts } from '../status.js';
-import { nextCheckIn } from '../timing.js';
+import { nextCheckIn } from '../policy/timing.js';
 
 /** How long after acquireTimeout an acquire that ignores its cut-off is given up on all the same. */
 export const ACQUIRE_CUTOFF_GRACE_MS = 30_000;

@@ -6,13 +6,13 @@ import { rfc3339 } from '../../../src/kube/conditions.js';
 import type { CacheIndex } from '../../../src/kube/cache.js';
 import { parsePublicKey } from '../../../src/machine/keys.js';
 import { installationPrefix } from '../../../src/providers/types.js';
-import { stampOf } from '../ownership.js';
+import { stampOf } from '../policy/ownership.js';
 import { selects } from '../../../src/kube/selector.js';
-import { chooseOffer, type Choice, type OfferCandidate } from '../choose.js';
+import { chooseOffer, type Choice, type OfferCandidate } from '../policy/choose.js';
 import type { Decision } from '../decision.js';
 import { candidatesOf } from '../offers.js';
 import { phaseOf } from '../status.js';
-import type { NamespaceLimit } from '../limits.js';
+import type { NamespaceLimit } from '../policy/limits.js';
 
 export interface ScheduleInput {
   lease: Lease;

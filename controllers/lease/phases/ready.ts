@@ -8,7 +8,7 @@ import { isCheckFailure, type CheckFailure, type Phase } from '../machine.js';
 import { doneOf, waiting, type Decision, type PhaseInput } from '../decision.js';
 import { checkInputsOf } from '../status.js';
 import { ACTIVITY_ANNOTATION, idleDeadline, idleTimeoutMs, lastActivity } from '../../../src/api/activity.js';
-import { annotatedActivity, judgeUsage, nextCheckIn } from '../timing.js';
+import { annotatedActivity, judgeUsage, nextCheckIn } from '../policy/timing.js';
 
 export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>): Decision {
   const { lease, now, settings } = input;

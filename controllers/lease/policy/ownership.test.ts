@@ -1,8 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Lease } from '../../src/api/index.js';
-import type { Phase } from './machine.js';
+import type { Lease } from '../../../src/api/index.js';
+import type { Phase } from '../machine.js';
 import { ownershipOf } from './ownership.js';
-import type { LeaseRecord } from '../../src/kube/leaserecords.js';
+import type { LeaseRecord } from '../../../src/kube/leaserecords.js';
 
 const lease = (stamp?: string) => ({ metadata: { uid: 'u', ...(stamp ? { annotations: { 'leasehold.dev/installation': stamp } } : {}) } }) as unknown as Lease;
 const record = (installation?: string) => ({ uid: 'u', machineName: 'leasehold-inst0001-0123abcd', ...(installation ? { installation } : {}) }) as LeaseRecord;

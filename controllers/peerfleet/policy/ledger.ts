@@ -4,11 +4,11 @@
 // by the peer Job's UID, so a mirror seen complete in many passes (or again
 // after a restart) is recorded once.
 import type { V1Job } from '@kubernetes/client-node';
-import type { Accounting, LedgerEntry, PeerLedger } from '../../src/api/index.js';
-import { rfc3339 } from '../../src/kube/conditions.js';
+import type { Accounting, LedgerEntry, PeerLedger } from '../../../src/api/index.js';
+import { rfc3339 } from '../../../src/kube/conditions.js';
 import { amountUSD, measure } from './accounting.js';
 import { GPU, jobRequests } from './fit.js';
-import { NODE_LABEL, PEER_JOB_ANNOTATION, PEER_JOB_UID_LABEL } from './labels.js';
+import { NODE_LABEL, PEER_JOB_ANNOTATION, PEER_JOB_UID_LABEL } from '../labels.js';
 
 /** Entries the ledger keeps; older ones are folded into per-node totals. */
 export const LEDGER_KEPT = 256;

@@ -4,8 +4,8 @@
 // init container if larger, plus overhead), times the pods the Job runs at
 // once, since a mirror runs all of them on the one node.
 import type { V1Container, V1Job, V1Node, V1Pod, V1PodSpec } from '@kubernetes/client-node';
-import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION } from '../../src/providers/peerqueue/types.js';
-import { NODE_LABEL } from './labels.js';
+import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION } from '../../../src/providers/peerqueue/types.js';
+import { NODE_LABEL } from '../labels.js';
 import { admits } from './placement.js';
 import { formatQuantity, parseQuantity } from './quantity.js';
 

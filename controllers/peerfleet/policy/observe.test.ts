@@ -1,5 +1,5 @@
 import { describe, expect, it } from '@jest/globals';
-import { restore, step } from './machine.js';
+import { restore, step } from '../machine.js';
 import { hostEvent, type HostObservation } from './observe.js';
 
 const fits = { kind: 'claim' as const, job: { metadata: { name: 'train' } } };

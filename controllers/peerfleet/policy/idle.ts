@@ -5,8 +5,8 @@
 // mirror pods) are: they are what a control-plane or system node is for, and
 // a node running them must not look idle.
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { rfc3339 } from '../../src/kube/conditions.js';
-import { PEERFLEET_LABEL } from './labels.js';
+import { rfc3339 } from '../../../src/kube/conditions.js';
+import { PEERFLEET_LABEL } from '../labels.js';
 import { placementRefusal } from './placement.js';
 
 const terminal = (pod: V1Pod) => pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed';

@@ -1,6 +1,6 @@
 import { describe, it, expect } from '@jest/globals';
-import type { LeaseStatus } from '../../src/api/index.js';
-import { at, leaseWith, MACHINE } from './testing/phase-input.js';
+import type { LeaseStatus } from '../../../src/api/index.js';
+import { at, leaseWith, MACHINE } from '../testing/phase-input.js';
 import { leaseOfRecord, recordOf, sealedLease, sealedStatus, tamperedFields, withResult } from './trust.js';
 
 const launched: Partial<LeaseStatus> = {

@@ -10,7 +10,7 @@
 // cascade would have the garbage collector delete running mirrors; the
 // PeerFleet's finalizer waits for them, and finished ones are deleted here.
 import type { V1Container, V1Job, V1Node, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
-import { NODE_LABEL, PEER_JOB_ANNOTATION, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from './labels.js';
+import { NODE_LABEL, PEER_JOB_ANNOTATION, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from '../labels.js';
 import { tolerationsFor, type TaintRule } from './nodes.js';
 import { jobProblems, unsafeFields } from './safety.js';
 

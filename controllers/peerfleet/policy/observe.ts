@@ -13,7 +13,7 @@ import type { DrainDecision } from './drain.js';
 import type { Choice } from './fit.js';
 import type { Holding } from './holder.js';
 import type { IdleClock, Occupancy } from './idle.js';
-import type { HostEvent, PeerHostState } from './machine.js';
+import type { HostEvent, PeerHostState } from '../machine.js';
 import type { Verdict } from './verdict.js';
 
 export interface HostObservation {

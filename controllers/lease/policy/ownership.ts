@@ -3,10 +3,10 @@
 // stamps the Leases it takes on with its ID before it does anything for
 // them, and leaves the others' alone. The stamp is an annotation a tenant
 // can edit; the controller's record, which a tenant cannot, outranks it.
-import type { Lease } from '../../src/api/index.js';
-import { INSTALLATION_ANNOTATION } from '../../src/kube/installation.js';
-import type { Phase } from './machine.js';
-import type { LeaseRecord } from '../../src/kube/leaserecords.js';
+import type { Lease } from '../../../src/api/index.js';
+import { INSTALLATION_ANNOTATION } from '../../../src/kube/installation.js';
+import type { Phase } from '../machine.js';
+import type { LeaseRecord } from '../../../src/kube/leaserecords.js';
 
 export { INSTALLATION_ANNOTATION };
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Job, V1JobStatus } from '@kubernetes/client-node';
-import { jobStatusProblems } from '../../src/providers/peerqueue/jobstatus.js';
+import { jobStatusProblems } from '../../../src/providers/peerqueue/jobstatus.js';
 import { lostStatusWrite, peerStatusWrite } from './writeback.js';
 
 const START = new Date('2026-12-03T09:00:00Z');

@@ -1,7 +1,7 @@
 // Which Offer serves a Lease: a pure policy of (where, offers, rng).
 // Only offers whose shape matches win; the cheapest does, an offer with a
 // price (even 0) before one without, and equal offers in random order.
-import { matchShape, type MatchResult, type ParsedWhere, type MachineShape } from '../../src/api/where.js';
+import { matchShape, type MatchResult, type ParsedWhere, type MachineShape } from '../../../src/api/where.js';
 
 export interface OfferCandidate {
   /** Offer name (for Lambda offers: offer/instance-type). */

@@ -3,9 +3,9 @@
 // Both sides read the same records, so a Job whose record cannot be measured
 // is counted apart with the reason rather than guessed at.
 import type { V1Job } from '@kubernetes/client-node';
-import type { Accounting } from '../../src/api/index.js';
-import { rfc3339 } from '../../src/kube/conditions.js';
-import { CLAIMED_BY_ANNOTATION, HOST_ANNOTATION, parseClaimant } from '../../src/providers/peerqueue/types.js';
+import type { Accounting } from '../../../src/api/index.js';
+import { rfc3339 } from '../../../src/kube/conditions.js';
+import { CLAIMED_BY_ANNOTATION, HOST_ANNOTATION, parseClaimant } from '../../../src/providers/peerqueue/types.js';
 import { GPU, jobRequests } from './fit.js';
 
 /** How many unmeasured Jobs status lists by name. */

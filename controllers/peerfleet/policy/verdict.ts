@@ -3,10 +3,10 @@
 // status.verdict and the Ready condition's reason; every message carries the
 // command that fixes it, since the reader is a platform admin at kubectl.
 // Secret values never reach a message.
-import type { PeerFleetSpec } from '../../src/api/index.js';
-import type { ConditionInput } from '../../src/kube/conditions.js';
-import type { SecretKeyError } from '../../src/kube/secrets.js';
-import { isPeerQueueError, type FailureClass } from '../../src/providers/peerqueue/errors.js';
+import type { PeerFleetSpec } from '../../../src/api/index.js';
+import type { ConditionInput } from '../../../src/kube/conditions.js';
+import type { SecretKeyError } from '../../../src/kube/secrets.js';
+import { isPeerQueueError, type FailureClass } from '../../../src/providers/peerqueue/errors.js';
 
 export const VERDICT_CODES = ['Ready', 'EndpointNotAllowed', 'PeerRefused', 'SecretAbsent', 'KeyAbsent', 'NotAuthorized', 'PeerUnreachable', 'NamespaceNotRestricted', 'EgressNotDenied', 'Unknown'] as const;
 export type VerdictCode = (typeof VERDICT_CODES)[number];

@@ -8,7 +8,7 @@
 // and never before startTime, startTime never changes once set, counters
 // never go down, and a finished Job has no active, ready or terminating pods.
 import type { V1Job, V1JobCondition, V1JobStatus } from '@kubernetes/client-node';
-import { EXIT_CODE_ANNOTATION, HOST_ANNOTATION, type StatusWrite } from '../../src/providers/peerqueue/types.js';
+import { EXIT_CODE_ANNOTATION, HOST_ANNOTATION, type StatusWrite } from '../../../src/providers/peerqueue/types.js';
 
 export interface WritebackInput {
   /** The peer Job as the peer has it now. */

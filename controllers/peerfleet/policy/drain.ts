@@ -3,9 +3,9 @@
 // message saying what to change). Draining only stops new claims: a mirror
 // Job that runs is never deleted, so a peer Job is never cut off halfway.
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
-import { durationMs, type PeerFleetSpec } from '../../src/api/index.js';
+import { durationMs, type PeerFleetSpec } from '../../../src/api/index.js';
 import type { Occupancy } from './idle.js';
-import { LENDING_ANNOTATION, RESERVED_GPUS_ANNOTATION, VALUE_ANNOTATION } from './labels.js';
+import { LENDING_ANNOTATION, RESERVED_GPUS_ANNOTATION, VALUE_ANNOTATION } from '../labels.js';
 
 export const DRAIN_REASONS = [
   'Deleted',

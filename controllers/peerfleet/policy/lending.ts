@@ -6,16 +6,16 @@
 // to date with a mirror first, then releases, then new claims (each claim
 // names the node and its session, written in the status before the claim).
 import type { V1Job, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
-import { durationMs, MIN_POLL_INTERVAL_MS, type Accounting, type PeerFleet, type PeerHostState, type PeerLedger } from '../../src/api/index.js';
-import { rfc3339 } from '../../src/kube/conditions.js';
-import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION, parseClaimant, type StatusWrite } from '../../src/providers/peerqueue/types.js';
+import { durationMs, MIN_POLL_INTERVAL_MS, type Accounting, type PeerFleet, type PeerHostState, type PeerLedger } from '../../../src/api/index.js';
+import { rfc3339 } from '../../../src/kube/conditions.js';
+import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION, parseClaimant, type StatusWrite } from '../../../src/providers/peerqueue/types.js';
 import { account } from './accounting.js';
 import { drainDecision, type DrainReason } from './drain.js';
 import { chooseJob, freeAllocatable, GPU, jobRequests, OrderedQueue, type Resources } from './fit.js';
 import { holding } from './holder.js';
 import { idleClock, occupancy } from './idle.js';
-import { NODE_LABEL, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from './labels.js';
-import { restore, step, type HostEffect } from './machine.js';
+import { NODE_LABEL, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from '../labels.js';
+import { restore, step, type HostEffect } from '../machine.js';
 import { hostEvent } from './observe.js';
 import { recover } from './recovery.js';
 import type { Verdict } from './verdict.js';

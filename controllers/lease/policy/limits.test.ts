@@ -1,8 +1,8 @@
 import { describe, expect, it } from '@jest/globals';
-import type { Lease, Offer } from '../../src/api/index.js';
+import type { Lease, Offer } from '../../../src/api/index.js';
 import { limitFor, parseNamespaceLeaseLimits } from './limits.js';
-import { schedule } from './phases/pending.js';
-import { leaseWith, NOW } from './testing/phase-input.js';
+import { schedule } from '../phases/pending.js';
+import { leaseWith, NOW } from '../testing/phase-input.js';
 
 const offer = (name: string, pricePerHour?: number) =>
   ({

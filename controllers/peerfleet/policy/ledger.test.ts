@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Job, V1JobStatus } from '@kubernetes/client-node';
-import type { LedgerEntry, PeerLedger } from '../../src/api/index.js';
+import type { LedgerEntry, PeerLedger } from '../../../src/api/index.js';
 import { ledgerEntry, ledgerMismatches, recordLedger, withLedger } from './ledger.js';
 
 const UID = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;

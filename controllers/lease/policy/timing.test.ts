@@ -1,7 +1,7 @@
 import { describe, it, expect } from '@jest/globals';
 import { annotatedActivity, judgeUsage, nextCheckIn } from './timing.js';
-import type { Lease } from '../../src/api/index.js';
-import { EndedLeases, endedNow, leasesToPrune, pruneHistory } from './history.js';
+import type { Lease } from '../../../src/api/index.js';
+import { EndedLeases, endedNow, leasesToPrune, pruneHistory } from '../history.js';
 
 const T = Date.parse('2026-12-01T10:00:00Z');
 const min = 60_000;

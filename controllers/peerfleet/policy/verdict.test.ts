@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
-import { SecretKeyError } from '../../src/kube/secrets.js';
-import { PeerQueueError } from '../../src/providers/peerqueue/errors.js';
+import { SecretKeyError } from '../../../src/kube/secrets.js';
+import { PeerQueueError } from '../../../src/providers/peerqueue/errors.js';
 import { judgeReadiness, readyCondition, type VerdictInput } from './verdict.js';
 
 const spec = {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Job, V1JobStatus, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
-import type { PeerFleet } from '../../src/api/index.js';
+import type { PeerFleet } from '../../../src/api/index.js';
 import { STARTS_PER_PASS, lendingPass, type FleetWorld, type PeerHost } from './lending.js';
 
 const NOW = Date.parse('2026-12-03T10:00:00Z');

@@ -3,9 +3,9 @@
 // status says for them (sealedLease), writes status only through
 // sealedStatus (so a controller write also repairs tampering), and reports
 // the fields someone else changed (tamperedFields).
-import { canonical } from '../../src/kube/canonical.js';
-import type { Lease, LeaseStatus } from '../../src/api/index.js';
-import type { LeaseRecord } from '../../src/kube/leaserecords.js';
+import { canonical } from '../../../src/kube/canonical.js';
+import type { Lease, LeaseStatus } from '../../../src/api/index.js';
+import type { LeaseRecord } from '../../../src/kube/leaserecords.js';
 
 /** The status fields the record holds and the controller acts on. launch.startedAt is held too (acquireTimeout counts from it). */
 const SEALED = ['offer', 'leaseID', 'machineName', 'release', 'expiresAt', 'idleTimeout', 'providerState', 'machine'] as const;

@@ -1,5 +1,5 @@
 import { describe, it, expect } from '@jest/globals';
-import { parseWhere, type ParsedWhere } from '../../src/api/where.js';
+import { parseWhere, type ParsedWhere } from '../../../src/api/where.js';
 import { MAX_REASONS, chooseOffer, type OfferCandidate } from './choose.js';
 
 const where = (raw: string): ParsedWhere => {

@@ -4,9 +4,9 @@
 // on the peer may be judged: a peer that did not answer proves nothing, and
 // while it is away running mirrors simply keep running.
 import type { V1Job } from '@kubernetes/client-node';
-import { CLAIMED_BY_ANNOTATION } from '../../src/providers/peerqueue/types.js';
+import { CLAIMED_BY_ANNOTATION } from '../../../src/providers/peerqueue/types.js';
 import { nodeOf } from './accounting.js';
-import { PEER_JOB_UID_LABEL } from './labels.js';
+import { PEER_JOB_UID_LABEL } from '../labels.js';
 
 export type Recovery =
   /** The mirror runs or ran: bring the peer's status up to it. */

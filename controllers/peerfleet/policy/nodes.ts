@@ -4,9 +4,9 @@
 // in with a node label, and never when it is a control-plane node, cordoned,
 // or carries a taint the admin did not let mirrors tolerate (another team's
 // dedicated nodes are tainted for that team).
-import type { LabelSelector } from '../../src/api/index.js';
+import type { LabelSelector } from '../../../src/api/index.js';
 import type { V1Node, V1Taint, V1Toleration } from '@kubernetes/client-node';
-import { selects } from '../../src/kube/selector.js';
+import { selects } from '../../../src/kube/selector.js';
 
 /** The node label an admin sets to let PeerFleets lend the node. */
 export const LENDABLE_NODE_LABEL = 'leasehold.dev/lendable';

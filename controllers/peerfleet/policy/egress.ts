@@ -5,8 +5,8 @@
 // policies an admin writes are read, never written: what mirrors may reach
 // is the admin's choice, this only says whether a default deny is there.
 import type { V1NetworkPolicy, V1NetworkPolicyPeer } from '@kubernetes/client-node';
-import { selects } from '../../src/kube/selector.js';
-import { PEERFLEET_LABEL } from './labels.js';
+import { selects } from '../../../src/kube/selector.js';
+import { PEERFLEET_LABEL } from '../labels.js';
 
 /** The cloud metadata address (AWS, GCP, Azure, OpenStack): never reachable from a mirror. */
 export const METADATA_ADDRESS = '169.254.169.254';
