@@ -57,14 +57,18 @@ export interface HarnessOptions {
   events?: EventRecorder;
   recordScope?: LeaseReconcilerDeps['recordScope'];
   settings?: Partial<LeaseSettings>;
+  /** The effect runner (a manager's, to test its stop); a fresh one when absent. */
+  effects?: EffectRunner<LeaseEffectResult>;
+  /** Where an ended effect puts the Lease's key back (a work queue); nowhere when absent. */
+  enqueue?: (key: string) => void;
 }
 
 /** A reconciler and its effect runner over `api`; a second call is a restarted controller over the same API server and records. */
 export function leaseReconciler(api: FakeAPIServer<Lease>, opts: HarnessOptions): { reconciler: LeaseReconciler; effects: EffectRunner<LeaseEffectResult> } {
-  const effects = new EffectRunner<LeaseEffectResult>();
+  const effects = opts.effects ?? new EffectRunner<LeaseEffectResult>();
   const reconciler = new LeaseReconciler({
     effects,
-    enqueue: () => {},
+    enqueue: opts.enqueue ?? (() => {}),
     leases: api.cache,
     offers: { get: (_ns, name) => (name === 'box' ? BOX : undefined), list: () => [BOX] },
     status: new StatusWriter(api.statusClient),
