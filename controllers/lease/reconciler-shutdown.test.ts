@@ -58,7 +58,8 @@ function world() {
     },
     async check(l): Promise<MachineCheck> {
       calls.push('check');
-      return { kind: 'ok', facts: FACTS, busy: 1, keysHash: 'k', machine: l.status!.machine! } as MachineCheck;
+      // Nobody uses the machine, as in the installed upgrade test.
+      return { kind: 'ok', facts: FACTS, busy: 0, keysHash: 'k', machine: l.status!.machine! } as MachineCheck;
     },
     async release() {
       calls.push('release');
@@ -129,14 +130,19 @@ async function acquiring(w: ReturnType<typeof world>, c: Controller): Promise<vo
   await until('the acquire running', () => c.effects.get(UID)?.state === 'running' && w.lease().status?.phase === 'Launching');
 }
 
-/** A new leader over the same API server and records takes the Lease to `phase`. */
-async function newLeader(w: ReturnType<typeof world>, phase: 'Ready' | 'Failed'): Promise<void> {
+/**
+ * A new leader over the same API server and records takes the Lease to
+ * `phase`. Ready means handed over: Ready, or Idle, where a machine nobody
+ * uses goes at its first check (one check interval, here 1 s, after Ready).
+ */
+async function newLeader(w: ReturnType<typeof world>, phase: 'Ready' | 'Failed'): Promise<Controller> {
   const next = await controller(w);
   await until(`the Lease ${phase} under the new leader`, () => {
     const st = w.lease().status;
     if (st?.phase === 'Failed' && phase !== 'Failed') throw new Error(`Lease Failed: ${st.reason}: ${st.message}`);
-    return st?.phase === phase && next.effects.inFlight() === 0;
+    return (st?.phase === phase || (phase === 'Ready' && st?.phase === 'Idle')) && next.effects.inFlight() === 0;
   });
+  return next;
 }
 
 describe('LeaseReconciler across a leader stop', () => {
@@ -154,6 +160,13 @@ describe('LeaseReconciler across a leader stop', () => {
     expect(w.calls.filter((c) => c === 'acquire')).toHaveLength(1);
     expect(w.calls).not.toContain('release');
     expect(w.records.records.get(UID)?.providerState).toBe('{"pid":1}');
+    // Nothing runs on the machine: its first check makes it Idle, still handed
+    // over (condition Ready True). A waiter that looks only after the
+    // hand-over (as after a helm upgrade returns) must accept Idle.
+    await until('the Lease Idle after its first check', () => w.lease().status?.phase === 'Idle');
+    expect(w.lease().status?.conditions?.find((c) => c.type === 'Ready')).toMatchObject({ status: 'True', reason: 'MachineIdle' });
+    expect(w.calls.filter((c) => c === 'acquire')).toHaveLength(1);
+    expect(w.calls).not.toContain('release');
   });
 
   it('an acquire whose result a pass took just before stop (the prepare started): the new leader takes the Lease to Ready', async () => {
