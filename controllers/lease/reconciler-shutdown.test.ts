@@ -35,7 +35,7 @@ function nowhere(): KubeConfig {
 }
 
 /** Every provider call the controllers made, in order; and the acquire, held until the test ends it. */
-function world() {
+function world(opts: { cutOff?: 'nothing' | 'machine' } = {}) {
   const api = new FakeAPIServer<Lease>({ finalizer: 'leasehold.dev/release' });
   seedLease(api, { name: 'l', uid: UID });
   const records = new MemoryRecordStore();
@@ -47,8 +47,9 @@ function world() {
     acquire(_lease, _progress, signal): Promise<AcquireResult> {
       calls.push('acquire');
       return new Promise((resolve) => {
-        // Cut off, the provider stops before it made anything.
-        signal.addEventListener('abort', () => resolve({ kind: 'failed', reason: 'AcquireWithdrawn', message: 'withdrawn' }), { once: true });
+        // Cut off, the provider stops before it made anything, or answers with the machine it made just then.
+        const cut: AcquireResult = opts.cutOff === 'machine' ? { kind: 'launched', state: '{"pid":1}', machine: MACHINE } : { kind: 'failed', reason: 'AcquireWithdrawn', message: 'withdrawn' };
+        signal.addEventListener('abort', () => resolve(cut), { once: true });
         void acquireEnds.then(resolve);
       });
     },
@@ -227,5 +228,19 @@ describe('LeaseReconciler across a leader stop', () => {
     expect(w.calls.filter((c) => c === 'acquire')).toHaveLength(1);
     expect(w.calls.filter((c) => c === 'release')).toHaveLength(1);
     expect(w.records.records.get(UID)).toBeUndefined();
+  });
+
+  it('an acquire whose machine comes back just as the grace cuts it off: recorded before the leader lease goes, the new leader takes it to Ready', async () => {
+    const w = world({ cutOff: 'machine' });
+    const old = await controller(w, { graceMs: 50 });
+    await acquiring(w, old);
+    await old.mgr.stop();
+    // Written by the stopping leader itself: the result it holds dies with it.
+    expect(w.records.records.get(UID)?.providerState).toBe('{"pid":1}');
+    expect(w.lease().status?.providerState).toBe('{"pid":1}');
+    await newLeader(w, 'Ready');
+    expect(w.lease().status?.reason).not.toBe('LaunchInterrupted');
+    expect(w.calls.filter((c) => c === 'acquire')).toHaveLength(1);
+    expect(w.calls).not.toContain('release');
   });
 });
