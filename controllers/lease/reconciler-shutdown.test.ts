@@ -3,10 +3,14 @@
 // the manager's stop (before it, while the queue drains, while the effects
 // drain, after the grace), the Lease must come out Ready with one acquire,
 // or, where the acquire was cancelled, be released; never acquired twice,
-// never left with an unreleased machine, never stuck.
+// never left with an unreleased machine, never stuck. Each case runs with
+// informers in step with the server and with informers behind it; last, a
+// controller whose informer has not yet shown its own Launching write when
+// a quick acquire ends.
 import { afterEach, describe, expect, it } from '@jest/globals';
 import { KubeConfig } from '@kubernetes/client-node';
 import type { Lease } from '../../src/api/index.js';
+import type { ChangeFeed, ObjectCache } from '../../src/kube/cache.js';
 import type { EffectRunner } from '../../src/kube/effects.js';
 import { Manager } from '../../src/kube/manager.js';
 import { FakeAPIServer } from '../../src/kube/testing/fake-api.js';
@@ -35,7 +39,7 @@ function nowhere(): KubeConfig {
 }
 
 /** Every provider call the controllers made, in order; and the acquire, held until the test ends it. */
-function world(opts: { cutOff?: 'nothing' | 'machine' } = {}) {
+function world(opts: { cutOff?: 'nothing' | 'machine'; lagMs?: number } = {}) {
   const api = new FakeAPIServer<Lease>({ finalizer: 'leasehold.dev/release' });
   seedLease(api, { name: 'l', uid: UID });
   const records = new MemoryRecordStore();
@@ -67,7 +71,32 @@ function world(opts: { cutOff?: 'nothing' | 'machine' } = {}) {
     },
   };
   const launched = () => finish({ kind: 'launched', state: '{"pid":1}', machine: MACHINE });
-  return { api, records, calls, driver, launched, lease: () => api.stored('ns', 'l')! };
+  return { api, records, calls, driver, launched, lagMs: opts.lagMs ?? 0, lease: () => api.stored('ns', 'l')! };
+}
+
+/**
+ * One process's Lease informer: what the server held when it was made, then
+ * each stored change, delivered `lagMs` later (a watch is never instant, and
+ * a write can come back after the pass that made it has moved on).
+ */
+function informer(w: ReturnType<typeof world>): ObjectCache<Lease> & ChangeFeed<Lease> {
+  const keyOf = (l: Lease) => `${l.metadata?.namespace ?? ''}/${l.metadata?.name}`;
+  const held = new Map(w.api.cache.list().map((l) => [keyOf(l), l]));
+  const handlers: Record<'add' | 'update' | 'delete', ((l: Lease) => void)[]> = { add: [], update: [], delete: [] };
+  for (const e of ['add', 'update', 'delete'] as const) {
+    w.api.cache.on(e, (l) => {
+      setTimeout(() => {
+        if (e === 'delete') held.delete(keyOf(l));
+        else held.set(keyOf(l), l);
+        for (const fn of handlers[e]) fn(l);
+      }, w.lagMs);
+    });
+  }
+  return {
+    get: (namespace, name) => held.get(`${namespace ?? ''}/${name}`),
+    list: () => [...held.values()],
+    on: (e, fn) => void handlers[e].push(fn),
+  };
 }
 
 interface Controller {
@@ -99,7 +128,8 @@ async function controller(w: ReturnType<typeof world>, opts: { graceMs?: number;
     return drain(ms);
   };
   let queue: WorkQueue | undefined;
-  const { reconciler } = leaseReconciler(w.api, { driver: w.driver, records: w.records, effects,
+  const leases = informer(w);
+  const { reconciler } = leaseReconciler(w.api, { driver: w.driver, records: w.records, effects, leases,
     enqueue: (key) => {
       queue?.add(key);
       opts.settled?.();
@@ -117,7 +147,7 @@ async function controller(w: ReturnType<typeof world>, opts: { graceMs?: number;
     },
   });
   // As the Lease informer would: every stored change puts the Lease on the queue (a stopped queue takes nothing).
-  for (const e of ['add', 'update'] as const) w.api.cache.on(e, () => queue!.add('ns/l'));
+  for (const e of ['add', 'update'] as const) leases.on(e, () => queue!.add('ns/l'));
   // As the informer's first list does for a new process.
   queue.add('ns/l');
   await mgr.start();
@@ -129,6 +159,15 @@ const until = <T>(what: string, probe: () => T | undefined | false) => waitFor(w
 /** The acquire is running on `c`, its intent written. */
 async function acquiring(w: ReturnType<typeof world>, c: Controller): Promise<void> {
   await until('the acquire running', () => c.effects.get(UID)?.state === 'running' && w.lease().status?.phase === 'Launching');
+}
+
+/** The Lease handed over by `c` itself (Ready or Idle), its effects idle. */
+async function handedOverBy(w: ReturnType<typeof world>, c: Controller): Promise<void> {
+  await until('the Lease handed over', () => {
+    const st = w.lease().status;
+    if (st?.phase === 'Failed' || st?.phase === 'Releasing') throw new Error(`Lease ${st.phase}: ${st.reason}: ${st.message}`);
+    return (st?.phase === 'Ready' || st?.phase === 'Idle') && c.effects.inFlight() === 0;
+  });
 }
 
 /**
@@ -146,9 +185,12 @@ async function newLeader(w: ReturnType<typeof world>, phase: 'Ready' | 'Failed')
   return next;
 }
 
-describe('LeaseReconciler across a leader stop', () => {
+describe.each([
+  ['an informer in step with the server', 0],
+  ['informers 25 ms behind the server', 25],
+])('LeaseReconciler across a leader stop (%s)', (_, lagMs) => {
   it('an acquire that ends just before stop, its result not yet taken: the new leader takes the Lease to Ready, acquired once', async () => {
-    const w = world();
+    const w = world({ lagMs });
     let stopped: Promise<void> | undefined;
     // The effect has ended and put the Lease back on the queue; stop comes before a worker takes it.
     const old: Controller = await controller(w, { settled: () => (stopped ??= old.mgr.stop()) });
@@ -171,7 +213,7 @@ describe('LeaseReconciler across a leader stop', () => {
   });
 
   it('an acquire whose result a pass took just before stop (the prepare started): the new leader takes the Lease to Ready', async () => {
-    const w = world();
+    const w = world({ lagMs });
     const old = await controller(w);
     await acquiring(w, old);
     w.launched();
@@ -184,7 +226,7 @@ describe('LeaseReconciler across a leader stop', () => {
   });
 
   it('an acquire that ends while the stopping queue finishes a reconcile in flight', async () => {
-    const w = world();
+    const w = world({ lagMs });
     let letGo!: () => void;
     let held = false;
     const old = await controller(w, { hold: { until: new Promise<void>((r) => (letGo = r)), entered: () => (held = true) } });
@@ -204,7 +246,7 @@ describe('LeaseReconciler across a leader stop', () => {
   });
 
   it('an acquire that ends while the stopping manager drains the effects, within the grace', async () => {
-    const w = world();
+    const w = world({ lagMs });
     const old = await controller(w);
     await acquiring(w, old);
     const stopped = old.mgr.stop();
@@ -218,7 +260,7 @@ describe('LeaseReconciler across a leader stop', () => {
   });
 
   it('an acquire cut off at the end of the grace: the new leader releases whatever it may have made, acquires nothing', async () => {
-    const w = world();
+    const w = world({ lagMs });
     const old = await controller(w, { graceMs: 50 });
     await acquiring(w, old);
     await old.mgr.stop();
@@ -231,7 +273,7 @@ describe('LeaseReconciler across a leader stop', () => {
   });
 
   it('an acquire whose machine comes back just as the grace cuts it off: recorded before the leader lease goes, the new leader takes it to Ready', async () => {
-    const w = world({ cutOff: 'machine' });
+    const w = world({ cutOff: 'machine', lagMs });
     const old = await controller(w, { graceMs: 50 });
     await acquiring(w, old);
     await old.mgr.stop();
@@ -242,5 +284,19 @@ describe('LeaseReconciler across a leader stop', () => {
     expect(w.lease().status?.reason).not.toBe('LaunchInterrupted');
     expect(w.calls.filter((c) => c === 'acquire')).toHaveLength(1);
     expect(w.calls).not.toContain('release');
+  });
+});
+
+describe('LeaseReconciler on an informer behind its own writes', () => {
+  it('an acquire that ends before the informer shows the Launching write: the Pending it still shows is not taken for tampering; no release, Ready', async () => {
+    // Far behind: the whole acquire fits in the lag.
+    const w = world({ lagMs: 400 });
+    const c = await controller(w);
+    await acquiring(w, c);
+    w.launched();
+    await handedOverBy(w, c);
+    expect(w.calls.filter((x) => x === 'acquire')).toHaveLength(1);
+    expect(w.calls).not.toContain('release');
+    expect(w.records.records.get(UID)?.providerState).toBe('{"pid":1}');
   });
 });

@@ -61,6 +61,8 @@ export interface HarnessOptions {
   effects?: EffectRunner<LeaseEffectResult>;
   /** Where an ended effect puts the Lease's key back (a work queue); nowhere when absent. */
   enqueue?: (key: string) => void;
+  /** The Leases as the reconciler's informer holds them (one that lags the server); the server's own when absent. */
+  leases?: LeaseReconcilerDeps['leases'];
 }
 
 /** A reconciler and its effect runner over `api`; a second call is a restarted controller over the same API server and records. */
@@ -69,7 +71,7 @@ export function leaseReconciler(api: FakeAPIServer<Lease>, opts: HarnessOptions)
   const reconciler = new LeaseReconciler({
     effects,
     enqueue: opts.enqueue ?? (() => {}),
-    leases: api.cache,
+    leases: opts.leases ?? api.cache,
     offers: { get: (_ns, name) => (name === 'box' ? BOX : undefined), list: () => [BOX] },
     status: new StatusWriter(api.statusClient),
     writer: api.writer,
