@@ -45,7 +45,13 @@ export async function acquireEffect(ctx: EffectContext, lease: Lease, signal: Ab
     signal,
   );
   await progress.stop();
-  if (result.kind !== 'launched' || signal.aborted) return { kind: 'acquire', result, recorded: false };
+  // A machine that came back after the acquire was cancelled exists all the
+  // same, and is recorded all the same: cancelled at the end of a shutdown's
+  // grace, this write is the only trace of it the next leader gets (the
+  // result dies with the process), and withdrawn, the release then has its
+  // state. The write lands before the runner's drain ends, so before the
+  // leader lease is given up.
+  if (result.kind !== 'launched') return { kind: 'acquire', result, recorded: false };
   try {
     await ctx.record(current, { providerState: result.state, machine: result.machine, message: 'machine acquired; installing the agent' } as Partial<LeaseStatus>);
     return { kind: 'acquire', result, recorded: true };

@@ -16,6 +16,7 @@ import type { Phase } from './machine.js';
 import type { LeaseEffectResult, LeaseSettings } from './decision.js';
 import { RecordKeeper } from './record-keeper.js';
 import type { LeaseRecord, RecordStore } from '../../src/kube/leaserecords.js';
+import { phaseOf } from './status.js';
 import { sealedStatus, tamperedFields, withResult } from './policy/trust.js';
 
 /** The work queue key of the sweep for machines whose Lease vanished (no Lease key has a dot in its namespace). */
@@ -89,11 +90,18 @@ export class LeaseGuard {
    * goes on (is scheduled again, or lets go of its finalizer); until then
    * the pass waits (the release's end enqueues the Lease again).
    */
-  unaccounted(lease: Lease, phase: Phase, record: LeaseRecord | undefined, settled: () => void): ReconcileResult | undefined {
+  async unaccounted(lease: Lease, phase: Phase, record: LeaseRecord | undefined, settled: () => void): Promise<ReconcileResult | undefined> {
     if (!record || record.releasedAt || ACTIVE_PHASES.includes(phase)) return undefined;
     const uid = lease.metadata!.uid!;
     // An acquire still running records its machine when it ends.
     if (this.deps.effects.get(uid)?.state === 'running') return { requeueAfter: 1000 };
+    // The phase is the informer's, which may not show this controller's own
+    // latest writes yet: a Pending that is only the cache lagging behind the
+    // Launching write (a quick acquire may have ended meanwhile) must not
+    // release the machine just made, nor schedule the Lease again over its
+    // record. A fresh read decides; the cache's update enqueues it again.
+    const fresh = await this.deps.writer.get(lease.metadata!.namespace!, lease.metadata!.name!);
+    if (fresh?.metadata?.uid === uid && ACTIVE_PHASES.includes(phaseOf(fresh))) return { requeueAfter: 1000 };
     // A launch whose Launching write failed left a record but never called the provider: scheduling again replaces it.
     if (phase === 'Pending' && record.providerState === undefined && record.machine === undefined) return undefined;
     const outcome = this.keeper.release(record, settled);

@@ -142,7 +142,7 @@ export class LeaseReconciler {
     for (let i = 0; i < 8; i++) {
       const phase = phaseOf(lease);
       const record = await this.deps.records.get(uid);
-      const unaccounted = this.guard.unaccounted(lease, phase, record, () => this.deps.enqueue(key));
+      const unaccounted = await this.guard.unaccounted(lease, phase, record, () => this.deps.enqueue(key));
       if (unaccounted) return unaccounted;
       if (phase === 'Released' || phase === 'Failed') return this.ended(lease, record);
       if (record) lease = await this.guard.check(lease, record);

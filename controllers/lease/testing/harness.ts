@@ -57,15 +57,21 @@ export interface HarnessOptions {
   events?: EventRecorder;
   recordScope?: LeaseReconcilerDeps['recordScope'];
   settings?: Partial<LeaseSettings>;
+  /** The effect runner (a manager's, to test its stop); a fresh one when absent. */
+  effects?: EffectRunner<LeaseEffectResult>;
+  /** Where an ended effect puts the Lease's key back (a work queue); nowhere when absent. */
+  enqueue?: (key: string) => void;
+  /** The Leases as the reconciler's informer holds them (one that lags the server); the server's own when absent. */
+  leases?: LeaseReconcilerDeps['leases'];
 }
 
 /** A reconciler and its effect runner over `api`; a second call is a restarted controller over the same API server and records. */
 export function leaseReconciler(api: FakeAPIServer<Lease>, opts: HarnessOptions): { reconciler: LeaseReconciler; effects: EffectRunner<LeaseEffectResult> } {
-  const effects = new EffectRunner<LeaseEffectResult>();
+  const effects = opts.effects ?? new EffectRunner<LeaseEffectResult>();
   const reconciler = new LeaseReconciler({
     effects,
-    enqueue: () => {},
-    leases: api.cache,
+    enqueue: opts.enqueue ?? (() => {}),
+    leases: opts.leases ?? api.cache,
     offers: { get: (_ns, name) => (name === 'box' ? BOX : undefined), list: () => [BOX] },
     status: new StatusWriter(api.statusClient),
     writer: api.writer,
