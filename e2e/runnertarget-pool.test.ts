@@ -104,13 +104,20 @@ describe('RunnerTarget pools', () => {
   }, 240_000);
 
   it('the daily budget stops launches: hosts that would pass dailyBudgetUSD are not launched, BudgetExhausted says so, status shows spend today', async () => {
+    // Each launch is priced for an hour, never past midnight UTC. The price
+    // makes one launch cost about 1 USD at any time of day, so 2.5 USD pays for
+    // two hosts of the five wanted (at 1 USD/h, within 24 min of midnight five
+    // launches fit the budget and nothing would be held back). A launch is
+    // never dearer than that, so never fewer than two fit; in the last minutes
+    // of a day the test waits for the next one rather than straddle midnight.
+    const hoursLeft = () => (Math.ceil(Date.now() / 86_400_000) * 86_400_000 - Date.now()) / 3_600_000;
+    if (hoursLeft() < 0.15) await waitFor('a new UTC day', async () => hoursLeft() > 0.5, 10 * 60_000, 1000);
+    const pricePerHour = Math.round((1 / Math.min(1, hoursLeft())) * 1000) / 1000;
+    const allowed = 2;
     pool.gh.queueRun('budget', labelled('budget', 5));
-    // Each launch is priced for an hour (never past midnight UTC): 2.5 USD at 1 USD/h pays for two hosts.
-    const hours = Math.min(1, (Math.ceil(Date.now() / 86_400_000) * 86_400_000 - Date.now()) / 3_600_000);
-    const allowed = Math.min(5, Math.floor(2.5 / hours));
     await pool.target('budget', 'budget', {
       github: github('budget'),
-      gce: gceSpec({ machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour: 1 }] }),
+      gce: gceSpec({ machineTypeTiers: [{ machineType: 'e2-standard-4', pricePerHour }] }),
       maxHosts: 5,
       dailyBudgetUSD: 2.5,
       checkInterval: '30s',
@@ -130,7 +137,7 @@ describe('RunnerTarget pools', () => {
     expect(later.status.receipts.filter((r: any) => r.action === 'Launch')).toHaveLength(allowed);
     expect(later.status.counts).toMatchObject({ hosts: allowed, queued: 5 });
     expect(later.status.spendTodayUSD).toBeGreaterThanOrEqual(t.status.spendTodayUSD);
-  }, 180_000);
+  }, 780_000);
 
   it('jobs finishing bring the pool back to its floor, and no host is deleted while its job runs, though GitHub\'s busy flag reads false throughout', async () => {
     // GitHub's flag lags longer than any job here lasts, and removing a busy runner succeeds, as GitHub has been seen to do.

@@ -281,6 +281,10 @@ export function sshdSampler(machines: string, everyMs = 200): { max: Map<string,
       }
       // A listener's child for a new connection carries its command line until it execs: not a second sshd.
       if (pids.has(ppidOf(pid))) continue;
+      // Nor is the connection handler sshd re-executes with -R: when its
+      // listener is restarted it is re-parented and, until it renames itself,
+      // looks like a listener of the same machine.
+      if (args.split(' ').includes('-R')) continue;
       const id = new RegExp(`${machines}/([^/]+)/sshd_config`).exec(args)?.[1];
       if (id) per.set(id, (per.get(id) ?? 0) + 1);
     }
