@@ -55,8 +55,10 @@ describe('effects off the reconcile workers', () => {
     expect(released.endReason).toBe('IdleTimeout');
     // The four acquires were still sleeping: a worker-bound controller would have released ~60 s late.
     for (const n of [1, 2, 3, 4]) expect((await fx.status(`launch-${n}`))?.phase).toBe('Launching');
-    // Within one check interval of the deadline, plus a second of timestamp rounding and the release itself.
-    expect(lateSeconds).toBeLessThanOrEqual(checkSeconds + 3);
+    // Typically within one check interval of the deadline plus the release
+    // itself (printed above); bounded here by half the 60 s a worker-bound
+    // controller would need, so a loaded machine does not fail it.
+    expect(lateSeconds).toBeLessThanOrEqual(30);
     for (const n of [1, 2, 3, 4]) await fx.kubectl(['delete', 'leases.leasehold.dev', `launch-${n}`, '-n', fx.ns, '--wait=false']);
     await waitFor('slow Leases withdrawn and gone', async () => (await fx.kubectl(['get', 'leases.leasehold.dev', '-n', fx.ns, '-o', 'name'])).stdout.trim() === 'lease.leasehold.dev/idler', 60_000);
   }, 300_000);
