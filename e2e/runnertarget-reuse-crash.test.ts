@@ -36,7 +36,7 @@ interface KillPoint {
 }
 
 /** A target with hostReuse reuse and one host, busy with the first of two queued jobs; returns that host and its runner. */
-async function busyHost(name: string): Promise<{ host: string; runnerID: number; config: string }> {
+async function busyHost(name: string): Promise<{ host: string; runnerID: number; config: string; waiting: number }> {
   const labels = ['self-hosted', 'linux', name];
   pool.gh.queueRun(name, [{ labels }]);
   const github = { org: pool.gh.org, repositories: [`${pool.gh.org}/${name}`], labels: [name], tokenSecretRef: { name: 'gh-token' }, apiURL: pool.gh.url, hostReuse: 'reuse' };
@@ -47,13 +47,13 @@ async function busyHost(name: string): Promise<{ host: string; runnerID: number;
     return done ? t.status.hosts?.find((h: any) => h.state === 'Busy')?.name : undefined;
   }, 120_000, 500);
   // maxHosts 1: the second job waits for this host, and no check launches for it.
-  pool.gh.queueRun(name, [{ labels }]);
+  const { jobIds } = pool.gh.queueRun(name, [{ labels }]);
   const runner = pool.runnersOf(name).find((r) => r.name === host)!;
-  return { host, runnerID: runner.id, config: pool.configOn(host)! };
+  return { host, runnerID: runner.id, config: pool.configOn(host)!, waiting: jobIds[0]! };
 }
 
-async function killedDuringRegister(name: string, point: KillPoint, atKill: (host: string, finished: number, config: string) => void): Promise<{ host: string; finished: number; t0: number }> {
-  const { host, runnerID: finished, config } = await busyHost(name);
+async function killedDuringRegister(name: string, point: KillPoint, atKill: (host: string, finished: number, config: string, waiting: number) => void): Promise<{ host: string; finished: number; t0: number }> {
+  const { host, runnerID: finished, config, waiting } = await busyHost(name);
   const t0 = Date.now();
   const hold = point.arm(name, t0);
   // The job ends: GitHub lists the runner offline, and the next check finds the host finished with a job waiting.
@@ -61,7 +61,7 @@ async function killedDuringRegister(name: string, point: KillPoint, atKill: (hos
   await waitFor(`${name}: the Register held`, async () => hold.hit(), 120_000, 100);
   await pool.controller.stop('SIGKILL');
   expect((await receipts(name)).map((r: any) => [r.action, r.phase])).toEqual([['Launch', 'Done'], ['Register', 'Intended']]);
-  atKill(host, finished, config);
+  atKill(host, finished, config, waiting);
   hold.release();
   await pool.startController();
   return { host, finished, t0 };
@@ -102,6 +102,29 @@ describe('a reused host\'s Register across a controller SIGKILL', () => {
       expect(pool.runnersOf(name)).toEqual([expect.objectContaining({ id, status: 'offline' })]);
     });
     await converged(name, host, finished, t0);
+  }, 420_000);
+
+  it('killed with the receipt written, and the waiting job cancelled while no controller runs: the receipt settles and the host drains, leaving nothing', async () => {
+    const name = 'rc-gone';
+    const point: KillPoint = {
+      arm: (n) => {
+        const hold = pool.holdCommand(n, 'rm -f');
+        return { hit: hold.held, release: hold.release };
+      },
+    };
+    const { finished, t0 } = await killedDuringRegister(name, point, (_h, _id, _config, waiting) => pool.gh.completeJob(waiting, 'cancelled'));
+    await waitFor(`${name}: every receipt Done, no VM, runner or host left`, async () => {
+      const t = await pool.get(name);
+      const settled = (t?.status?.receipts ?? []).every((x: any) => x.phase === 'Done');
+      return settled && pool.vmsOf(name).length === 0 && pool.runnersOf(name).length === 0 && (t?.status?.hosts ?? []).length === 0;
+    }, 180_000, 500);
+    const r = await receipts(name);
+    expect(r.filter((x: any) => x.phase !== 'Done')).toEqual([]);
+    expect(r.filter((x: any) => ['Launch', 'Register'].includes(x.action)).map((x: any) => x.action)).toEqual(['Launch', 'Register']);
+    expect(made(name)).toBe(1);
+    expect(since(t0, 'generate-jitconfig').filter((x) => x.status === 409)).toEqual([]);
+    expect(since(t0, 'delete-runner').filter((x) => x.path.endsWith(`/${finished}`) && x.status === 204)).toHaveLength(1);
+    await pool.must(['patch', 'runnertarget', name, '-n', pool.ns, '--type=merge', '-p', '{"spec":{"checkInterval":"1h"}}']);
   }, 420_000);
 
   it('killed with the last config removed, the finished registration not yet: started again, the host gets one new runner', async () => {
