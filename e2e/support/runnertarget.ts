@@ -5,7 +5,10 @@
 // host keys; a host whose runner config arrives over SSH starts a fake
 // runner with it, as the image's runner service would (again for a new
 // config). A job a runner takes runs as a Runner.Worker process on its host,
-// which is what the controller's SSH look finds.
+// which is what the controller's SSH look finds. A gated pool sends every
+// SSH session through a forced command that can stall one chosen command,
+// and a runner start can be held, so that a test can stop the controller
+// between two steps of a change.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
@@ -311,6 +314,8 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
     },
     stop: async () => {
       clearInterval(hostsRunning);
+      // A command still stalled at a gate would outlive its host.
+      for (const vm of machines.keys()) for (const f of ['hold', 'held']) rmSync(join(root, vm, f), { force: true });
       for (const w of workers.values()) w.kill('SIGKILL');
       await pool.controller?.stop();
       await Promise.all([...machines.values()].map((m) => m.stop()));
