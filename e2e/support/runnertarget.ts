@@ -5,9 +5,12 @@
 // host keys; a host whose runner config arrives over SSH starts a fake
 // runner with it, as the image's runner service would (again for a new
 // config). A job a runner takes runs as a Runner.Worker process on its host,
-// which is what the controller's SSH look finds.
+// which is what the controller's SSH look finds. A gated pool sends every
+// SSH session through a forced command that can stall one chosen command,
+// and a runner start can be held, so that a test can stop the controller
+// between two steps of a change.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { mkdtemp } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +23,16 @@ import { apply, freshNamespace, getJSON, testKubectl, type Kubectl } from './kub
 
 export const HOST_ACCOUNT = 'runner-host@leasehold-test.iam.gserviceaccount.com';
 const TARGET_LABEL = 'leasehold-runnertarget';
+const targetOfHost = (host: string) => host.slice(0, host.lastIndexOf('-'));
+
+/** A host's forced command: a command containing the text in `hold` stalls until `held` goes, then fails without running. */
+const commandGate = (dir: string) => `#!/bin/bash
+if [ -e "${dir}/hold" ] && [[ "$SSH_ORIGINAL_COMMAND" == *"$(cat "${dir}/hold")"* ]] && mv "${dir}/hold" "${dir}/held" 2>/dev/null; then
+  while [ -e "${dir}/held" ]; do sleep 0.1; done
+  exit 1
+fi
+exec /bin/bash -c "$SSH_ORIGINAL_COMMAND"
+`;
 
 /**
  * The policy times the test controller runs with, shorter than production's
@@ -43,6 +56,8 @@ export interface PoolOptions {
   pressureFiles?: boolean;
   /** --runner-sample-window-scale (default 0.01: samples count 3 to 4.5 s apart). */
   sampleWindowScale?: number;
+  /** Every SSH session on the hosts goes through a gate (a forced command), so that holdCommand can stall one. */
+  gated?: boolean;
 }
 
 /** The "some" stall percentages a host's /proc/pressure/{cpu,memory,io} show (avg10, avg60 and avg300 alike). */
@@ -92,6 +107,12 @@ export interface RunnerTargetPool {
   finishJob(name: string): Promise<void>;
   /** What host `name`'s /proc/pressure files show from now on (a pool started with pressureFiles). */
   setPressure(name: string, pressure: HostPressure): void;
+  /** Stalls the next SSH command containing `text` on a host of target `name` (a pool started with gated); `held()` once one is stalled; release() makes it fail without running. */
+  holdCommand(name: string, text: string): { held(): boolean; release(): void };
+  /** Keeps the hosts of target `name` from starting a runner from a new config until released. */
+  holdRunners(name: string): { release(): void };
+  /** The runner config on host `vm`, if there. */
+  configOn(vm: string): string | undefined;
   /** Sets every RunnerTarget's checkInterval to 1h: a finished test's pool then costs the tests after it no checks. */
   quiet(): Promise<void>;
   stop(): Promise<void>;
@@ -160,6 +181,7 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
   const configs = new Map<string, string>();
   const workers = new Map<string, ChildProcess>();
   const peaks = new Map<string, number>();
+  const runnerHolds = new Set<string>();
   const impostors = new Set(opts.impostors ?? []);
   const sessionPath = opts.pressureFiles ? writeKernelFilesShim(join(root, 'bin')) : undefined;
   const decoyKeys = impostors.size
@@ -174,7 +196,12 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
   gce = await startGceEmulator({
     onInstanceRunning: async (i) => {
       samplePeaks();
-      const keys = sshKeysOf(i);
+      let keys = sshKeysOf(i);
+      if (opts.gated) {
+        const gate = join(root, `${i.name}.gate`);
+        writeFileSync(gate, commandGate(join(root, i.name)), { mode: 0o700 });
+        keys = keys.map((k) => `command="${gate}" ${k}`);
+      }
       const m = await SshdMachine.create({ dir: join(root, i.name), address: i.address, port: sshPort, authorizedKeys: keys, hostKeys: [], comment: `gce-${i.name}`, ...(sessionPath ? { sessionPath } : {}) });
       await m.start();
       machines.set(i.name, m);
@@ -261,12 +288,34 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
         renameSync(`${file}.new`, file);
       }
     },
+    holdCommand: (name, text) => {
+      if (!opts.gated) throw new Error('the pool was started without gated');
+      const dirs = () => [...machines.keys()].filter((vm) => targetOfHost(vm) === name).map((vm) => join(root, vm));
+      for (const d of dirs()) writeFileSync(join(d, 'hold'), text);
+      return {
+        held: () => dirs().some((d) => existsSync(join(d, 'held'))),
+        release: () => {
+          for (const d of dirs()) for (const f of ['hold', 'held']) rmSync(join(d, f), { force: true });
+        },
+      };
+    },
+    holdRunners: (name) => {
+      runnerHolds.add(name);
+      return { release: () => void runnerHolds.delete(name) };
+    },
+    configOn: (vm) => {
+      const m = machines.get(vm);
+      const file = m ? join(m.home, JIT_CONFIG_PATH) : '';
+      return m && existsSync(file) ? readFileSync(file, 'utf8') : undefined;
+    },
     quiet: async () => {
       const names = JSON.parse(await pool.must(['get', 'runnertargets', '-n', pool.ns, '-o', 'json'])).items.map((t: any) => t.metadata.name);
       for (const name of names) await pool.must(['patch', 'runnertarget', name, '-n', pool.ns, '--type=merge', '-p', '{"spec":{"checkInterval":"1h"}}']);
     },
     stop: async () => {
       clearInterval(hostsRunning);
+      // A command still stalled at a gate would outlive its host.
+      for (const vm of machines.keys()) for (const f of ['hold', 'held']) rmSync(join(root, vm, f), { force: true });
       for (const w of workers.values()) w.kill('SIGKILL');
       await pool.controller?.stop();
       await Promise.all([...machines.values()].map((m) => m.stop()));
@@ -281,7 +330,7 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
     samplePeaks();
     for (const [name, m] of machines) {
       const file = join(m.home, JIT_CONFIG_PATH);
-      if (!existsSync(file)) continue;
+      if (runnerHolds.has(targetOfHost(name)) || !existsSync(file)) continue;
       const config = readFileSync(file, 'utf8');
       if (configs.get(name) === config) continue;
       configs.set(name, config);

@@ -10,14 +10,19 @@ import { NOW, spec } from '../testing/pool.js';
 const target = { metadata: { namespace: 'ci', name: 'pool', uid: 'u-1' }, spec } as RunnerTarget;
 
 /** A host whose config file is there or not, and a GitHub that records what it is asked. */
-function world(opts: { configOnHost: boolean; deleteFails?: Error; removeFails?: boolean }) {
+function world(opts: { configOnHost: boolean; deleteFails?: Error; removeFails?: boolean; receiptOfConfig?: string }) {
   const calls: string[] = [];
+  const commands: string[] = [];
   const guard = new DurabilityGuard();
   const session = {
     exec: async (command: string, o: { stdin?: string }) => {
+      commands.push(command);
       if (command.startsWith('test -s')) {
         calls.push('ssh: is the config there');
-        return { code: opts.configOnHost ? 0 : 1, stdout: '', stderr: '', truncated: false };
+        // A Register also reads the receipt named beside the config, which fails where none is.
+        const asksReceipt = command.includes('jitconfig.receipt');
+        const found = opts.configOnHost && (!asksReceipt || opts.receiptOfConfig !== undefined);
+        return { code: found ? 0 : 1, stdout: found && asksReceipt ? `${opts.receiptOfConfig}\n` : '', stderr: '', truncated: false };
       }
       if (command.startsWith('rm -f')) {
         calls.push('ssh: remove the last config');
@@ -49,7 +54,7 @@ function world(opts: { configOnHost: boolean; deleteFails?: Error; removeFails?:
     record: async () => true,
     settle: async () => true,
   } satisfies ChangeContext;
-  return { session, ctx, calls, guard };
+  return { session, ctx, calls, guard, commands };
 }
 
 describe('deliverOver', () => {
@@ -112,6 +117,40 @@ describe('deliverOver', () => {
     const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, resumed: true, replace: true });
     expect(calls).toEqual(['ssh: is the config there', 'ssh: remove the last config', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
     expect(out.runnerLeft).toBeUndefined();
+  });
+
+  it('a Register names its receipt beside the config, before the config takes its place', async () => {
+    const { session, ctx, commands } = world({ configOnHost: true });
+    await deliverOver(session, 'pool-1', 'register-0123456789ab', ctx, { groupId: 1, replace: true });
+    const write = commands.at(-1)!;
+    expect(write).toContain(`printf '%s\\n' 'register-0123456789ab' > "$HOME/.leasehold/jitconfig.receipt"`);
+    expect(write.indexOf('jitconfig.receipt')).toBeLessThan(write.indexOf('&& mv '));
+  });
+
+  it('a resumed Register whose finished runner is still listed and whose host still has that runner\'s config: the old registration and config go, one new runner is made', async () => {
+    // A check died with the receipt written, before the last config was removed: the config there is the finished runner's.
+    for (const receiptOfConfig of [undefined, 'register-older']) {
+      const { session, ctx, calls } = world({ configOnHost: true, ...(receiptOfConfig ? { receiptOfConfig } : {}) });
+      const out = await deliverOver(session, 'pool-1', 'register-now', ctx, { groupId: 1, replace: true, resumed: true, stale: { id: 7 } });
+      expect(calls).toEqual(['ssh: is the config there', 'github: delete runner 7', 'ssh: remove the last config', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
+      expect(out).toMatchObject({ ok: true, event: { reason: 'RunnerConfigDelivered' } });
+    }
+  });
+
+  it('a resumed Register with no runner listed and the last runner\'s config still there: not taken for a runner that came and went', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true, receiptOfConfig: 'register-older' });
+    const out = await deliverOver(session, 'pool-1', 'register-now', ctx, { groupId: 1, replace: true, resumed: true });
+    expect(calls).toEqual(['ssh: is the config there', 'ssh: remove the last config', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
+    expect(out.runnerLeft).toBeUndefined();
+  });
+
+  it('a resumed Register whose own config is on the host: its runner is starting, or came and went, as for a launch', async () => {
+    const starting = world({ configOnHost: true, receiptOfConfig: 'register-now' });
+    expect(await deliverOver(starting.session, 'pool-1', 'register-now', starting.ctx, { groupId: 1, replace: true, resumed: true, stale: { id: 9 } })).toMatchObject({ ok: true, event: { reason: 'RunnerStarting' } });
+    expect(starting.calls).toEqual(['ssh: is the config there']);
+    const left = world({ configOnHost: true, receiptOfConfig: 'register-now' });
+    expect(await deliverOver(left.session, 'pool-1', 'register-now', left.ctx, { groupId: 1, replace: true, resumed: true })).toMatchObject({ ok: true, phase: 'Done', runnerLeft: true });
+    expect(left.calls).toEqual(['ssh: is the config there']);
   });
 
   it('the last config cannot be removed: no registration is made, and the next check tries again', async () => {

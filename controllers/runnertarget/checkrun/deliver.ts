@@ -17,6 +17,13 @@ export const JIT_CONFIG_PATH = '.leasehold/jitconfig';
 const HAS_CONFIG = `test -s "$HOME/${JIT_CONFIG_PATH}"`;
 const REMOVE_OLD = `rm -f "$HOME/${JIT_CONFIG_PATH}" "$HOME/${JIT_CONFIG_PATH}.tmp"`;
 const DELIVER = `umask 077 && mkdir -p "$HOME/.leasehold" && cat > "$HOME/${JIT_CONFIG_PATH}.tmp" && mv "$HOME/${JIT_CONFIG_PATH}.tmp" "$HOME/${JIT_CONFIG_PATH}"`;
+/** Beside a Register's config: the receipt it was written for. */
+const CONFIG_RECEIPT_PATH = `${JIT_CONFIG_PATH}.receipt`;
+const CONFIG_RECEIPT = `${HAS_CONFIG} && cat "$HOME/${CONFIG_RECEIPT_PATH}"`;
+const quoted = (text: string) => `'${text.replace(/'/g, `'\\''`)}'`;
+/** A Register's delivery: the receipt is named before the config takes its place, so a config there always has its own receipt named beside it. */
+const deliverFor = (receiptID: string) =>
+  `umask 077 && mkdir -p "$HOME/.leasehold" && cat > "$HOME/${JIT_CONFIG_PATH}.tmp" && printf '%s\\n' ${quoted(receiptID)} > "$HOME/${CONFIG_RECEIPT_PATH}" && mv "$HOME/${JIT_CONFIG_PATH}.tmp" "$HOME/${JIT_CONFIG_PATH}"`;
 
 const wait = (id: string, reason: string, message: string): ChangeOutcome => ({ ok: false, receiptID: id, message, event: { type: 'Warning', reason, message } });
 
@@ -53,9 +60,15 @@ export async function deliverOver(session: Pick<SshSession, 'exec'>, name: strin
   const { clients, signal } = ctx;
   const { groupId, stale, replace, finished, resumed } = how;
   const opts = { timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) };
+  // A Register's host keeps its last runner's config until the step that removes it, so a check that died before
+  // that step finds a config there too: only one written for this receipt is the new runner's.
+  const configThere = async () => {
+    const found = await session.exec(replace ? CONFIG_RECEIPT : HAS_CONFIG, opts);
+    return found.code === 0 && (!replace || found.stdout.trim() === receiptID);
+  };
   if (stale) {
     // The file is written whole or not at all: there, its runner is starting and must not lose its registration.
-    if ((await session.exec(HAS_CONFIG, opts)).code === 0) {
+    if (await configThere()) {
       const message = `the runner config is on ${name} and runner ${stale.id} is registered, still offline; the receipt settles once it is online`;
       return { ok: true, receiptID, message, event: { type: 'Normal', reason: 'RunnerStarting', message } };
     }
@@ -68,7 +81,7 @@ export async function deliverOver(session: Pick<SshSession, 'exec'>, name: strin
       if (!isProviderError(err, 'NotFound')) throw err;
     }
   }
-  if (resumed && !stale && (await session.exec(HAS_CONFIG, opts)).code === 0) {
+  if (resumed && !stale && (await configThere())) {
     // The config is there and GitHub lists no runner: a runner started from it, ran its one job and left
     // between two checks. Another config would give the host a second job, which an ephemeral pool never does.
     const message = `the runner config is on ${name} and GitHub lists no runner for it: its runner ran and left before a check saw it online; the host has finished`;
@@ -101,7 +114,7 @@ export async function deliverOver(session: Pick<SshSession, 'exec'>, name: strin
     ctx.runnerGroupGone?.(groupId);
     return wait(receiptID, 'RunnerGroupUnknown', `no runner config for ${name}: GitHub no longer knows runner group ${groupId} (spec.github.runnerGroup "${ctx.target.spec.github.runnerGroup}"); the group is looked up again next check`);
   }
-  const result = await session.exec(DELIVER, { stdin: jit.encodedJitConfig, ...opts });
+  const result = await session.exec(replace ? deliverFor(receiptID) : DELIVER, { stdin: jit.encodedJitConfig, ...opts });
   if (result.code !== 0) {
     // A registration whose config never arrived would pass for a registered runner: it goes again.
     ctx.guard.permit(`github.deleteRunner ${name}`);

@@ -193,7 +193,7 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   hosts = hosts.map(asReused);
   live = live.map(asReused);
   for (const r of reuse.reuse) events.push({ type: 'Normal', reason: 'HostReused', message: r.reason });
-  for (const r of reuse.drain) events.push({ type: 'Normal', reason: 'HostNotReused', message: r.reason });
+  for (const r of reuse.drain) if (!r.saidBefore) events.push({ type: 'Normal', reason: 'HostNotReused', message: r.reason });
   const want = demand({ spec, hosts: live, observation: pooled, affordableLaunches: budget.launches });
 
   const drain: string[] = [];

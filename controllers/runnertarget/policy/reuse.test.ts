@@ -146,6 +146,22 @@ describe('host reuse in the check plan', () => {
     expect(idle.hosts[0]!.state).toBe('Offline');
   });
 
+  it('an Offline host not reused is told once: the checks after the one that found it Offline say nothing more', () => {
+    const offline = { vms: [vm('a')], runners: [runner('a', false, { id: 7, status: 'offline' })], probes: noJob(['a']) };
+    const first = plan({ status: { hosts: [finished('a')] }, observation: offline });
+    expect(first.hosts[0]).toMatchObject({ state: 'Offline' });
+    expect(first.events.filter((e) => e.reason === 'HostNotReused')).toEqual([expect.objectContaining({ message: expect.stringMatching(/no job it could take is queued/) })]);
+    // The next check: the host is still Offline with the same runner listed, and still not reused.
+    const next = plan({ status: { hosts: first.hosts }, observation: { ...offline, at: NOW + 3000 } });
+    expect(next.hosts[0]).toMatchObject({ state: 'Offline' });
+    expect(next.changes).toEqual([]);
+    expect(next.events.map((e) => e.reason)).not.toContain('HostNotReused');
+    // A job queued meanwhile still gets the host reused.
+    const queued = plan({ status: { hosts: first.hosts }, observation: { ...offline, at: NOW + 3000, jobs: [job('queued')] } });
+    expect(queued.changes).toEqual([expect.objectContaining({ kind: 'register', finishedRunnerID: 7 })]);
+    expect(queued.events.map((e) => e.reason)).toContain('HostReused');
+  });
+
   it('an offline runner that GitHub still calls busy is not finished', () => {
     const p = plan({ status: { hosts: [finished('a')] }, observation: { vms: [vm('a')], runners: [runner('a', true, { id: 7, status: 'offline' })], jobs: [job('queued')], probes: noJob(['a']) } });
     expect(kinds(p)).not.toContain('register a');

@@ -38,8 +38,13 @@ export interface ReuseInput {
 export interface ReuseDecision {
   /** Hosts that get a new runner, youngest first, with why. */
   reuse: { host: string; reason: string; finishedRunnerID?: number }[];
-  /** Finished hosts that drain, with why (shown in events; empty in ephemeral mode). */
-  drain: { host: string; reason: string }[];
+  /**
+   * Finished hosts that drain, with why (shown in events; empty in ephemeral
+   * mode). `saidBefore`: the host was Offline at the last check too, whose
+   * decision was already told: an Offline host stays finished, and decided
+   * on, at every check until its runner's registration goes.
+   */
+  drain: { host: string; reason: string; saidBefore: boolean }[];
 }
 
 export function reuseHosts({ spec, before, hosts, observation, now, projectedUSD, held, lifetimeScale = 1 }: ReuseInput): ReuseDecision {
@@ -75,7 +80,7 @@ export function reuseHosts({ spec, before, hosts, observation, now, projectedUSD
     else if (projectedUSD > spec.dailyBudgetUSD) why = `the projected spend ${projectedUSD.toFixed(2)} USD passes dailyBudgetUSD ${spec.dailyBudgetUSD}`;
     else if (need === 0) why = queued === 0 ? 'no job it could take is queued' : 'the queued jobs are covered by idle or starting runners';
     if (why) {
-      out.drain.push({ host: h.name, reason: `host ${h.name} finished its job and is not reused (spec.github.hostReuse: reuse): ${why}; it ${h.state === 'Offline' ? 'is drained once its runner is removed' : 'drains'}` });
+      out.drain.push({ host: h.name, saidBefore: h.state === 'Offline' && recorded.get(h.name)!.state === 'Offline', reason: `host ${h.name} finished its job and is not reused (spec.github.hostReuse: reuse): ${why}; it ${h.state === 'Offline' ? 'is drained once its runner is removed' : 'drains'}` });
       continue;
     }
     need--;
