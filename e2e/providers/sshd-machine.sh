@@ -92,6 +92,11 @@ stop_sshd() {
     sleep 0.1
   done
   kill -KILL "${tree[@]}" 2>/dev/null || true
+  # Gone before this returns: a replacement must never run beside it.
+  for _ in $(seq 1 100); do
+    any_alive "${tree[@]}" || return 0
+    sleep 0.1
+  done
 }
 
 # Whether any of the PIDs still runs (a zombie no longer counts).
