@@ -2,7 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { RunnerTarget } from '../../src/api/index.js';
 import { CredentialsError, OWN_IDENTITY_DISABLED, TargetSpecError } from './checkrun/providers.js';
 import { EffectRunner } from '../../src/kube/effects.js';
-import { CHECK_SLOT_RETRY_MS, REQUESTED_CHECK_GAP_MS, checkEveryMs, RunnerTargetReconciler, type FinishedCheck, type RunnerTargetDeps } from './reconciler.js';
+import { CHECK_SLOT_RETRY_MS, REQUESTED_CHECK_GAP_MS, checkEveryMs, RunnerTargetReconciler, type FinishedEffect, type RunnerTargetDeps } from './reconciler.js';
 import { spec } from './testing/pool.js';
 
 function world(
@@ -201,7 +201,7 @@ describe('RunnerTargetReconciler with checks on the effect runner', () => {
     const slowLease = new Promise<void>((r) => (letGo = r));
     const started: string[] = [];
     const requeued: string[] = [];
-    const effects = new EffectRunner<FinishedCheck>();
+    const effects = new EffectRunner<FinishedEffect>();
     const deps: RunnerTargetDeps = {
       targets: { get: (_ns: string, name: string) => targets.get(name), list: () => [...targets.values()] } as never,
       read: async (_ns, name) => structuredClone(targets.get(name)),
