@@ -4,6 +4,7 @@ import { CredentialsError, OWN_IDENTITY_DISABLED, TargetSpecError } from './chec
 import { EffectRunner } from '../../src/kube/effects.js';
 import { CHECK_SLOT_RETRY_MS, REQUESTED_CHECK_GAP_MS, checkEveryMs, RunnerTargetReconciler, type FinishedEffect, type RunnerTargetDeps } from './reconciler.js';
 import { spec } from './testing/pool.js';
+import { WATCH_FIRST_MS } from './checkrun/bootwatch.js';
 
 function world(
   over: Partial<RunnerTarget['spec']> = {},
@@ -124,6 +125,27 @@ describe('RunnerTargetReconciler', () => {
     w.advance(1);
     await w.reconciler.reconcile('ci/pool');
     expect(w.acquired).toHaveLength(2);
+  });
+
+  it('an open launch is watched between checks: first 1 s on, then on a gap that grows, never past the follow-up check; a look that finds nothing to deliver takes no lease', async () => {
+    const w = world({}, undefined, { followUpMs: 3_000 });
+    w.target.status = { lastCheckAt: '2026-12-03T12:00:00Z', observedGeneration: 1, receipts: [{ id: 'r1', action: 'Launch', hosts: ['pool-a'], zone: 'us-central1-a', phase: 'Intended', at: '2026-12-03T11:59:59Z' }] };
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: WATCH_FIRST_MS });
+    w.advance(WATCH_FIRST_MS);
+    // The look (its clients refused here, so it finds nothing); the next gap is 1.25 s, before the check due in 2 s.
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 1_250 });
+    w.advance(1_250);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 750 });
+    expect(w.acquired).toEqual([]);
+    w.advance(750);
+    await w.reconciler.reconcile('ci/pool');
+    expect(w.acquired).toEqual(['runnertarget-u-1']);
+  });
+
+  it('a dry run\'s open launch is not watched: it is only followed up by its check', async () => {
+    const w = world({ dryRun: true }, undefined, { followUpMs: 3_000 });
+    w.target.status = { lastCheckAt: '2026-12-03T12:00:00Z', observedGeneration: 1, receipts: [{ id: 'r1', action: 'Launch', hosts: ['pool-a'], zone: 'us-central1-a', phase: 'Intended', at: '2026-12-03T11:59:59Z' }] };
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 3_000 });
   });
 
   it('a requested check runs before its interval; a burst of requests starts one check per 5 s', async () => {
