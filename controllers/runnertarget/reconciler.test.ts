@@ -210,7 +210,7 @@ describe('checkEveryMs', () => {
 
 describe('RunnerTargetReconciler with checks on the effect runner', () => {
   function pool(concurrency: number) {
-    const now = Date.parse('2026-12-03T12:00:00Z');
+    let now = Date.parse('2026-12-03T12:00:00Z');
     const make = (name: string, status: RunnerTarget['status'] = {}): RunnerTarget => ({
       apiVersion: 'leasehold.dev/v1alpha1',
       kind: 'RunnerTarget',
@@ -244,7 +244,7 @@ describe('RunnerTargetReconciler with checks on the effect runner', () => {
       now: () => now,
       checks: { effects, concurrency, requeue: (key) => void requeued.push(key) },
     };
-    return { reconciler: new RunnerTargetReconciler(deps), effects, started, requeued, letGo, targets, make };
+    return { reconciler: new RunnerTargetReconciler(deps), effects, started, requeued, letGo, targets, make, advance: (ms: number) => (now += ms) };
   }
 
   it('a long check of one target does not hold the worker: the pass returns and the next target is checked', async () => {
@@ -304,6 +304,22 @@ describe('RunnerTargetReconciler with checks on the effect runner', () => {
     expect(p.started.filter((n) => n === 'runnertarget-u-slow')).toHaveLength(2);
     await p.effects.idle();
     expect(await p.reconciler.reconcile('ci/slow')).toEqual({ requeueAfter: 300_000 });
+  });
+
+  it('a boot watch is the target\'s effect like a check: a check requested while it runs starts once it ends, not after its gap', async () => {
+    const p = pool(4);
+    p.targets.set('b', p.make('b', { lastCheckAt: '2026-12-03T12:00:00Z', observedGeneration: 1, receipts: [{ id: 'r1', action: 'Launch', hosts: ['b-1'], zone: 'us-central1-a', phase: 'Intended', at: '2026-12-03T12:00:00Z' }] }));
+    expect(await p.reconciler.reconcile('ci/b')).toEqual({ requeueAfter: WATCH_FIRST_MS });
+    p.advance(WATCH_FIRST_MS);
+    expect(await p.reconciler.reconcile('ci/b')).toBeUndefined();
+    expect(p.effects.get('u-b')).toEqual({ state: 'running', id: 'watch/ci/b' });
+    expect(p.reconciler.requestCheck('ci/b')).toBe(true);
+    expect(await p.reconciler.reconcile('ci/b')).toBeUndefined();
+    expect(p.started).toEqual([]);
+    await p.effects.idle();
+    expect(await p.reconciler.reconcile('ci/b')).toEqual({ requeueAfter: 1 });
+    await p.reconciler.reconcile('ci/b');
+    expect(p.started).toEqual(['runnertarget-u-b']);
   });
 
   it('a deleted target\'s running check is cancelled and its result dropped', async () => {

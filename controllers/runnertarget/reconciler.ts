@@ -250,6 +250,8 @@ export class RunnerTargetReconciler {
       w.gapMs = nextWatchGap(w.gapMs, this.deps.followUpMs ?? LAUNCH_FOLLOW_UP_MS);
       w.at = now + w.gapMs;
     }
+    // A check requested while the watch ran (a job queued) starts at once.
+    if (this.requested.has(key)) return { requeueAfter: 1 };
     const watchIn = this.watchDueIn(key, target, now);
     const checkIn = this.checkDueIn(key, target, now);
     return { requeueAfter: Math.max(1, Math.min(checkIn, watchIn ?? Number.POSITIVE_INFINITY)) };
