@@ -132,12 +132,12 @@ describe('RunnerTargetReconciler', () => {
     w.target.status = { lastCheckAt: '2026-12-03T12:00:00Z', observedGeneration: 1, receipts: [{ id: 'r1', action: 'Launch', hosts: ['pool-a'], zone: 'us-central1-a', phase: 'Intended', at: '2026-12-03T11:59:59Z' }] };
     expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: WATCH_FIRST_MS });
     w.advance(WATCH_FIRST_MS);
-    // The look (its clients refused here, so it finds nothing); the next gap is 1.25 s, before the check due in 2 s.
-    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 1_250 });
-    w.advance(1_250);
-    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 750 });
+    // The look (its clients refused here, so it finds nothing); the next gap is 1.2 s, before the check due in 2 s.
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 1_200 });
+    w.advance(1_200);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 800 });
     expect(w.acquired).toEqual([]);
-    w.advance(750);
+    w.advance(800);
     await w.reconciler.reconcile('ci/pool');
     expect(w.acquired).toEqual(['runnertarget-u-1']);
   });

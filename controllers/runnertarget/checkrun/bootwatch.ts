@@ -18,9 +18,9 @@ import { hostAddress, INSTALLATION_LABEL, resolveRunnerGroup, TARGET_UID_LABEL, 
 import { groupRef } from './runnergroupids.js';
 import type { SshSession } from '../../../src/machine/ssh.js';
 
-/** The first look after a launch, and how each gap grows after a look that found nothing to deliver (up to the follow-up). */
+/** The first look after a launch, and how each gap grows after a look that found nothing to deliver (up to the follow-up): about a dozen looks for a 40 s boot. */
 export const WATCH_FIRST_MS = 1_000;
-export const WATCH_GROWTH = 1.25;
+export const WATCH_GROWTH = 1.2;
 
 /** The gap after a look `gapMs` after the last one: growing, never above the launch's follow-up. */
 export const nextWatchGap = (gapMs: number, followUpMs: number) => Math.min(Math.ceil(gapMs * WATCH_GROWTH), followUpMs);
