@@ -236,14 +236,18 @@ export class RunnerTargetReconciler {
     checks.effects.start(target.metadata!.uid!, `watch/${key}`, async (signal) => ({ watch: await watchLaunches(this.deps, target, receipts, signal) }), () => checks.requeue(key));
   }
 
+  /** Receipts whose host has its runner config: no boot watch looks at them again. */
+  private remember(key: string, configured: readonly string[]): void {
+    if (!configured.length) return;
+    const kept = this.configured.get(key) ?? new Set<string>();
+    for (const id of configured) kept.add(id);
+    this.configured.set(key, kept);
+  }
+
   /** What a boot watch leaves: the hosts that have their config, a GitHub limit it met, and its next, longer gap. */
   private watched(key: string, target: RunnerTarget, result: WatchResult): ReconcileResult {
     const now = this.now();
-    if (result.configured.length) {
-      const configured = this.configured.get(key) ?? new Set<string>();
-      for (const id of result.configured) configured.add(id);
-      this.configured.set(key, configured);
-    }
+    this.remember(key, result.configured);
     if (result.limitedUntil !== undefined) this.limitedUntil.set(key, result.limitedUntil);
     const w = this.watches.get(key);
     if (w) {
@@ -268,11 +272,7 @@ export class RunnerTargetReconciler {
     }
     this.limitedUntil.delete(key);
     if (result.githubRequests !== undefined && result.state === 'Done') this.githubRequests.set(key, result.githubRequests);
-    if (result.configured?.length) {
-      const configured = this.configured.get(key) ?? new Set<string>();
-      for (const id of result.configured) configured.add(id);
-      this.configured.set(key, configured);
-    }
+    this.remember(key, result.configured ?? []);
     if (deleting && result.poolGone && this.deps.finalizers) {
       // The key goes before the finalizer: should this stop in between, the next pass deletes it again.
       await this.deps.removeHostKey?.(result.target);
