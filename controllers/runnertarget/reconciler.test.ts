@@ -148,24 +148,45 @@ describe('RunnerTargetReconciler', () => {
     expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 3_000 });
   });
 
-  it('a requested check runs before its interval; a burst of requests starts one check per 5 s', async () => {
+  it('a requested check runs before its interval; a burst of requests starts one check per 5 s, and the deliveries that came after its check read the jobs get one at the end of the gap', async () => {
     const w = world();
     await w.reconciler.reconcile('ci/pool');
     w.advance(60_000);
     expect(w.reconciler.requestCheck('ci/pool')).toBe(true);
     await w.reconciler.reconcile('ci/pool');
     expect(w.acquired).toHaveLength(2);
-    // More deliveries of the same burst: dropped, and a wake-up checks nothing before the interval.
-    w.advance(REQUESTED_CHECK_GAP_MS - 1);
+    // More deliveries of the burst after that check: coalesced into one check when the gap ends, not left to the interval.
+    w.advance(1_000);
     expect(w.reconciler.requestCheck('ci/pool')).toBe(false);
-    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 300_000 - REQUESTED_CHECK_GAP_MS + 1 });
+    w.advance(1_000);
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(false);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: REQUESTED_CHECK_GAP_MS - 2_000 });
     expect(w.acquired).toHaveLength(2);
+    w.advance(REQUESTED_CHECK_GAP_MS - 2_000);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 300_000 });
+    expect(w.acquired).toHaveLength(3);
+    // That check opens the next gap: a delivery right after it is coalesced again, one gap on.
     w.advance(1);
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(false);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: REQUESTED_CHECK_GAP_MS - 1 });
+    w.advance(REQUESTED_CHECK_GAP_MS);
     expect(w.reconciler.requestCheck('ci/pool')).toBe(true);
     await w.reconciler.reconcile('ci/pool');
-    expect(w.acquired).toHaveLength(3);
+    expect(w.acquired).toHaveLength(4);
     // Another target's requests are its own.
     expect(w.reconciler.requestCheck('ci/other')).toBe(true);
+  });
+
+  it('a delivery coalesced while the requested check has not started yet adds no check: that check reads its job', async () => {
+    const w = world();
+    await w.reconciler.reconcile('ci/pool');
+    w.advance(60_000);
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(true);
+    w.advance(100);
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(false);
+    await w.reconciler.reconcile('ci/pool');
+    expect(w.acquired).toHaveLength(2);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 300_000 });
   });
 
   it('a request does not pass a GitHub rate limit', async () => {

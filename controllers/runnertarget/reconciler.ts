@@ -89,6 +89,8 @@ export class RunnerTargetReconciler {
   private readonly requestedAt = new Map<string, number>();
   /** Targets a request made due now, until their check starts. */
   private readonly requested = new Set<string>();
+  /** Targets a coalesced request owes a check at the end of its gap (`at`), unless a check starts after the request came (`since`). */
+  private readonly owed = new Map<string, { at: number; since: number }>();
   /** The UIDs each key's checks ran for: a target deleted and created again under its name is another owner. */
   private readonly uids = new Map<string, Set<string>>();
   /** Per target, open Launch receipts whose host has its runner config, as far as this replica saw. */
@@ -112,12 +114,21 @@ export class RunnerTargetReconciler {
    * workflow_job delivery saw a job queued). Only sooner: the check is the
    * ordinary one, under the same lease, limits and budget. A request within
    * REQUESTED_CHECK_GAP_MS of the last accepted one for the target is
-   * dropped; false then.
+   * coalesced (false): when the check that one asked for has started
+   * already, and so may have read the jobs before this one's was queued,
+   * one check at the end of the gap serves it and the rest of the burst.
    */
   requestCheck(key: string): boolean {
     const now = this.now();
     const last = this.requestedAt.get(key);
-    if (last !== undefined && now - last < REQUESTED_CHECK_GAP_MS) return false;
+    if (last !== undefined && now - last < REQUESTED_CHECK_GAP_MS) {
+      if (!this.requested.has(key) && !this.owed.has(key)) {
+        this.owed.set(key, { at: last + REQUESTED_CHECK_GAP_MS, since: now });
+        this.deps.checks?.requeue(key);
+      }
+      return false;
+    }
+    this.owed.delete(key);
     this.requestedAt.set(key, now);
     this.requested.add(key);
     this.deps.checks?.requeue(key);
@@ -134,6 +145,7 @@ export class RunnerTargetReconciler {
       this.githubRequests.delete(key);
       this.requestedAt.delete(key);
       this.requested.delete(key);
+      this.owed.delete(key);
       this.configured.delete(key);
       this.watches.delete(key);
       this.deps.providers.forget(key);
@@ -166,8 +178,14 @@ export class RunnerTargetReconciler {
     // No check while GitHub's limit holds, whatever woke the target (a spec change, a status write, a deletion).
     const limited = this.limitedUntil.get(key);
     if (limited !== undefined && now < limited) return { requeueAfter: limited - now };
+    const owed = this.owed.get(key);
+    if (owed && now >= owed.at) {
+      this.owed.delete(key);
+      this.requestedAt.set(key, now);
+      this.requested.add(key);
+    }
     const requested = this.requested.has(key);
-    const checkIn = this.checkDueIn(key, target, now);
+    const checkIn = Math.min(this.checkDueIn(key, target, now), this.owedIn(key, now));
     if (!requested && checkIn > 0) {
       // Before its check is due, an open launch's VM may be watched: its runner config goes as soon as it runs.
       const watchIn = this.watchDueIn(key, target, now);
@@ -178,14 +196,14 @@ export class RunnerTargetReconciler {
     // A requested check does not wait for the sample window: it is there to serve a queued job now, and its sample counts only if it falls inside.
     const history = { lastGitHubRequests: this.githubRequests.get(key), ...(requested ? { requested: true } : {}) };
     if (!checks) {
-      this.requested.delete(key);
+      this.starts(key, now);
       return this.finish(key, { result: await new CheckRun(this.deps, target, history).run(), generation, deleting });
     }
     // A check due just before its sample window would wait for it inside; it is started when the window opens instead.
     const timing = sampleTiming(target.status?.lastSample?.at, now, this.deps.settings?.window ?? SAMPLE_WINDOW);
     if (timing.kind === 'wait' && !deleting && !requested) return { requeueAfter: timing.waitMs };
     if (checks.effects.inFlight('check') >= checks.concurrency) return { requeueAfter: CHECK_SLOT_RETRY_MS };
-    this.requested.delete(key);
+    this.starts(key, now);
     const started = checks.effects.start(
       uid,
       `check/${key}`,
@@ -207,6 +225,18 @@ export class RunnerTargetReconciler {
     const last = this.checked.get(key) ?? { at: Date.parse(target.status?.lastCheckAt ?? ''), generation: target.status?.observedGeneration };
     if (!Number.isFinite(last.at) || last.generation !== target.metadata?.generation) return 0;
     return last.at + every - now;
+  }
+
+  /** A check of `key` starts: it serves the request that made it due, and any coalesced one that came before it (it reads their jobs). */
+  private starts(key: string, now: number): void {
+    this.requested.delete(key);
+    if ((this.owed.get(key)?.since ?? Number.POSITIVE_INFINITY) <= now) this.owed.delete(key);
+  }
+
+  /** How long until the check a coalesced request owes is due; infinite when none is owed. */
+  private owedIn(key: string, now: number): number {
+    const owed = this.owed.get(key);
+    return owed ? owed.at - now : Number.POSITIVE_INFINITY;
   }
 
   /** How long until the boot watch of `target` looks next (0 or less: now); undefined when no launch is watched. */
@@ -257,7 +287,7 @@ export class RunnerTargetReconciler {
     // A check requested while the watch ran (a job queued) starts at once.
     if (this.requested.has(key)) return { requeueAfter: 1 };
     const watchIn = this.watchDueIn(key, target, now);
-    const checkIn = this.checkDueIn(key, target, now);
+    const checkIn = Math.min(this.checkDueIn(key, target, now), this.owedIn(key, now));
     return { requeueAfter: Math.max(1, Math.min(checkIn, watchIn ?? Number.POSITIVE_INFINITY)) };
   }
 
@@ -290,6 +320,6 @@ export class RunnerTargetReconciler {
     if (this.requested.has(key) && result.retryAfterMs === undefined) return { requeueAfter: 1 };
     // The check's own object holds the receipts it wrote; the cache may not have them yet.
     const watchIn = this.watchDueIn(key, result.target, this.now());
-    return { requeueAfter: Math.max(1, Math.min(result.retryAfterMs ?? follow, watchIn ?? Number.POSITIVE_INFINITY)) };
+    return { requeueAfter: Math.max(1, Math.min(result.retryAfterMs ?? follow, watchIn ?? Number.POSITIVE_INFINITY, this.owedIn(key, this.now()))) };
   }
 }
