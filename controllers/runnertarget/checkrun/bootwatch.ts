@@ -82,8 +82,13 @@ async function reachable(receipt: Receipt, target: RunnerTarget, clients: Target
   if (vm.labels[TARGET_UID_LABEL] !== mine[TARGET_UID_LABEL] || vm.labels[INSTALLATION_LABEL] !== mine[INSTALLATION_LABEL]) return undefined;
   if (vm.status !== 'RUNNING') return undefined;
   const externalIP = target.spec.gce.externalIP !== false;
-  const opened = await openHost(name, zone, clients, host, signal, { address: hostAddress(vm, externalIP), externalIP, createdAt: vm.creationTimestamp });
-  return 'session' in opened ? { receipt, name, session: opened.session } : undefined;
+  try {
+    const opened = await openHost(name, zone, clients, host, signal, { address: hostAddress(vm, externalIP), externalIP, createdAt: vm.creationTimestamp });
+    return 'session' in opened ? { receipt, name, session: opened.session } : undefined;
+  } catch {
+    // Its host keys could not be read now: the next look or check tries again. Caught here, so that the sessions other looks opened are closed.
+    return undefined;
+  }
 }
 
 /**
