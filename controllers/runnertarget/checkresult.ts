@@ -16,6 +16,8 @@ export interface CheckResult {
   limitedUntil?: number;
   /** Requests this check counted against GitHub's primary limit (304s are free). */
   githubRequests?: number;
+  /** Open receipts whose host has its runner config, delivered or found there by this check: no boot watch delivers to them. */
+  configured?: string[];
 }
 
 /** What the reconciler remembers of a target's earlier checks. */

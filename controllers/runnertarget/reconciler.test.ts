@@ -2,8 +2,9 @@ import { describe, expect, it } from '@jest/globals';
 import type { RunnerTarget } from '../../src/api/index.js';
 import { CredentialsError, OWN_IDENTITY_DISABLED, TargetSpecError } from './checkrun/providers.js';
 import { EffectRunner } from '../../src/kube/effects.js';
-import { CHECK_SLOT_RETRY_MS, REQUESTED_CHECK_GAP_MS, checkEveryMs, RunnerTargetReconciler, type FinishedCheck, type RunnerTargetDeps } from './reconciler.js';
+import { CHECK_SLOT_RETRY_MS, REQUESTED_CHECK_GAP_MS, checkEveryMs, RunnerTargetReconciler, type FinishedEffect, type RunnerTargetDeps } from './reconciler.js';
 import { spec } from './testing/pool.js';
+import { WATCH_FIRST_MS } from './checkrun/bootwatch.js';
 
 function world(
   over: Partial<RunnerTarget['spec']> = {},
@@ -126,24 +127,66 @@ describe('RunnerTargetReconciler', () => {
     expect(w.acquired).toHaveLength(2);
   });
 
-  it('a requested check runs before its interval; a burst of requests starts one check per 5 s', async () => {
+  it('an open launch is watched between checks: first 1 s on, then on a gap that grows, never past the follow-up check; a look that finds nothing to deliver takes no lease', async () => {
+    const w = world({}, undefined, { followUpMs: 3_000 });
+    w.target.status = { lastCheckAt: '2026-12-03T12:00:00Z', observedGeneration: 1, receipts: [{ id: 'r1', action: 'Launch', hosts: ['pool-a'], zone: 'us-central1-a', phase: 'Intended', at: '2026-12-03T11:59:59Z' }] };
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: WATCH_FIRST_MS });
+    w.advance(WATCH_FIRST_MS);
+    // The look (its clients refused here, so it finds nothing); the next gap is 1.2 s, before the check due in 2 s.
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 1_200 });
+    w.advance(1_200);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 800 });
+    expect(w.acquired).toEqual([]);
+    w.advance(800);
+    await w.reconciler.reconcile('ci/pool');
+    expect(w.acquired).toEqual(['runnertarget-u-1']);
+  });
+
+  it('a dry run\'s open launch is not watched: it is only followed up by its check', async () => {
+    const w = world({ dryRun: true }, undefined, { followUpMs: 3_000 });
+    w.target.status = { lastCheckAt: '2026-12-03T12:00:00Z', observedGeneration: 1, receipts: [{ id: 'r1', action: 'Launch', hosts: ['pool-a'], zone: 'us-central1-a', phase: 'Intended', at: '2026-12-03T11:59:59Z' }] };
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 3_000 });
+  });
+
+  it('a requested check runs before its interval; a burst of requests starts one check per 5 s, and the deliveries that came after its check read the jobs get one at the end of the gap', async () => {
     const w = world();
     await w.reconciler.reconcile('ci/pool');
     w.advance(60_000);
     expect(w.reconciler.requestCheck('ci/pool')).toBe(true);
     await w.reconciler.reconcile('ci/pool');
     expect(w.acquired).toHaveLength(2);
-    // More deliveries of the same burst: dropped, and a wake-up checks nothing before the interval.
-    w.advance(REQUESTED_CHECK_GAP_MS - 1);
+    // More deliveries of the burst after that check: coalesced into one check when the gap ends, not left to the interval.
+    w.advance(1_000);
     expect(w.reconciler.requestCheck('ci/pool')).toBe(false);
-    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 300_000 - REQUESTED_CHECK_GAP_MS + 1 });
+    w.advance(1_000);
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(false);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: REQUESTED_CHECK_GAP_MS - 2_000 });
     expect(w.acquired).toHaveLength(2);
+    w.advance(REQUESTED_CHECK_GAP_MS - 2_000);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 300_000 });
+    expect(w.acquired).toHaveLength(3);
+    // That check opens the next gap: a delivery right after it is coalesced again, one gap on.
     w.advance(1);
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(false);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: REQUESTED_CHECK_GAP_MS - 1 });
+    w.advance(REQUESTED_CHECK_GAP_MS);
     expect(w.reconciler.requestCheck('ci/pool')).toBe(true);
     await w.reconciler.reconcile('ci/pool');
-    expect(w.acquired).toHaveLength(3);
+    expect(w.acquired).toHaveLength(4);
     // Another target's requests are its own.
     expect(w.reconciler.requestCheck('ci/other')).toBe(true);
+  });
+
+  it('a delivery coalesced while the requested check has not started yet adds no check: that check reads its job', async () => {
+    const w = world();
+    await w.reconciler.reconcile('ci/pool');
+    w.advance(60_000);
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(true);
+    w.advance(100);
+    expect(w.reconciler.requestCheck('ci/pool')).toBe(false);
+    await w.reconciler.reconcile('ci/pool');
+    expect(w.acquired).toHaveLength(2);
+    expect(await w.reconciler.reconcile('ci/pool')).toEqual({ requeueAfter: 300_000 });
   });
 
   it('a request does not pass a GitHub rate limit', async () => {
@@ -188,7 +231,7 @@ describe('checkEveryMs', () => {
 
 describe('RunnerTargetReconciler with checks on the effect runner', () => {
   function pool(concurrency: number) {
-    const now = Date.parse('2026-12-03T12:00:00Z');
+    let now = Date.parse('2026-12-03T12:00:00Z');
     const make = (name: string, status: RunnerTarget['status'] = {}): RunnerTarget => ({
       apiVersion: 'leasehold.dev/v1alpha1',
       kind: 'RunnerTarget',
@@ -201,7 +244,7 @@ describe('RunnerTargetReconciler with checks on the effect runner', () => {
     const slowLease = new Promise<void>((r) => (letGo = r));
     const started: string[] = [];
     const requeued: string[] = [];
-    const effects = new EffectRunner<FinishedCheck>();
+    const effects = new EffectRunner<FinishedEffect>();
     const deps: RunnerTargetDeps = {
       targets: { get: (_ns: string, name: string) => targets.get(name), list: () => [...targets.values()] } as never,
       read: async (_ns, name) => structuredClone(targets.get(name)),
@@ -222,7 +265,7 @@ describe('RunnerTargetReconciler with checks on the effect runner', () => {
       now: () => now,
       checks: { effects, concurrency, requeue: (key) => void requeued.push(key) },
     };
-    return { reconciler: new RunnerTargetReconciler(deps), effects, started, requeued, letGo, targets, make };
+    return { reconciler: new RunnerTargetReconciler(deps), effects, started, requeued, letGo, targets, make, advance: (ms: number) => (now += ms) };
   }
 
   it('a long check of one target does not hold the worker: the pass returns and the next target is checked', async () => {
@@ -282,6 +325,22 @@ describe('RunnerTargetReconciler with checks on the effect runner', () => {
     expect(p.started.filter((n) => n === 'runnertarget-u-slow')).toHaveLength(2);
     await p.effects.idle();
     expect(await p.reconciler.reconcile('ci/slow')).toEqual({ requeueAfter: 300_000 });
+  });
+
+  it('a boot watch is the target\'s effect like a check: a check requested while it runs starts once it ends, not after its gap', async () => {
+    const p = pool(4);
+    p.targets.set('b', p.make('b', { lastCheckAt: '2026-12-03T12:00:00Z', observedGeneration: 1, receipts: [{ id: 'r1', action: 'Launch', hosts: ['b-1'], zone: 'us-central1-a', phase: 'Intended', at: '2026-12-03T12:00:00Z' }] }));
+    expect(await p.reconciler.reconcile('ci/b')).toEqual({ requeueAfter: WATCH_FIRST_MS });
+    p.advance(WATCH_FIRST_MS);
+    expect(await p.reconciler.reconcile('ci/b')).toBeUndefined();
+    expect(p.effects.get('u-b')).toEqual({ state: 'running', id: 'watch/ci/b' });
+    expect(p.reconciler.requestCheck('ci/b')).toBe(true);
+    expect(await p.reconciler.reconcile('ci/b')).toBeUndefined();
+    expect(p.started).toEqual([]);
+    await p.effects.idle();
+    expect(await p.reconciler.reconcile('ci/b')).toEqual({ requeueAfter: 1 });
+    await p.reconciler.reconcile('ci/b');
+    expect(p.started).toEqual(['runnertarget-u-b']);
   });
 
   it('a deleted target\'s running check is cancelled and its result dropped', async () => {

@@ -6,13 +6,17 @@
 // result on a later pass (the check's end enqueues the target). At most one
 // check per target runs (the runner's rule per owner), the check lease keeps
 // two replicas apart, and status writes of our own wake the target but start
-// no check before its time.
+// no check before its time. Between two checks, an open launch's VM is
+// watched on its own (checkrun/bootwatch.ts) so that its runner config lands
+// as soon as it runs, not at the launch's follow-up check; a watch is an
+// effect of the target like a check, so the two never run at once here.
 import { durationMs, MIN_CHECK_INTERVAL_MS, type RunnerTarget } from '../../src/api/index.js';
 import type { ObjectCache, ReconcileResult } from '../../src/kube/cache.js';
 import type { EffectRunner } from '../../src/kube/effects.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
 import { splitKey } from '../../src/kube/resource.js';
 import { CheckRun } from './checkrun/check.js';
+import { nextWatchGap, WATCH_FIRST_MS, watchedLaunches, watchLaunches, type WatchResult } from './checkrun/bootwatch.js';
 import type { CheckDeps } from './checkrun/checkdeps.js';
 import type { CheckResult } from './checkresult.js';
 import { openReceipts } from './policy/receipts.js';
@@ -45,7 +49,7 @@ export interface RunnerTargetDeps extends CheckDeps {
    * Where checks run, and how many at once; absent, a check runs on the
    * reconcile worker (unit tests). `requeue` enqueues a target when its check ends.
    */
-  checks?: { effects: EffectRunner<FinishedCheck>; concurrency: number; requeue(key: string): void };
+  checks?: { effects: EffectRunner<FinishedEffect>; concurrency: number; requeue(key: string): void };
   /** Keeps RUNNER_HOSTS_FINALIZER on targets until their pool is gone; absent, none is added. */
   finalizers?: { add(target: RunnerTarget): Promise<unknown>; remove(target: RunnerTarget): Promise<unknown> };
 }
@@ -56,6 +60,14 @@ export interface FinishedCheck {
   generation: number | undefined;
   deleting: boolean;
 }
+
+/** A boot watch's result (checkrun/bootwatch.ts). */
+export interface FinishedWatch {
+  watch: WatchResult;
+}
+
+/** What a target's effect hands back: a check's result or a boot watch's. */
+export type FinishedEffect = FinishedCheck | FinishedWatch;
 
 /** A burst of requests (webhook deliveries) for one target starts at most one extra check per this many ms. */
 export const REQUESTED_CHECK_GAP_MS = 5_000;
@@ -77,8 +89,14 @@ export class RunnerTargetReconciler {
   private readonly requestedAt = new Map<string, number>();
   /** Targets a request made due now, until their check starts. */
   private readonly requested = new Set<string>();
+  /** Targets a coalesced request owes a check at the end of its gap (`at`), unless a check starts after the request came (`since`). */
+  private readonly owed = new Map<string, { at: number; since: number }>();
   /** The UIDs each key's checks ran for: a target deleted and created again under its name is another owner. */
   private readonly uids = new Map<string, Set<string>>();
+  /** Per target, open Launch receipts whose host has its runner config, as far as this replica saw. */
+  private readonly configured = new Map<string, Set<string>>();
+  /** Per target, when the boot watch looks next, its gap, and the receipts it was armed for. */
+  private readonly watches = new Map<string, { at: number; gapMs: number; ids: Set<string> }>();
 
   private readonly deps: RunnerTargetDeps;
 
@@ -96,12 +114,21 @@ export class RunnerTargetReconciler {
    * workflow_job delivery saw a job queued). Only sooner: the check is the
    * ordinary one, under the same lease, limits and budget. A request within
    * REQUESTED_CHECK_GAP_MS of the last accepted one for the target is
-   * dropped; false then.
+   * coalesced (false): when the check that one asked for has started
+   * already, and so may have read the jobs before this one's was queued,
+   * one check at the end of the gap serves it and the rest of the burst.
    */
   requestCheck(key: string): boolean {
     const now = this.now();
     const last = this.requestedAt.get(key);
-    if (last !== undefined && now - last < REQUESTED_CHECK_GAP_MS) return false;
+    if (last !== undefined && now - last < REQUESTED_CHECK_GAP_MS) {
+      if (!this.requested.has(key) && !this.owed.has(key)) {
+        this.owed.set(key, { at: last + REQUESTED_CHECK_GAP_MS, since: now });
+        this.deps.checks?.requeue(key);
+      }
+      return false;
+    }
+    this.owed.delete(key);
     this.requestedAt.set(key, now);
     this.requested.add(key);
     this.deps.checks?.requeue(key);
@@ -118,6 +145,9 @@ export class RunnerTargetReconciler {
       this.githubRequests.delete(key);
       this.requestedAt.delete(key);
       this.requested.delete(key);
+      this.owed.delete(key);
+      this.configured.delete(key);
+      this.watches.delete(key);
       this.deps.providers.forget(key);
       // A check still running is cancelled; its end enqueues the key again, and that pass drops its result.
       const left = new Set<string>();
@@ -138,36 +168,42 @@ export class RunnerTargetReconciler {
       // Its end enqueues the target again.
       if (state?.state === 'running') return;
       const done = checks.effects.take(uid);
-      if (done) return this.finish(key, done.result);
+      if (done) return 'watch' in done.result ? this.watched(key, target, done.result.watch) : this.finish(key, done.result);
     }
     const deleting = !!target.metadata?.deletionTimestamp;
-    const followUp = this.deps.followUpMs ?? LAUNCH_FOLLOW_UP_MS;
     if (deleting && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) return;
     if (!deleting && this.deps.finalizers && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) await this.deps.finalizers.add(target);
-    // A target being deleted is checked as often as an open launch, until its pool is gone.
-    const checkEvery = checkEveryMs(target.spec.checkInterval, this.deps.checkIntervalScale);
-    const interval = deleting ? Math.min(checkEvery, followUp) : checkEvery;
     const generation = target.metadata?.generation;
-    const last = this.checked.get(key) ?? { at: Date.parse(target.status?.lastCheckAt ?? ''), generation: target.status?.observedGeneration };
     const now = this.now();
     // No check while GitHub's limit holds, whatever woke the target (a spec change, a status write, a deletion).
     const limited = this.limitedUntil.get(key);
     if (limited !== undefined && now < limited) return { requeueAfter: limited - now };
-    // An open launch or register is followed sooner than the interval: its host waits for its runner config, or its runner to come online.
-    const every = awaitsRunner(target.status?.receipts) ? Math.min(interval, followUp) : interval;
+    const owed = this.owed.get(key);
+    if (owed && now >= owed.at) {
+      this.owed.delete(key);
+      this.requestedAt.set(key, now);
+      this.requested.add(key);
+    }
     const requested = this.requested.has(key);
-    if (!requested && Number.isFinite(last.at) && last.generation === generation && now - last.at < every) return { requeueAfter: last.at + every - now };
+    const checkIn = Math.min(this.checkDueIn(key, target, now), this.owedIn(key, now));
+    if (!requested && checkIn > 0) {
+      // Before its check is due, an open launch's VM may be watched: its runner config goes as soon as it runs.
+      const watchIn = this.watchDueIn(key, target, now);
+      if (watchIn === undefined || watchIn >= checkIn) return { requeueAfter: checkIn };
+      if (watchIn > 0) return { requeueAfter: watchIn };
+      return this.startWatch(key, target);
+    }
     // A requested check does not wait for the sample window: it is there to serve a queued job now, and its sample counts only if it falls inside.
     const history = { lastGitHubRequests: this.githubRequests.get(key), ...(requested ? { requested: true } : {}) };
     if (!checks) {
-      this.requested.delete(key);
+      this.starts(key, now);
       return this.finish(key, { result: await new CheckRun(this.deps, target, history).run(), generation, deleting });
     }
     // A check due just before its sample window would wait for it inside; it is started when the window opens instead.
     const timing = sampleTiming(target.status?.lastSample?.at, now, this.deps.settings?.window ?? SAMPLE_WINDOW);
     if (timing.kind === 'wait' && !deleting && !requested) return { requeueAfter: timing.waitMs };
     if (checks.effects.inFlight('check') >= checks.concurrency) return { requeueAfter: CHECK_SLOT_RETRY_MS };
-    this.requested.delete(key);
+    this.starts(key, now);
     const started = checks.effects.start(
       uid,
       `check/${key}`,
@@ -176,6 +212,83 @@ export class RunnerTargetReconciler {
     );
     // Refused only while the controller stops: the next replica checks it.
     if (!started) return;
+  }
+
+  /** How long until `target`'s next check is due (0 or less: due now). */
+  private checkDueIn(key: string, target: RunnerTarget, now: number): number {
+    const followUp = this.deps.followUpMs ?? LAUNCH_FOLLOW_UP_MS;
+    // A target being deleted is checked as often as an open launch, until its pool is gone.
+    const checkEvery = checkEveryMs(target.spec.checkInterval, this.deps.checkIntervalScale);
+    const interval = target.metadata?.deletionTimestamp ? Math.min(checkEvery, followUp) : checkEvery;
+    // An open launch or register is followed sooner than the interval: its host waits for its runner config, or its runner to come online.
+    const every = awaitsRunner(target.status?.receipts) ? Math.min(interval, followUp) : interval;
+    const last = this.checked.get(key) ?? { at: Date.parse(target.status?.lastCheckAt ?? ''), generation: target.status?.observedGeneration };
+    if (!Number.isFinite(last.at) || last.generation !== target.metadata?.generation) return 0;
+    return last.at + every - now;
+  }
+
+  /** A check of `key` starts: it serves the request that made it due, and any coalesced one that came before it (it reads their jobs). */
+  private starts(key: string, now: number): void {
+    this.requested.delete(key);
+    if ((this.owed.get(key)?.since ?? Number.POSITIVE_INFINITY) <= now) this.owed.delete(key);
+  }
+
+  /** How long until the check a coalesced request owes is due; infinite when none is owed. */
+  private owedIn(key: string, now: number): number {
+    const owed = this.owed.get(key);
+    return owed ? owed.at - now : Number.POSITIVE_INFINITY;
+  }
+
+  /** How long until the boot watch of `target` looks next (0 or less: now); undefined when no launch is watched. */
+  private watchDueIn(key: string, target: RunnerTarget, now: number): number | undefined {
+    const configured = this.configured.get(key);
+    if (configured) {
+      // Only receipts still open are kept: a settled one is never watched again.
+      const open = new Set((target.status?.receipts ?? []).filter((r) => r.phase === 'Intended').map((r) => r.id));
+      for (const id of configured) if (!open.has(id)) configured.delete(id);
+    }
+    const ids = watchedLaunches(target, configured ?? new Set()).map((r) => r.id);
+    if (!ids.length) {
+      this.watches.delete(key);
+      return undefined;
+    }
+    let w = this.watches.get(key);
+    // A new launch starts the watch over from its first, short gap.
+    if (!w || ids.some((id) => !w!.ids.has(id))) this.watches.set(key, (w = { at: now + WATCH_FIRST_MS, gapMs: WATCH_FIRST_MS, ids: new Set(ids) }));
+    return w.at - now;
+  }
+
+  private async startWatch(key: string, target: RunnerTarget): Promise<ReconcileResult | void> {
+    const receipts = watchedLaunches(target, this.configured.get(key) ?? new Set());
+    const checks = this.deps.checks;
+    if (!checks) return this.watched(key, target, await watchLaunches(this.deps, target, receipts));
+    // Refused only while the controller stops; otherwise its end enqueues the target.
+    checks.effects.start(target.metadata!.uid!, `watch/${key}`, async (signal) => ({ watch: await watchLaunches(this.deps, target, receipts, signal) }), () => checks.requeue(key));
+  }
+
+  /** Receipts whose host has its runner config: no boot watch looks at them again. */
+  private remember(key: string, configured: readonly string[]): void {
+    if (!configured.length) return;
+    const kept = this.configured.get(key) ?? new Set<string>();
+    for (const id of configured) kept.add(id);
+    this.configured.set(key, kept);
+  }
+
+  /** What a boot watch leaves: the hosts that have their config, a GitHub limit it met, and its next, longer gap. */
+  private watched(key: string, target: RunnerTarget, result: WatchResult): ReconcileResult {
+    const now = this.now();
+    this.remember(key, result.configured);
+    if (result.limitedUntil !== undefined) this.limitedUntil.set(key, result.limitedUntil);
+    const w = this.watches.get(key);
+    if (w) {
+      w.gapMs = nextWatchGap(w.gapMs, this.deps.followUpMs ?? LAUNCH_FOLLOW_UP_MS);
+      w.at = now + w.gapMs;
+    }
+    // A check requested while the watch ran (a job queued) starts at once.
+    if (this.requested.has(key)) return { requeueAfter: 1 };
+    const watchIn = this.watchDueIn(key, target, now);
+    const checkIn = Math.min(this.checkDueIn(key, target, now), this.owedIn(key, now));
+    return { requeueAfter: Math.max(1, Math.min(checkIn, watchIn ?? Number.POSITIVE_INFINITY)) };
   }
 
   /** What a finished check leaves: the rate limit it met, the finalizer once the pool is gone, when to look again. */
@@ -189,6 +302,7 @@ export class RunnerTargetReconciler {
     }
     this.limitedUntil.delete(key);
     if (result.githubRequests !== undefined && result.state === 'Done') this.githubRequests.set(key, result.githubRequests);
+    this.remember(key, result.configured ?? []);
     if (deleting && result.poolGone && this.deps.finalizers) {
       // The key goes before the finalizer: should this stop in between, the next pass deletes it again.
       await this.deps.removeHostKey?.(result.target);
@@ -204,6 +318,8 @@ export class RunnerTargetReconciler {
     const follow = awaitsRunner(fresh.status?.receipts) ? Math.min(interval, followUp) : interval;
     // A request that came while this check ran may be for a job it did not see: one more check follows at once.
     if (this.requested.has(key) && result.retryAfterMs === undefined) return { requeueAfter: 1 };
-    return { requeueAfter: result.retryAfterMs ?? follow };
+    // The check's own object holds the receipts it wrote; the cache may not have them yet.
+    const watchIn = this.watchDueIn(key, result.target, this.now());
+    return { requeueAfter: Math.max(1, Math.min(result.retryAfterMs ?? follow, watchIn ?? Number.POSITIVE_INFINITY, this.owedIn(key, this.now()))) };
   }
 }

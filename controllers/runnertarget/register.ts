@@ -13,7 +13,7 @@ import { RunnerTargetMetrics } from './metrics.js';
 import type { TargetEndpointPolicy } from './policy/endpoints.js';
 import { TargetProviders } from './checkrun/providers.js';
 import type { PlanSettings } from './policy/plan.js';
-import { RunnerTargetReconciler, type FinishedCheck } from './reconciler.js';
+import { RunnerTargetReconciler, type FinishedEffect } from './reconciler.js';
 import type { WorkQueue } from '../../src/kube/workqueue.js';
 import { TargetKeys } from './targetkey.js';
 import { RUNNER_HOSTS_FINALIZER } from './policy/teardown.js';
@@ -74,7 +74,7 @@ export function registerRunnerTargetController(mgr: Manager, opts: RunnerTargetC
     ...(opts.settings ? { settings: opts.settings } : {}),
     ...(opts.followUpMs ? { followUpMs: opts.followUpMs } : {}),
     ...(opts.checkIntervalScale ? { checkIntervalScale: opts.checkIntervalScale } : {}),
-    checks: { effects: mgr.effects<FinishedCheck>('runnertarget'), concurrency: opts.checkConcurrency ?? 4, requeue: (key) => queue?.add(key) },
+    checks: { effects: mgr.effects<FinishedEffect>('runnertarget'), concurrency: opts.checkConcurrency ?? 4, requeue: (key) => queue?.add(key) },
     metrics: new RunnerTargetMetrics(mgr.metrics.registry, () => targets.list()),
     log: mgr.log.child({ controller: 'runnertarget' }),
     finalizers: {

@@ -41,6 +41,8 @@ export interface ChangeOutcome {
   event: PlanEvent;
   /** A Deregister's answer, for the host's next state. */
   deregistered?: DeregisterOutcome;
+  /** The host has its runner config (written now, or found there): nothing more is delivered to it under this receipt. */
+  configOnHost?: boolean;
   /** The host's runner ran and left before any check saw it online: the host has finished, and drains. */
   runnerLeft?: boolean;
   /** The check ends after this change, with Ready=False for this reason (a launch an organisation policy refused). */

@@ -48,6 +48,7 @@ export class CheckRun {
   private retryAfterMs?: number;
   private limited?: { until: number; message: string };
   private githubAtStart?: number;
+  private readonly configured: string[] = [];
   private last!: CheckStep;
 
   constructor(
@@ -101,6 +102,7 @@ export class CheckRun {
       ...(this.retryAfterMs !== undefined ? { retryAfterMs: this.retryAfterMs } : {}),
       ...(this.limited ? { limitedUntil: this.limited.until } : {}),
       ...(used !== undefined ? { githubRequests: used } : {}),
+      ...(this.configured.length ? { configured: this.configured } : {}),
     };
   }
 
@@ -286,6 +288,7 @@ export class CheckRun {
       this.outcome = { ok: false, receiptID: this.receipt!.id, message, event: { type: 'Warning', reason: refused ? 'NotDurable' : 'ChangeFailed', message } };
     }
     if (this.outcome.ok && price !== undefined) this.launched.push(price);
+    if (this.outcome.configOnHost) this.configured.push(this.outcome.receiptID);
     this.deps.metrics?.change(this.target, receipt, this.outcome);
     return { type: 'PROVIDER_ANSWERED', ok: this.outcome.ok, message: this.outcome.message };
   }

@@ -153,6 +153,22 @@ describe('deliverOver', () => {
     expect(left.calls).toEqual(['ssh: is the config there']);
   });
 
+  it('between checks (unlisted), a config already on the host is left as it is: no registration made, no RunnerLeft guessed without the runner list', async () => {
+    const { session, ctx, calls } = world({ configOnHost: true });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, unlisted: true });
+    expect(calls).toEqual(['ssh: is the config there']);
+    expect(out).toMatchObject({ ok: true, configOnHost: true, event: { reason: 'RunnerStarting' } });
+    expect(out.phase).toBeUndefined();
+    expect(out.runnerLeft).toBeUndefined();
+  });
+
+  it('between checks (unlisted), a host with no config gets one', async () => {
+    const { session, ctx, calls } = world({ configOnHost: false });
+    const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, unlisted: true });
+    expect(calls).toEqual(['ssh: is the config there', 'github: generate pool-1 in group 1', 'ssh: write CONFIG']);
+    expect(out).toMatchObject({ ok: true, configOnHost: true, event: { reason: 'RunnerConfigDelivered' } });
+  });
+
   it('the last config cannot be removed: no registration is made, and the next check tries again', async () => {
     const { session, ctx, calls } = world({ configOnHost: true, removeFails: true });
     const out = await deliverOver(session, 'pool-1', 'r-1', ctx, { groupId: 1, replace: true });

@@ -40,6 +40,12 @@ export interface DeliveryHow {
   finished?: { id: number };
   /** A receipt a check left open is continued: the config may have been delivered, and its runner come and gone since. */
   resumed?: boolean;
+  /**
+   * Delivered between two checks (bootwatch.ts), without GitHub's runner
+   * list: a config already on the host is left as it is, since only a
+   * check that lists the runners can tell a runner starting from one that ran.
+   */
+  unlisted?: boolean;
 }
 
 /** Delivers a runner config to host `name`; its receipt stays Intended until the runner registers. */
@@ -58,7 +64,7 @@ export async function deliverRunnerConfig(name: string, zone: string, receiptID:
 /** The delivery over an open, pinned session. */
 export async function deliverOver(session: Pick<SshSession, 'exec'>, name: string, receiptID: string, ctx: ChangeContext, how: DeliveryHow & { groupId: number }): Promise<ChangeOutcome> {
   const { clients, signal } = ctx;
-  const { groupId, stale, replace, finished, resumed } = how;
+  const { groupId, stale, replace, finished, resumed, unlisted } = how;
   const opts = { timeoutMs: SSH_TIMEOUT_MS, ...(signal ? { signal } : {}) };
   // A Register's host keeps its last runner's config until the step that removes it, so a check that died before
   // that step finds a config there too: only one written for this receipt is the new runner's.
@@ -66,11 +72,15 @@ export async function deliverOver(session: Pick<SshSession, 'exec'>, name: strin
     const found = await session.exec(replace ? CONFIG_RECEIPT : HAS_CONFIG, opts);
     return found.code === 0 && (!replace || found.stdout.trim() === receiptID);
   };
+  if (unlisted && (await configThere())) {
+    const message = `the runner config is on ${name} already; the next check settles its receipt once the runner is online`;
+    return { ok: true, configOnHost: true, receiptID, message, event: { type: 'Normal', reason: 'RunnerStarting', message } };
+  }
   if (stale) {
     // The file is written whole or not at all: there, its runner is starting and must not lose its registration.
     if (await configThere()) {
       const message = `the runner config is on ${name} and runner ${stale.id} is registered, still offline; the receipt settles once it is online`;
-      return { ok: true, receiptID, message, event: { type: 'Normal', reason: 'RunnerStarting', message } };
+      return { ok: true, configOnHost: true, receiptID, message, event: { type: 'Normal', reason: 'RunnerStarting', message } };
     }
     // Not there: a check died between generate-jitconfig and the write. That registration can
     // never come online, and its name blocks a new one: it goes before the new config is made.
@@ -122,5 +132,5 @@ export async function deliverOver(session: Pick<SshSession, 'exec'>, name: strin
     return wait(receiptID, 'DeliveryFailed', `writing the runner config on ${name} failed (exit ${result.code}): ${result.stderr.slice(0, 300)}; tried again next check`);
   }
   const message = `runner config delivered to ${name} over SSH (host key pinned); the receipt settles once its runner registers`;
-  return { ok: true, receiptID, message, event: { type: 'Normal', reason: 'RunnerConfigDelivered', message } };
+  return { ok: true, configOnHost: true, receiptID, message, event: { type: 'Normal', reason: 'RunnerConfigDelivered', message } };
 }
