@@ -15,7 +15,7 @@ import { startGitHubEmulator, type GitHubEmulator } from '../fakes/github/server
 import { freePort, SshdMachine } from '../fakes/lambda/machine.js';
 import { startController, type ControllerProcess } from './controller.js';
 import { apply, freshNamespace, getJSON, testKubectl, type Kubectl } from './kube.js';
-import { emulatorEndpointArgs, targetSpec, TEST_CHECK_INTERVAL_ARGS } from './runnertarget.js';
+import { emulatorEndpointArgs, runnerHostControls, targetSpec, TEST_CHECK_INTERVAL_ARGS } from './runnertarget.js';
 
 const TARGET_LABEL = 'leasehold-runnertarget';
 
@@ -150,15 +150,7 @@ export async function startRunnerTargetWorld(prefix: string, extraArgs: string[]
         },
       };
     },
-    holdRunners: (name) => {
-      runnerHolds.add(name);
-      return { release: () => void runnerHolds.delete(name) };
-    },
-    configOn: (vm) => {
-      const m = machines.get(vm);
-      const file = m ? join(m.home, JIT_CONFIG_PATH) : '';
-      return m && existsSync(file) ? readFileSync(file, 'utf8') : undefined;
-    },
+    ...runnerHostControls(machines, runnerHolds),
     stop: async () => {
       clearInterval(hostsRunning);
       for (const d of boots.values()) d.resolve();

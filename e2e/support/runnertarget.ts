@@ -299,15 +299,7 @@ export async function startRunnerTargetPool(prefix: string, opts: PoolOptions = 
         },
       };
     },
-    holdRunners: (name) => {
-      runnerHolds.add(name);
-      return { release: () => void runnerHolds.delete(name) };
-    },
-    configOn: (vm) => {
-      const m = machines.get(vm);
-      const file = m ? join(m.home, JIT_CONFIG_PATH) : '';
-      return m && existsSync(file) ? readFileSync(file, 'utf8') : undefined;
-    },
+    ...runnerHostControls(machines, runnerHolds),
     quiet: async () => {
       const names = JSON.parse(await pool.must(['get', 'runnertargets', '-n', pool.ns, '-o', 'json'])).items.map((t: any) => t.metadata.name);
       for (const name of names) await pool.must(['patch', 'runnertarget', name, '-n', pool.ns, '--type=merge', '-p', '{"spec":{"checkInterval":"1h"}}']);
@@ -383,4 +375,19 @@ exit $rc
   writeFileSync(join(dir, 'head'), script);
   chmodSync(join(dir, 'head'), 0o755);
   return dir;
+}
+
+/** The two host controls both runner pools offer: hold a target's runners back, and read a host's runner config. */
+export function runnerHostControls(machines: ReadonlyMap<string, { home: string }>, runnerHolds: Set<string>) {
+  return {
+    holdRunners: (name: string) => {
+      runnerHolds.add(name);
+      return { release: () => void runnerHolds.delete(name) };
+    },
+    configOn: (vm: string) => {
+      const m = machines.get(vm);
+      const file = m ? join(m.home, JIT_CONFIG_PATH) : '';
+      return m && existsSync(file) ? readFileSync(file, 'utf8') : undefined;
+    },
+  };
 }
