@@ -1,5 +1,5 @@
 // Splits the e2e files into shards of about equal length, so that `make test` can
-// run two shards side by side, each against its own control plane (most e2e files
+// run its shards side by side, each against its own control plane (most e2e files
 // spend their time waiting on timers, not on the CPU). Jest's own split hashes the
 // paths and can put the three longest files on one side; this one deals the files
 // out longest first to the shard with the least work so far, using the per-file
