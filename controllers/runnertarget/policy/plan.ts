@@ -114,7 +114,10 @@ export function planCheck({ name, spec, status, observation, settings: over }: P
   const launching = launchingHosts(receipts);
   // A Launching host with no VM and no open Launch receipt was never launched (the check
   // ended before its receipt, or every placement failed): it costs nothing and is no capacity.
-  const planned = (status.hosts ?? []).filter((h) => h.state !== 'Launching' || vms.has(h.name) || launching.has(h.name));
+  // Unless its zone could not be listed: then its VM is unseen, not absent (its runner may
+  // already be online and its receipt settled), and dropping it would launch a second host.
+  const unseenZones = new Set(observation.unreachableZones ?? []);
+  const planned = (status.hosts ?? []).filter((h) => h.state !== 'Launching' || vms.has(h.name) || launching.has(h.name) || unseenZones.has(h.zone));
   let hosts = observeHosts(planned, observation, spec.gce.machineTypeTiers);
   const orphans = findOrphans({ hosts, vms: observation.vms, runners: observation.runners, launching, now, bootGraceMs: settings.bootGraceMs, unreachableZones: observation.unreachableZones });
   for (const zone of observation.unreachableZones ?? []) events.push({ type: 'Warning', reason: 'ZoneUnreachable', message: `Compute Engine could not list zone ${zone} this check; its VMs are treated as unseen, not gone` });

@@ -76,7 +76,7 @@ export function abandonLaunches(receipts: readonly Receipt[] | undefined, observ
   return { receipts: list, events };
 }
 
-export function teardownPlan(base: CheckPlan, observation: Pick<Observation, 'vms' | 'runners'>): CheckPlan {
+export function teardownPlan(base: CheckPlan, observation: Pick<Observation, 'vms' | 'runners' | 'unreachableZones'>): CheckPlan {
   const changes: Change[] = base.changes.filter((c) => c.kind !== 'launch' && c.kind !== 'register' && !(c.kind === 'resume' && c.receipt.action === 'Launch'));
   const touched = new Set(changes.flatMap((c) => (c.kind === 'resume' ? c.receipt.hosts : c.intent.hosts)));
   const runners = new Map(observation.runners.map((r) => [r.name, r]));
@@ -97,7 +97,8 @@ export function teardownPlan(base: CheckPlan, observation: Pick<Observation, 'vm
     if (host?.state === 'Draining' || host?.runnerID !== undefined) continue;
     changes.push({ kind: 'delete', intent: { action: 'Delete', hosts: [vm.name], zone: vm.zone, message: 'the RunnerTarget is being deleted and this VM has no runner' }, reason: 'Orphan' });
   }
-  const hosts = base.hosts.filter((h) => h.state !== 'Launching' || observation.vms.some((v) => v.name === h.name));
+  // A Launching host leaves status only once its zone could be listed without its VM: one unseen may still run.
+  const hosts = base.hosts.filter((h) => h.state !== 'Launching' || observation.vms.some((v) => v.name === h.name) || (observation.unreachableZones ?? []).includes(h.zone));
   return { ...base, hosts, changes, plan: { ...base.plan, launch: 0, reason: `the RunnerTarget is being deleted: its hosts drain and go; ${base.plan.reason}` } };
 }
 

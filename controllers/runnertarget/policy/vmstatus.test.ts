@@ -109,6 +109,20 @@ describe('a zone the list could not read', () => {
     expect(kinds(seen)).toContain('removeRunner b1');
   });
 
+  it('keeps a Launching host whose launch settled while its zone is unreadable: no second host for the floor', () => {
+    // The runner came online (the receipt settled Done) before any check saw the VM, and now its zone cannot be listed.
+    const status = { hosts: [host('b1', 'Launching', { zone: 'us-central1-b' })] };
+    const floorOne = { ...spec, floor: 1, maxHosts: 2 };
+    const p = planCheck({ name: 'pool', spec: floorOne, status, observation: observation({ runners: [runner('b1')], ...zoneB }) });
+    expect(p.hosts.map((h) => h.name)).toContain('b1');
+    expect(p.changes.filter((c) => c.kind === 'launch')).toEqual([]);
+    // Once the zone is listed without it, it was never launched: the floor is made up.
+    const listed = planCheck({ name: 'pool', spec: floorOne, status, observation: observation({}) });
+    expect(listed.hosts.map((h) => h.name)).not.toContain('b1');
+    expect(listed.changes.filter((c) => c.kind === 'launch')).toHaveLength(1);
+    expect(teardownPlan(p, { vms: [], runners: [], ...zoneB }).hosts.map((h) => h.name)).toContain('b1');
+  });
+
   it('a runner with no host in status is not removed while any zone is unreadable; one whose host is in a readable zone is', () => {
     const p = plan({ hosts: [host('a1', 'Idle', { idleSince: ago(900) })] }, { runners: [runner('stray'), runner('a1')], ...zoneB });
     expect(kinds(p)).toEqual(['removeRunner a1']);
