@@ -60,7 +60,13 @@ describe('a RunnerTarget under GitHub rate limits', () => {
     const during = tokenRequests().filter((r) => r.time > first.time && r.time < named - 1000);
     expect(during).toEqual([]);
     expect(tokenRequests().filter((r) => r.time >= since && (r.status === 403 || r.status === 429))).toHaveLength(1);
+    // Quiet from here on: the spec change is checked once at once, and that check must be over before
+    // the next case arms a one-shot limit every target shares (it would take the refusal meant for that case's target).
     await pool.target(name, name, { checkInterval: '1h' });
+    await waitFor(`${name} checked its new spec`, async () => {
+      const t = await pool.get(name);
+      return t?.status?.observedGeneration === t?.metadata?.generation ? true : undefined;
+    }, 60_000, 300);
   });
 
   it('a steady check asks its listings conditionally: most answers are 304', async () => {
