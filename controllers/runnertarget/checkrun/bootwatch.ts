@@ -57,7 +57,7 @@ export async function watchLaunches(deps: CheckDeps, target: RunnerTarget, recei
     const looks = await Promise.all(receipts.map((r) => reachable(r, target, clients, deps, host, signal)));
     for (const r of looks) if (r) ready.push(r);
     if (!ready.length) return { configured: [] };
-    return await deliverUnderLease(deps, target, clients, ready, signal);
+    return await deliverUnderLease(deps, target, clients, host, ready, signal);
   } catch (err) {
     deps.log?.info({ target: key, err: errorText(err) }, 'boot watch: looking at the launches failed; the next look or check tries again');
     if (isRateLimited(err)) return { configured: [], limitedUntil: retryAtAfter(err, (deps.now ?? Date.now)()) };
@@ -96,7 +96,7 @@ async function reachable(receipt: Receipt, target: RunnerTarget, clients: Target
  * here or on another replica) and only for receipts a fresh read still
  * shows Intended: a check may have settled or abandoned one since.
  */
-async function deliverUnderLease(deps: CheckDeps, target: RunnerTarget, clients: TargetClients, ready: readonly Ready[], signal?: AbortSignal): Promise<WatchResult> {
+async function deliverUnderLease(deps: CheckDeps, target: RunnerTarget, clients: TargetClients, host: Awaited<ReturnType<CheckDeps['hostAccess']>>, ready: readonly Ready[], signal?: AbortSignal): Promise<WatchResult> {
   const uid = target.metadata!.uid!;
   const got = await deps.leases.acquire(checkLeaseName(uid), { 'leasehold.dev/runnertarget': `${target.metadata!.namespace}/${target.metadata!.name}` });
   if (!got.held) return { configured: [] };
@@ -115,7 +115,8 @@ async function deliverUnderLease(deps: CheckDeps, target: RunnerTarget, clients:
       clients,
       observation: { at: now(), jobs: [], runners: [], vms: [], probes: new Map(), runnerGroupId },
       installationID: deps.installationID,
-      host: await deps.hostAccess(fresh),
+      // The access the sessions were opened with: the same target (its uid is checked above).
+      host,
       guard: new DurabilityGuard(),
       signal: stop,
       now,
