@@ -56,16 +56,30 @@ if [[ "$shards" == 1 ]]; then
   npx jest --selectProjects e2e || { echo "make test: failed: e2e" >&2; exit 1; }
   exit 0
 fi
+# Each shard's output is also kept in a file: the shards' lines interleave, and a
+# CI log shows only its tail, so a failing shard's failures are printed again last.
+shard_dir="$(mktemp -d "${TMPDIR:-/tmp}/leasehold-e2e-XXXXXX")"
 pids=()
 for ((i = 1; i <= shards; i++)); do
-  ( set -o pipefail; npx jest --selectProjects e2e --shard="$i/$shards" 2>&1 | sed -u "s/^/[e2e $i\/$shards] /" ) &
+  ( set -o pipefail; npx jest --selectProjects e2e --shard="$i/$shards" 2>&1 | tee "$shard_dir/$i.log" | sed -u "s/^/[e2e $i\/$shards] /" ) &
   pids+=($!)
 done
 e2e_failed=()
 for ((i = 1; i <= shards; i++)); do
-  wait "${pids[i-1]}" || e2e_failed+=("$i/$shards")
+  wait "${pids[i-1]}" || e2e_failed+=("$i")
 done
 if (( ${#e2e_failed[@]} )); then
-  echo "make test: failed: e2e shard ${e2e_failed[*]}" >&2
+  for i in "${e2e_failed[@]}"; do
+    echo "make test: e2e shard $i/$shards failed; its failing files and tests:" >&2
+    grep -E '^(FAIL|  ● )' "$shard_dir/$i.log" | grep -v '● Console' | head -40 | sed 's/^/  /' >&2 || true
+    echo "make test: shard $i/$shards's failure summary (or the end of its output):" >&2
+    if grep -q 'Summary of all failing tests' "$shard_dir/$i.log"; then
+      sed -n '/Summary of all failing tests/,$p' "$shard_dir/$i.log" | head -n 200
+    else
+      tail -n 80 "$shard_dir/$i.log"
+    fi | sed 's/^/  /' >&2
+  done
+  echo "make test: failed: e2e shard $(printf '%s/'"$shards"' ' "${e2e_failed[@]}")" >&2
   exit 1
 fi
+rm -rf "$shard_dir"
