@@ -39,11 +39,12 @@ function world(status?: Partial<LeaseStatus>, opts: { record?: boolean; adopted?
   records.marked = opts.adopted ?? true;
   if (status && opts.record !== false) void records.put(recordOf(api.stored('ns', 'l')!, status));
   const handed: { verb: string; status: LeaseStatus }[] = [];
-  const faults = { releases: 0 };
+  const faults: { releases: number; acquireGate?: Promise<void> } = { releases: 0 };
   const events: CoreV1Event[] = [];
   const driver: LeaseDriver = {
     async acquire(l) {
       handed.push({ verb: 'acquire', status: structuredClone(l.status!) });
+      await faults.acquireGate;
       return { kind: 'launched', state: '{"dir":"/m/0123abcd"}', machine: MACHINE };
     },
     async prepare(l) {
@@ -263,6 +264,32 @@ describe('the sweep of records whose Lease vanished', () => {
     expect(w.handed.map((h) => [h.verb, h.status.release?.command])).toEqual([['release', ['/bin/release', 'gone']]]);
     expect([...w.records.records.keys()].sort()).toEqual([UID, 'elsewhere'].sort());
     expect(w.events.filter((e) => e.involvedObject.name === 'leasehold-lease-gone-uid').map((e) => e.reason)).toEqual(['LeaseVanished', 'ReleasedFromRecord']);
+  });
+
+  it("waits for the Lease's own acquire to end before releasing from the record, so a machine it makes is not left behind", async () => {
+    const w = world();
+    let open!: () => void;
+    w.faults.acquireGate = new Promise((resolve) => (open = resolve));
+    // Acquire until the provider is called (the record is written before that), then the Lease vanishes.
+    for (let i = 0; i < 6 && !w.handed.some((h) => h.verb === 'acquire'); i++) {
+      await w.reconciler.reconcile('ns/l');
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(w.handed.map((h) => h.verb)).toEqual(['acquire']);
+    expect(w.records.records.has(UID)).toBe(true);
+    w.api.set('ns', 'l', (l) => ({ ...l, metadata: { ...l.metadata, finalizers: [] } }));
+    await w.api.writer.delete('ns', 'l');
+    await w.reconciler.reconcile(RECORD_SWEEP_KEY);
+    await new Promise((resolve) => setImmediate(resolve));
+    expect(w.handed.map((h) => h.verb)).toEqual(['acquire']);
+    open();
+    await w.effects.idle();
+    for (let i = 0; i < 3; i++) {
+      await w.reconciler.reconcile(RECORD_SWEEP_KEY);
+      await w.effects.idle();
+    }
+    expect(w.handed.map((h) => h.verb)).toEqual(['acquire', 'release']);
+    expect(w.records.records.size).toBe(0);
   });
 
   it('retries a release that failed', async () => {

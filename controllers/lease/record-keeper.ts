@@ -90,6 +90,10 @@ export class RecordKeeper {
     }
     for (const record of await this.deps.records.list()) {
       if (this.vanished.has(record.uid) || this.inCache(record)) continue;
+      // An acquire of the Lease may still be running: released now, the
+      // machine it is about to make would outlive its record. A sweep after
+      // the acquire ends releases it by the same name.
+      if (this.deps.effects.get(record.uid)?.state === 'running') continue;
       if (this.deps.watchNamespace !== undefined && record.namespace !== this.deps.watchNamespace) continue;
       const fresh = await this.deps.getLease(record.namespace, record.name);
       if (fresh?.metadata?.uid === record.uid) continue;
