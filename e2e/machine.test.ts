@@ -12,6 +12,7 @@ import { installAgent, probe } from '../src/machine/agent.js';
 import { compareFacts } from '../src/machine/facts.js';
 import { generateControllerKey } from '../src/machine/keys.js';
 import { connectPinned, HostKeyMismatchError, type SshSession } from '../src/machine/ssh.js';
+import { sshdListeners } from './support/chaos.js';
 
 const provider = join(process.cwd(), 'e2e/providers/sshd-machine.sh');
 const work = mkdtempSync(join(tmpdir(), 'leasehold-machine-e2e-'));
@@ -50,10 +51,8 @@ function acquire(id: string, env: Record<string, string> = {}): MachineState {
 
 const release = (id: string, state: string) => providerRun('release', id, { LEASEHOLD_LEASE_STATE: state }).status;
 
-const sshdsFor = (dir: string) => {
-  const r = spawnSync('pgrep', ['-f', join(dir, 'sshd_config')], { encoding: 'utf8' });
-  return r.stdout.trim();
-};
+/** The sshd listener of a machine directory (its connection handlers left out), as pgrep prints pids. */
+const sshdsFor = (dir: string) => sshdListeners(join(dir, 'sshd_config')).map((l) => l.pid).join('\n');
 
 const connect = (state: MachineState, hostKey = state.ssh.host_key) =>
   connectPinned({ host: state.ssh.host, port: state.ssh.port, user: state.ssh.user, hostKey, privateKey: controller.privateKey, timeoutMs: 10_000 });

@@ -209,6 +209,29 @@ export function pgrep(pattern: string): number[] {
   }
 }
 
+/**
+ * The sshd listeners among the processes whose command line matches:
+ * neither a listener's child for a new connection (it carries the command
+ * line until it execs) nor the connection handler sshd re-executes with -R
+ * (re-parented when its listener goes, it looks like a listener until it
+ * renames itself). Each with its command line, spaces for NULs.
+ */
+export function sshdListeners(pattern: string): { pid: number; args: string }[] {
+  const pids = new Set(pgrep(pattern));
+  const out: { pid: number; args: string }[] = [];
+  for (const pid of pids) {
+    let args = '';
+    try {
+      args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
+    } catch {
+      continue;
+    }
+    if (pids.has(ppidOf(pid)) || args.split(' ').includes('-R')) continue;
+    out.push({ pid, args });
+  }
+  return out;
+}
+
 export function setHold(machines: string, step: 'acquire-before' | 'acquire-after' | 'install' | 'release-before', seconds: number | undefined): void {
   const f = join(machines, `.hold-${step}`);
   if (seconds === undefined) rmSync(f, { force: true });
@@ -271,20 +294,7 @@ export function sshdSampler(machines: string, everyMs = 200): { max: Map<string,
   let prev = new Map<string, number>();
   const t = setInterval(() => {
     const per = new Map<string, number>();
-    const pids = new Set(pgrep(`${machines}/.*/sshd_config`));
-    for (const pid of pids) {
-      let args = '';
-      try {
-        args = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ');
-      } catch {
-        continue;
-      }
-      // A listener's child for a new connection carries its command line until it execs: not a second sshd.
-      if (pids.has(ppidOf(pid))) continue;
-      // Nor is the connection handler sshd re-executes with -R: when its
-      // listener is restarted it is re-parented and, until it renames itself,
-      // looks like a listener of the same machine.
-      if (args.split(' ').includes('-R')) continue;
+    for (const { args } of sshdListeners(`${machines}/.*/sshd_config`)) {
       const id = new RegExp(`${machines}/([^/]+)/sshd_config`).exec(args)?.[1];
       if (id) per.set(id, (per.get(id) ?? 0) + 1);
     }
