@@ -115,6 +115,27 @@ describe('PeerFleet lending', () => {
     expect(await controller.metric('leasehold_peerfleet_claims_total', { peerfleet: 'gpu', outcome: 'claimed' })).toBeGreaterThanOrEqual(1);
   });
 
+  it('keeps the holder Lease after a session while no other PeerFleet selects the node, and gives it up once one does', async () => {
+    const node = String((await getPeerJob('train-1')).metadata.annotations['leasehold.dev/host']).split('/')[1];
+    const leaseName = `leasehold-peer-${node}`;
+    const holder = async () => {
+      const list = await json(ours, ['-n', NS, 'get', 'leases.coordination.k8s.io', '-l', 'leasehold.dev/peer-holder']);
+      return list.items.find((l: { metadata: { name: string } }) => l.metadata.name === leaseName)?.spec?.holderIdentity as string | undefined;
+    };
+    await waitFor(`no session on ${node}`, async () => (await getFleet('gpu')).status?.hosts?.find((h: { node: string }) => h.node === node)?.session === undefined, 60_000);
+    // The next session on the node renews this Lease instead of creating one.
+    expect(await holder()).toBe(`${NS}/gpu`);
+    const start = Date.now();
+    await apply(ours, fleet('neighbour'));
+    try {
+      // Deleted by its holder, not left to expire (an expired Lease stays, 120 s after its last renewal).
+      await waitFor(`the Lease on ${node} given up`, async () => (await holder()) !== `${NS}/gpu`, 90_000);
+      console.log(`peerfleet lending: a kept holder Lease given up ${Date.now() - start} ms after another PeerFleet selected the node`);
+    } finally {
+      await must(ours, ['-n', NS, 'delete', 'peerfleet.leasehold.dev', 'neighbour', '--wait=true', '--timeout=120s']);
+    }
+  });
+
   it.each<[string, JobOptions, RegExp]>([
     ['a hostPath volume', { pod: { volumes: [{ name: 'root', hostPath: { path: '/' } }] } }, /hostPath volume/],
     ['env from one of our Secrets', { container: { env: [{ name: 'T', valueFrom: { secretKeyRef: { name: 'peer-token', key: 'token' } } }] } }, /secret/i],
@@ -354,6 +375,10 @@ describe('PeerFleet lending', () => {
     expect(f.metadata.finalizers).toContain('leasehold.dev/peer-lending');
     await must(peer, ['wait', '-n', QUEUE, '--for=condition=complete', '--timeout=180s', 'job/last']);
     await must(ours, ['-n', NS, 'wait', '--for=delete', '--timeout=120s', 'peerfleet.leasehold.dev/gpu']);
+    // The holder Leases it kept between sessions went with it.
+    const held = (await json(ours, ['-n', NS, 'get', 'leases.coordination.k8s.io', '-l', 'leasehold.dev/peer-holder'])).items
+      .filter((l: { spec?: { holderIdentity?: string } }) => l.spec?.holderIdentity === `${NS}/gpu`);
+    expect(held).toEqual([]);
   });
 
   it("needed no right beyond the chart's RBAC, in any of the controllers this file ran", async () => {

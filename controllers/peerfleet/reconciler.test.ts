@@ -210,7 +210,7 @@ describe('PeerFleetReconciler', () => {
         return inner(...a);
       };
       deps.lending = {
-        world: () => ({ clusterID: 'c1', nodes: [node], pods: [], mirrors: [], holders: new Map() }),
+        world: () => ({ clusterID: 'c1', nodes: [node], pods: [], mirrors: [], holders: new Map(), shared: new Set() }),
         podSecurity: () => ('podSecurity' in opts ? opts.podSecurity : 'restricted'),
         egress: () => opts.egress,
         queue: () => ({}),
@@ -395,7 +395,7 @@ describe('PeerFleetReconciler', () => {
         events: { record: async (o, _type, reason) => void events.push(`${o.metadata?.name}:${reason}`), recordSeries: async (o, _type, reason) => void events.push(`${o.metadata?.name}:${reason}`) },
         now: () => new Date('2026-12-01T00:00:00Z'),
         lending: {
-          world: (f) => ({ clusterID: 'c1', nodes: [{ ...node, metadata: { name: `node-${f.metadata!.name}`, labels: { pool: 'gpu' } } }], pods: [], mirrors: [], holders: new Map() }),
+          world: (f) => ({ clusterID: 'c1', nodes: [{ ...node, metadata: { name: `node-${f.metadata!.name}`, labels: { pool: 'gpu' } } }], pods: [], mirrors: [], holders: new Map(), shared: new Set() }),
           podSecurity: () => 'restricted',
           egress: () => undefined,
           queue: () => ({}) as never,

@@ -37,7 +37,7 @@ import { fleetStatus } from './status.js';
 import { judgeReadiness, type Verdict, type VerdictInput } from './policy/verdict.js';
 
 /** Our side of a pass, as the informers hold it. */
-type OurSide = Pick<FleetWorld, 'clusterID' | 'nodes' | 'pods' | 'mirrors' | 'holders'>;
+type OurSide = Pick<FleetWorld, 'clusterID' | 'nodes' | 'pods' | 'mirrors' | 'holders' | 'shared'>;
 
 /** What lending needs beside the verdict; absent, the reconciler judges readiness only. */
 export interface LendingDeps {

@@ -20,6 +20,7 @@ import { PEERFLEET_LABEL } from './labels.js';
 import { PeerFleetMetrics } from './metrics.js';
 import type { LendingPolicy } from './policy/mirror.js';
 import { lendableNodes } from './policy/nodes.js';
+import { selects } from '../../src/kube/selector.js';
 import { egressRefusal } from './policy/egress.js';
 import { LendingEffects } from './effects.js';
 import type { PeerAccess } from './peerreading.js';
@@ -115,6 +116,11 @@ function lendingDeps(
   for (const informer of [nodes, pods, mirrors, holders, namespaces, policies] as ResilientInformer<KubernetesObject>[]) {
     informer.on('add', all).on('update', all).on('delete', all);
   }
+  // A PeerFleet that comes, goes or selects other nodes changes which nodes
+  // are shared: the others give up the holder Leases they kept there.
+  fleets.on('add', all).on('delete', all).on('update', (f, old) => {
+    if (f.metadata?.generation !== old.metadata?.generation) all();
+  });
   return {
     world: (fleet) => {
       const selected = lendableNodes(nodes.list(), fleet.spec.lendableNodes, opts.policy.tolerate);
@@ -123,7 +129,10 @@ function lendingDeps(
         const lease = holders.get(opts.controllerNamespace, holderLeaseName(n.metadata?.name ?? ''));
         if (lease) held.set(n.metadata?.name ?? '', lease);
       }
-      return { clusterID: opts.installationID, nodes: selected, pods: pods.list(), mirrors: mirrors.list(), holders: held };
+      // A dry-run or deleted PeerFleet starts no session: it takes no node from anyone.
+      const others = fleets.list().filter((f) => objectKey(f) !== objectKey(fleet) && !f.spec.dryRun && !f.metadata?.deletionTimestamp);
+      const shared = new Set(selected.filter((n) => others.some((f) => selects(f.spec.lendableNodes, n.metadata?.labels ?? {}))).map((n) => n.metadata?.name ?? ''));
+      return { clusterID: opts.installationID, nodes: selected, pods: pods.list(), mirrors: mirrors.list(), holders: held, shared };
     },
     podSecurity: (namespace) => {
       const found = namespaces.get(undefined, namespace);

@@ -77,6 +77,7 @@ function world(over: Partial<FleetWorld> = {}): FleetWorld {
     pods: [],
     mirrors: [],
     holders: new Map(),
+    shared: new Set(),
     peerJobs: [peerJob(1)],
     verdict: { ready: true, code: 'Ready' },
     now: NOW,
@@ -290,12 +291,51 @@ describe('lendingPass', () => {
     expect(pass.notes.map((n) => n.reason)).toEqual(['Claimed']);
   });
 
-  it('ends the session where the node is once its last mirror is gone, and gives the holder Lease up', () => {
+  it('ends the session where the node is once its last mirror is gone, and gives the holder Lease up where another PeerFleet selects the node', () => {
     const lease: V1Lease = { metadata: { name: 'leasehold-peer-gpu-1' }, spec: { holderIdentity: 'lend/gpu', renewTime: new Date(NOW) as never, leaseDurationSeconds: 120 } };
-    const pass = lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Draining', { session: { job: 'job-2', startedAt: LONG_AGO, drainReason: 'OurWorkRunning' } })]), pods: [ourPod('x', 'gpu-1')], holders: new Map([['gpu-1', lease]]), peerJobs: [] }));
+    const ended = (shared: string[]) => lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Draining', { session: { job: 'job-2', startedAt: LONG_AGO, drainReason: 'OurWorkRunning' } })]), pods: [ourPod('x', 'gpu-1')], holders: new Map([['gpu-1', lease]]), shared: new Set(shared), peerJobs: [] }));
+    const pass = ended(['gpu-1']);
     expect(pass.hosts[0]).toMatchObject({ state: 'Busy' });
     expect(pass.hosts[0]!.session).toBeUndefined();
     expect(pass.effects).toEqual([{ kind: 'freeNode', node: 'gpu-1' }]);
     expect(pass.notes.map((n) => n.reason)).toContain('SessionEnded');
+    // No other PeerFleet could lend the node: the Lease is kept, and the next session writes none.
+    const alone = ended([]);
+    expect(alone.hosts[0]!.session).toBeUndefined();
+    expect(alone.notes.map((n) => n.reason)).toContain('SessionEnded');
+    expect(alone.effects).toEqual([]);
+  });
+
+  describe('a holder Lease kept after its session', () => {
+    const kept: V1Lease = { metadata: { name: 'leasehold-peer-gpu-1' }, spec: { holderIdentity: 'lend/gpu', renewTime: new Date(NOW - 300_000) as never, leaseDurationSeconds: 120 } };
+    const between = (over: Partial<FleetWorld> = {}) =>
+      lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Busy')]), pods: [ourPod('x', 'gpu-1')], holders: new Map([['gpu-1', kept]]), peerJobs: [], ...over }));
+
+    it.each([
+      ['no other PeerFleet selects the node', {}, []],
+      ['another PeerFleet selects it', { shared: new Set(['gpu-1']) }, [{ kind: 'freeNode', node: 'gpu-1' }]],
+      ['this PeerFleet is deleted', { fleet: { ...fleet({}, [host('gpu-1', 'Busy')]), metadata: { ...fleet().metadata, deletionTimestamp: new Date(NOW) } } }, [{ kind: 'freeNode', node: 'gpu-1' }]],
+    ] as [string, Partial<FleetWorld>, unknown[]][])('with no session on the node, %s', (_what, over, effects) => {
+      expect(between(over).effects).toEqual(effects);
+    });
+
+    it('is never given up while a mirror of the session runs, shared or not', () => {
+      const pass = lendingPass(world({
+        fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+        mirrors: [mirror(2, 'gpu-1')],
+        pods: [mirrorPod(2, 'gpu-1')],
+        holders: new Map([['gpu-1', kept]]),
+        shared: new Set(['gpu-1']),
+        peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
+      }));
+      expect(pass.hosts[0]).toMatchObject({ state: 'Lending' });
+      expect(pass.effects.map((e) => e.kind)).not.toContain('freeNode');
+    });
+
+    it('starts the next session without a Lease write in the pass (the claim renews it only past half its term)', () => {
+      const pass = lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Available')]), holders: new Map([['gpu-1', kept]]) }));
+      expect(pass.hosts[0]).toMatchObject({ state: 'Lending', session: { job: 'job-1' } });
+      expect(pass.effects).toEqual([{ kind: 'claim', node: 'gpu-1', job: expect.objectContaining({ metadata: expect.objectContaining({ name: 'job-1' }) }) }]);
+    });
   });
 });

@@ -37,6 +37,12 @@ export interface FleetWorld {
   mirrors: readonly V1Job[];
   /** The nodes' holder Leases, by node. */
   holders: ReadonlyMap<string, V1Lease>;
+  /**
+   * The nodes above that another PeerFleet's selector also picks. Only there
+   * does a holder Lease exclude anyone, so only there is it given up when a
+   * session ends; elsewhere it is kept, and the next session writes none.
+   */
+  shared: ReadonlySet<string>;
   /** The peer's lendable Jobs as the watch holds them; undefined until its first list. */
   peerJobs: readonly V1Job[] | undefined;
   verdict: Pick<Verdict, 'ready' | 'code'>;
@@ -51,7 +57,7 @@ export type LendEffect =
   | { kind: 'release'; job: V1Job; message: string }
   | { kind: 'writeBack'; job: V1Job; write: StatusWrite; lost?: boolean }
   | { kind: 'deleteMirror'; mirror: V1Job }
-  /** The session ended: give the node's holder Lease up. */
+  /** Give the node's holder Lease up: no session there, and another PeerFleet may want the node (or this one is deleted). */
   | { kind: 'freeNode'; node: string };
 
 export interface HostNote {
@@ -241,13 +247,16 @@ export function lendingPass(world: FleetWorld): FleetPass {
         // One Job per pass for all nodes: the next node chooses among the rest.
         ordered.remove(choice.job);
       }
-      if (effect === 'endSession' && hold.kind === 'mine') out.effects.push({ kind: 'freeNode', node: name });
       if (effect === 'announce' && !next.effects.includes('claim')) {
         const draining = next.state === 'Draining';
         if (draining && next.context.drainReason) out.drains.push(next.context.drainReason);
         out.notes.push({ type: draining || next.state === 'Unlisted' ? 'Warning' : 'Normal', reason: draining ? 'Drain' : next.context.reason, message: next.context.message });
       }
     }
+    // A Lease this PeerFleet holds with no session on the node is given up
+    // where another PeerFleet could lend the node (whether that one appeared
+    // during the session or after it), and everywhere once this one is deleted.
+    if (hold.kind === 'mine' && !host.session && running + pending === 0 && (deleting || world.shared.has(name))) out.effects.push({ kind: 'freeNode', node: name });
     if (next.effects.includes('endSession')) out.notes.push({ type: 'Normal', reason: 'SessionEnded', message: `node ${name}: the lending session ended (${next.context.message})` });
     out.hosts.push(host);
 
