@@ -242,6 +242,8 @@ export async function peerPhase(): Promise<void> {
     ctl = await startController(ours.info.kubeconfig, ['--no-leader-elect', '--namespace', 'default', '--allowed-peer-origins', peer.info.server], { LEASEHOLD_LOG_LEVEL: 'info' });
     await sleep(2000);
     const w0 = await requests(ctl);
+    // Only the controller writes PeerFleets: our API server's count of them is its status writes.
+    const s0 = await served(ours, 'leasehold.dev', 'peerfleets');
     const t0 = Date.now();
     await apply(ours, {
       apiVersion: 'leasehold.dev/v1alpha1',
@@ -277,6 +279,7 @@ export async function peerPhase(): Promise<void> {
       return mirrorsLeft === 0 && [...ourPods.values()].filter((p) => p.done).length >= drained.length;
     }, 10 * 60_000, 500);
     const w1 = await requests(ctl);
+    const statusWrites = (await served(ours, 'leasehold.dev', 'peerfleets')).writes - s0.writes;
     const busy = diff(w0, w1);
     const all = [...jobs.values()];
     const firstClaim = Math.min(...all.map((j) => j.claimed ?? Infinity));
@@ -350,6 +353,7 @@ export async function peerPhase(): Promise<void> {
         actual,
         actualOverFloor: { peer: Number((actual.peer / floor.peer).toFixed(2)), controller: Number((actual.controller / floor.controller).toFixed(2)) },
         perPeerJob: { peer: Number((actual.peer / JOBS).toFixed(2)), controller: Number((actual.controller / JOBS).toFixed(2)) },
+        peerFleetStatusWrites: statusWrites,
         writebacks: await metric('leasehold_peerfleet_writebacks_total'),
         claims: { claimed: await metric('leasehold_peerfleet_claims_total', { outcome: 'claimed' }), conflict: await metric('leasehold_peerfleet_claims_total', { outcome: 'conflict' }) },
         // One list at the end: what the Events among our side's writes were for.

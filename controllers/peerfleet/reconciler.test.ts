@@ -233,6 +233,48 @@ describe('PeerFleetReconciler', () => {
       expect(h.events.map((e) => e.reason)).toContain('Claimed');
     });
 
+    it('holds a change of the lending status within a second of the last one for the batch, then writes it with its claims', async () => {
+      const h = lendingHarness(fleet({}, available));
+      const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[] }; now: () => Date } }).deps;
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.order).toEqual(['finalizer+', 'status', 'claim']);
+      const next = { ...queued, metadata: { ...queued.metadata, name: 'train-2', uid: '00000000-0000-4000-8000-000000000002' } };
+      deps.lending.peerJobs = () => [next];
+      const writes = h.writes.length;
+      deps.now = () => new Date('2026-12-01T00:00:00.400Z');
+      expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 600 });
+      // A wake inside the batch runs no pass either.
+      deps.now = () => new Date('2026-12-01T00:00:00.700Z');
+      expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 300 });
+      expect(h.writes).toHaveLength(writes);
+      expect(h.order).toEqual(['finalizer+', 'status', 'claim']);
+      deps.now = () => new Date('2026-12-01T00:00:01Z');
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.order).toEqual(['finalizer+', 'status', 'claim', 'status', 'claim']);
+      expect(h.current!.status!.hosts![0]!.session!.job).toBe('train-2');
+    });
+
+    it('writes a drain at once, inside the batch of the last change', async () => {
+      const h = lendingHarness(fleet({}, available));
+      const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[]; world: () => Record<string, unknown> }; now: () => Date } }).deps;
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.current!.status!.hosts![0]).toMatchObject({ state: 'Lending' });
+      // Our own Job comes to the node: it stops taking peer Jobs at once.
+      const ours = { metadata: { name: 'ours', namespace: 'team' }, spec: { nodeName: 'gpu-1', containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '1' } } }] }, status: { phase: 'Running' } };
+      const uid = queued.metadata.uid;
+      const running = {
+        metadata: { name: `lh-peer-${uid}`, namespace: 'lend', labels: { 'leasehold.dev/peerfleet': 'gpu', 'leasehold.dev/node': 'gpu-1', 'leasehold.dev/peer-job-uid': uid } },
+        spec: { template: { spec: { containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } } },
+        status: { active: 1, startTime: new Date('2026-12-01T00:00:00Z') },
+      };
+      const world = deps.lending.world();
+      deps.lending.world = () => ({ ...world, pods: [ours], mirrors: [running] });
+      deps.lending.peerJobs = () => [{ ...queued, metadata: { ...queued.metadata, annotations: { 'leasehold.dev/claimed-by': 'c1/lend.gpu/gpu-1' } } }];
+      deps.now = () => new Date('2026-12-01T00:00:00.300Z');
+      expect(await h.reconciler.reconcile('lend/gpu')).not.toEqual({ requeueAfter: 700 });
+      expect(h.current!.status!.hosts![0]).toMatchObject({ state: 'Draining' });
+    });
+
     it('a quiet pass writes nothing, though the server hands the accounting back with its keys sorted and time moved on', async () => {
       const h = lendingHarness(fleet({}, { hosts: [{ node: 'gpu-1', state: 'Available', since: '2026-11-30T00:00:00Z', idleSince: '2026-11-30T00:00:00Z', reason: 'Available', message: 'node gpu-1 may lend: the peer queue has no Job to run' }] }));
       const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[] }; now: () => Date } }).deps;

@@ -33,7 +33,7 @@ import type { EffectResult, LendingEffects } from './effects.js';
 import { readPeer, type PeerAccess, type PeerReadingDeps, type Reading } from './peerreading.js';
 import { PeerWrites } from './peerview.js';
 import { pollInterval, PollSchedule, UNREACHABLE_RETRY_MS } from './pollschedule.js';
-import { fleetStatus } from './status.js';
+import { fleetStatus, lendingChange } from './status.js';
 import { judgeReadiness, type Verdict, type VerdictInput } from './policy/verdict.js';
 
 /** Our side of a pass, as the informers hold it. */
@@ -81,6 +81,16 @@ export const EFFECT_SLOT_RETRY_MS = 1_000;
 /** Kept on a PeerFleet until its last mirror has finished and the peer has its record. */
 export const LENDING_FINALIZER = 'leasehold.dev/peer-lending';
 
+/**
+ * A PeerFleet writes the lending part of its status (the intent of new
+ * claims, the ledger before mirrors go, the hosts) at most this often: a
+ * pass that would change it sooner waits for the end of the batch, with its
+ * effects, and goes out with what changed meanwhile, as the Job controller
+ * batches its syncs. A pass that changes nothing there runs at once, and so
+ * does one that starts a drain.
+ */
+export const STATUS_BATCH_MS = 1_000;
+
 /** A PeerFleet's effects of one kind (write-backs and deletions, then claims) run this many at a time. */
 const EFFECTS_AT_ONCE = 16;
 
@@ -103,6 +113,10 @@ export class PeerFleetReconciler {
   private reserved = 0;
   /** Fleets that something woke while their effects ran: those passes decided nothing. */
   private readonly missed = new Set<string>();
+  /** When each fleet last wrote the lending part of its status. */
+  private readonly lendingWritten = new Map<string, number>();
+  /** Until when each fleet's next change waits for its batch; no pass runs before then. */
+  private readonly batched = new Map<string, number>();
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
     const { namespace = '', name } = splitKey(key);
@@ -114,6 +128,8 @@ export class PeerFleetReconciler {
       this.standing.delete(key);
       this.peerWrites.delete(key);
       this.missed.delete(key);
+      this.lendingWritten.delete(key);
+      this.batched.delete(key);
       this.deps.forget?.(key);
       // An effect still running is cancelled; its end enqueues the key again, and that pass drops its result.
       const left = new Set<string>();
@@ -145,6 +161,9 @@ export class PeerFleetReconciler {
     if (lending && deleting && !hasFinalizer(fleet, LENDING_FINALIZER)) return;
     if (lending && !deleting && !hasFinalizer(fleet, LENDING_FINALIZER)) fleet = await lending.finalizers.add(fleet);
     const now = this.now();
+    const batchEnds = this.batched.get(key);
+    if (batchEnds !== undefined && now.getTime() < batchEnds) return { requeueAfter: batchEnds - now.getTime() };
+    this.batched.delete(key);
     const reading = await this.observeAtPoll(key, fleet, now);
     if (reading.kind === 'probing') return reading.wait === undefined ? undefined : { requeueAfter: reading.wait };
     const { input, access, poll } = reading;
@@ -152,6 +171,12 @@ export class PeerFleetReconciler {
     // One snapshot of our side per pass: the effects act on what the pass judged.
     const world = lending?.world(fleet);
     const pass = lending && world ? this.pass(lending, fleet, world, verdict, access, now) : undefined;
+    const change = pass && !deleting ? lendingChange(fleet, pass) : 'none';
+    const batchOpen = (this.lendingWritten.get(key) ?? -Infinity) + STATUS_BATCH_MS;
+    if (change === 'change' && now.getTime() < batchOpen) {
+      this.batched.set(key, batchOpen);
+      return { requeueAfter: batchOpen - now.getTime() };
+    }
     const starts = !!(effects && lending && pass && access && pass.effects.length > 0);
     // No slot for the effects: nothing is written, and the pass is made again shortly.
     if (starts && !this.reserve()) return { requeueAfter: EFFECT_SLOT_RETRY_MS };
@@ -169,6 +194,7 @@ export class PeerFleetReconciler {
       if (starts) this.reserved--;
       return { requeueAfter: poll };
     }
+    if (change !== 'none') this.lendingWritten.set(key, now.getTime());
     const outcome = { fleet, pass, verdict, deleting };
     if (!starts || !effects) return this.settle(key, fleet, { kind: 'lend', ...outcome, results: await this.runEffects(lending, fleet, world, pass, access, now) });
     const started = effects.runner.start(

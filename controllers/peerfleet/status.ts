@@ -3,6 +3,7 @@
 // change keep the objects already stored, so a quiet fleet's write is a no-op.
 import type { PeerFleet, PeerFleetStatus } from '../../src/api/index.js';
 import { canonical } from '../../src/kube/canonical.js';
+import { mergePatch } from '../../src/kube/mergepatch.js';
 import { rfc3339, setCondition } from '../../src/kube/conditions.js';
 import type { FleetPass } from './policy/lending.js';
 import { readyCondition, type Verdict } from './policy/verdict.js';
@@ -22,25 +23,38 @@ export function fleetStatus(fleet: PeerFleet, verdict: Verdict, pass: FleetPass 
     },
     conditions: setCondition(fleet.status?.conditions, readyCondition(verdict), generation, now),
   };
-  if (pass) {
-    status.hosts = pass.hosts;
-    status.summary = pass.summary;
-    if (pass.ledger) status.ledger = pass.ledger;
-    if (pass.plan) status.plan = pass.plan;
-    else delete status.plan;
-    const acc = pass.accounting;
-    // Only a change of the numbers is written: a quiet fleet costs no writes.
-    if (acc) status.accounting = sameAccounting(acc, fleet.status?.accounting) ? fleet.status!.accounting! : acc;
-    for (const h of status.hosts) {
-      const had = fleet.status?.hosts?.find((p) => p.node === h.node)?.lent;
-      if (h.lent && had && sameAccounting(h.lent, had)) h.lent = had;
-    }
+  return pass ? { ...status, ...lendingStatus(fleet, pass) } : status;
+}
+
+type LendingPart = Pick<PeerFleetStatus, 'hosts' | 'summary' | 'plan' | 'ledger' | 'accounting'>;
+
+/** The part of the status a lending pass writes. */
+function lendingStatus(fleet: PeerFleet, pass: FleetPass): LendingPart {
+  const part: LendingPart = { hosts: pass.hosts, summary: pass.summary, ledger: pass.ledger ?? fleet.status?.ledger, plan: pass.plan };
+  const acc = pass.accounting ?? fleet.status?.accounting;
+  // Only a change of the numbers is written: a quiet fleet costs no writes.
+  if (acc) part.accounting = sameAccounting(acc, fleet.status?.accounting) ? fleet.status!.accounting! : acc;
+  for (const h of part.hosts!) {
+    const had = fleet.status?.hosts?.find((p) => p.node === h.node)?.lent;
+    if (h.lent && had && sameAccounting(h.lent, had)) h.lent = had;
   }
-  return status;
+  return part;
 }
 
 function sameAccounting(a: PeerFleetStatus['accounting'], b: PeerFleetStatus['accounting']): boolean {
   if (!a || !b) return false;
   const strip = ({ lastComputedAt: _, ...rest }: NonNullable<PeerFleetStatus['accounting']>) => rest;
   return canonical(strip(a)) === canonical(strip(b));
+}
+
+/**
+ * What a pass would change in the lending part of the status (hosts,
+ * summary, plan, ledger, accounting): `none`, `change`, or `drain` when a
+ * node begins to drain (the one change reported without waiting for a batch).
+ */
+export function lendingChange(fleet: PeerFleet, pass: FleetPass): 'none' | 'change' | 'drain' {
+  const before = new Map((fleet.status?.hosts ?? []).map((h) => [h.node, h.state]));
+  if (pass.hosts.some((h) => h.state === 'Draining' && before.get(h.node) !== 'Draining')) return 'drain';
+  const was = fleet.status ?? {};
+  return mergePatch({ hosts: was.hosts, summary: was.summary, plan: was.plan, ledger: was.ledger, accounting: was.accounting }, lendingStatus(fleet, pass)) === undefined ? 'none' : 'change';
 }
