@@ -243,7 +243,7 @@ describe('PeerFleetReconciler', () => {
       const writes = h.writes.length;
       deps.now = () => new Date('2026-12-01T00:00:00.400Z');
       expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 600 });
-      // A wake inside the batch runs no pass either.
+      // A wake inside the batch is held too.
       deps.now = () => new Date('2026-12-01T00:00:00.700Z');
       expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 300 });
       expect(h.writes).toHaveLength(writes);

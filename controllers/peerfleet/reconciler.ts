@@ -115,8 +115,6 @@ export class PeerFleetReconciler {
   private readonly missed = new Set<string>();
   /** When each fleet last wrote the lending part of its status. */
   private readonly lendingWritten = new Map<string, number>();
-  /** Until when each fleet's next change waits for its batch; no pass runs before then. */
-  private readonly batched = new Map<string, number>();
 
   async reconcile(key: string): Promise<ReconcileResult | void> {
     const { namespace = '', name } = splitKey(key);
@@ -129,7 +127,6 @@ export class PeerFleetReconciler {
       this.peerWrites.delete(key);
       this.missed.delete(key);
       this.lendingWritten.delete(key);
-      this.batched.delete(key);
       this.deps.forget?.(key);
       // An effect still running is cancelled; its end enqueues the key again, and that pass drops its result.
       const left = new Set<string>();
@@ -161,9 +158,6 @@ export class PeerFleetReconciler {
     if (lending && deleting && !hasFinalizer(fleet, LENDING_FINALIZER)) return;
     if (lending && !deleting && !hasFinalizer(fleet, LENDING_FINALIZER)) fleet = await lending.finalizers.add(fleet);
     const now = this.now();
-    const batchEnds = this.batched.get(key);
-    if (batchEnds !== undefined && now.getTime() < batchEnds) return { requeueAfter: batchEnds - now.getTime() };
-    this.batched.delete(key);
     const reading = await this.observeAtPoll(key, fleet, now);
     if (reading.kind === 'probing') return reading.wait === undefined ? undefined : { requeueAfter: reading.wait };
     const { input, access, poll } = reading;
@@ -173,10 +167,8 @@ export class PeerFleetReconciler {
     const pass = lending && world ? this.pass(lending, fleet, world, verdict, access, now) : undefined;
     const change = pass && !deleting ? lendingChange(fleet, pass) : 'none';
     const batchOpen = (this.lendingWritten.get(key) ?? -Infinity) + STATUS_BATCH_MS;
-    if (change === 'change' && now.getTime() < batchOpen) {
-      this.batched.set(key, batchOpen);
-      return { requeueAfter: batchOpen - now.getTime() };
-    }
+    // Held passes are still made: one that finds a drain inside the batch writes it at once.
+    if (change === 'change' && now.getTime() < batchOpen) return { requeueAfter: batchOpen - now.getTime() };
     const starts = !!(effects && lending && pass && access && pass.effects.length > 0);
     // No slot for the effects: nothing is written, and the pass is made again shortly.
     if (starts && !this.reserve()) return { requeueAfter: EFFECT_SLOT_RETRY_MS };
