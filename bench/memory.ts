@@ -13,6 +13,8 @@ const MEM_LEASES = env('BENCH_MEM_LEASES', 5000);
 const MEM_OFFERS = env('BENCH_MEM_OFFERS', 100);
 // Over how many namespaces the Leases are spread; above 1 the controller watches all namespaces.
 const MEM_NAMESPACES = env('BENCH_MEM_NAMESPACES', 1);
+// The quiet window after the first reconcile.
+const QUIET_MS = env('BENCH_MEM_QUIET_S', 60) * 1000;
 // The Node flags the chart gives the controller (values.yaml nodeOptions), unless told otherwise.
 const MEM_NODE_FLAGS = (process.env.BENCH_MEM_NODE_FLAGS ?? String(parseYaml(readFileSync(join(process.cwd(), 'charts/leasehold/values.yaml'), 'utf8')).nodeOptions ?? '')).split(' ').filter(Boolean);
 
@@ -33,6 +35,37 @@ async function memoryOf(ctl: ControllerProcess) {
     ['process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_heap_size_total_bytes', 'nodejs_external_memory_bytes'].map((m) => ctl.metric(`leasehold_${m}`)),
   );
   return { rss: rss!, heapUsed: heapUsed!, heapTotal: heapTotal!, external: external! };
+}
+
+/**
+ * Asks /healthz every half second until stopped, on its own timer (not
+ * the bench's polls, which wait on the API server): the slowest answer is
+ * what a liveness probe would have seen while the controller worked.
+ */
+function healthProbe(ctl: ControllerProcess) {
+  const url = ctl.metricsURL.replace(/\/metrics$/, '/healthz');
+  const answers: number[] = [];
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const t = Date.now();
+      try {
+        await fetch(url, { signal: AbortSignal.timeout(30_000) });
+      } catch {
+        // A refused or timed-out probe counts as its whole wait.
+      }
+      answers.push(Date.now() - t);
+      await sleep(500);
+    }
+  })();
+  return {
+    async stop() {
+      stopped = true;
+      await loop;
+      const sorted = [...answers].sort((a, b) => a - b);
+      return { probes: sorted.length, maxMs: sorted.at(-1) ?? 0, p99Ms: sorted[Math.floor(sorted.length * 0.99)] ?? 0, over1s: sorted.filter((a) => a > 1000).length };
+    },
+  };
 }
 
 /** Reconciles each controller has finished, and whether its queue is empty. */
@@ -73,6 +106,7 @@ export async function memoryPhase() {
   let ctl = await startController(api.cp.info.kubeconfig, args, {}, run);
   try {
     const healthyMs = Date.now() - tStart;
+    const health = healthProbe(ctl);
     let peak = 0;
     let polls = 0;
     await waitUntil(`${MEM_LEASES} Leases Pending`, async () => {
@@ -80,13 +114,19 @@ export async function memoryPhase() {
       return (await pendingNow()) === MEM_LEASES;
     }, 30 * 60_000, 250);
     const coldMs = Date.now() - tStart;
+    const healthz = await health.stop();
     // Its floor: the writes it had to make (a status write and an event per Lease), made by a bare client.
     const coldWrites = await ctl.writes();
     // The controller creates nothing but Events here (POST); status writes are PATCH.
     const posts = await ctl.metric('leasehold_kube_requests_total', { client: 'controller', verb: 'POST' });
-    log(`memory: first full reconcile in ${ms(coldMs)} with ${coldWrites} controller writes`);
+    log(`memory: first full reconcile in ${ms(coldMs)} with ${coldWrites} controller writes; /healthz ${JSON.stringify(healthz)}`);
     await sleep(15_000);
     const settled = await memoryOf(ctl);
+    // A quiet minute: nothing changes, so nothing may be written (an event
+    // series may still write its last counts in the first half of it).
+    const quietFrom = await ctl.writes();
+    await sleep(QUIET_MS);
+    const quietWrites = (await ctl.writes()) - quietFrom;
     results.memory = {
       leases: MEM_LEASES,
       offers: MEM_OFFERS,
@@ -97,6 +137,9 @@ export async function memoryPhase() {
       coldStartToFirstFullReconcileSeconds: coldMs / 1000,
       controllerWritesInFirstReconcile: coldWrites,
       eventCreatesInFirstReconcile: posts,
+      healthzDuringFirstReconcile: healthz,
+      quietSeconds: QUIET_MS / 1000,
+      controllerWritesInQuiet: quietWrites,
       rssSettled: mib(settled.rss),
       rssPeakDuringFirstReconcile: mib(Math.max(peak, settled.rss)),
       heapUsed: mib(settled.heapUsed),

@@ -241,9 +241,8 @@ export async function peerPhase(): Promise<void> {
 
     ctl = await startController(ours.info.kubeconfig, ['--no-leader-elect', '--namespace', 'default', '--allowed-peer-origins', peer.info.server], { LEASEHOLD_LOG_LEVEL: 'info' });
     await sleep(2000);
-    const w0 = await requests(ctl);
     // Only the controller writes PeerFleets: our API server's count of them is its status writes.
-    const s0 = await served(ours, 'leasehold.dev', 'peerfleets');
+    const [w0, s0] = await Promise.all([requests(ctl), served(ours, 'leasehold.dev', 'peerfleets')]);
     const t0 = Date.now();
     await apply(ours, {
       apiVersion: 'leasehold.dev/v1alpha1',
@@ -278,8 +277,7 @@ export async function peerPhase(): Promise<void> {
       mirrorsLeft = mirrorInf.list().length;
       return mirrorsLeft === 0 && [...ourPods.values()].filter((p) => p.done).length >= drained.length;
     }, 10 * 60_000, 500);
-    const w1 = await requests(ctl);
-    const statusWrites = (await served(ours, 'leasehold.dev', 'peerfleets')).writes - s0.writes;
+    const [w1, s1] = await Promise.all([requests(ctl), served(ours, 'leasehold.dev', 'peerfleets')]);
     const busy = diff(w0, w1);
     const all = [...jobs.values()];
     const firstClaim = Math.min(...all.map((j) => j.claimed ?? Infinity));
@@ -353,7 +351,7 @@ export async function peerPhase(): Promise<void> {
         actual,
         actualOverFloor: { peer: Number((actual.peer / floor.peer).toFixed(2)), controller: Number((actual.controller / floor.controller).toFixed(2)) },
         perPeerJob: { peer: Number((actual.peer / JOBS).toFixed(2)), controller: Number((actual.controller / JOBS).toFixed(2)) },
-        peerFleetStatusWrites: statusWrites,
+        peerFleetStatusWrites: s1.writes - s0.writes,
         writebacks: await metric('leasehold_peerfleet_writebacks_total'),
         claims: { claimed: await metric('leasehold_peerfleet_claims_total', { outcome: 'claimed' }), conflict: await metric('leasehold_peerfleet_claims_total', { outcome: 'conflict' }) },
         // One list at the end: what the Events among our side's writes were for.
