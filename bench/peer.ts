@@ -14,6 +14,7 @@ import { startController, type ControllerProcess } from '../e2e/support/controll
 import { defaultDenyEgress } from '../e2e/support/lending.js';
 import { NODE_LABEL, PEER_JOB_UID_LABEL } from '../controllers/peerfleet/labels.js';
 import { env, log, ms, quantiles, results, sleep, waitUntil } from './support.js';
+import { busyShare, nodeTimeline, type PeerJobSeen } from './peer-timeline.js';
 
 const NODES = env('BENCH_PEER_NODES', 100);
 const GPUS = env('BENCH_PEER_GPUS', 1);
@@ -124,19 +125,6 @@ function changedPaths(a: unknown, b: unknown, at = ''): string[] {
   return [at || '.'];
 }
 
-interface PeerJobSeen {
-  node?: string;
-  claimed?: number;
-  running?: number;
-  complete?: number;
-  /** The peer Job's status.startTime and completionTime: our mirror's, written back (whole seconds). */
-  startTime?: number;
-  completionTime?: number;
-  /** Its mirror on our side: seen created, seen with an active pod, seen finished. */
-  mirrorCreated?: number;
-  mirrorActive?: number;
-  mirrorDone?: number;
-}
 interface HostSeen { idleSince?: number; drainingAt?: number; lastState?: string }
 
 export async function peerPhase(): Promise<void> {
@@ -186,6 +174,7 @@ export async function peerPhase(): Promise<void> {
     }) as [k8s.KubeConfig, k8s.KubeConfig];
     const batchOurs = kcOurs.makeApiClient(k8s.BatchV1Api);
     const batchPeer = kcPeer.makeApiClient(k8s.BatchV1Api);
+    const coreOurs = kcOurs.makeApiClient(k8s.CoreV1Api);
     informers.push(await follow<k8s.V1Job>(kcPeer, `/apis/batch/v1/namespaces/${QUEUE}/jobs`, () => batchPeer.listNamespacedJob({ namespace: QUEUE }), (j, now) => {
       const s = jobs.get(j.metadata!.name!) ?? {};
       uidToName.set(j.metadata!.uid!, j.metadata!.name!);
@@ -206,6 +195,15 @@ export async function peerPhase(): Promise<void> {
       if (m.status?.conditions?.some((c) => (c.type === 'Complete' || c.type === 'Failed') && c.status === 'True')) s.mirrorDone ??= now;
     });
     informers.push(mirrorInf);
+    // The mirrors' pods: when each was made, ran and ended, for the node's cycle in parts.
+    informers.push(await follow<k8s.V1Pod>(kcOurs, `/api/v1/namespaces/${NS}/pods`, () => coreOurs.listNamespacedPod({ namespace: NS }), (p, now) => {
+      const name = uidToName.get(p.metadata?.labels?.[PEER_JOB_UID_LABEL] ?? '');
+      const s = name === undefined ? undefined : jobs.get(name);
+      if (!s) return;
+      s.podCreated ??= now;
+      if (p.status?.phase === 'Running') s.podRunning ??= now;
+      if (p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed') s.podDone ??= now;
+    }));
     const custom = kcOurs.makeApiClient(k8s.CustomObjectsApi);
     let fleetStatus: any;
     // In the quiet window: how often the PeerFleet's status and our Nodes changed, and which status fields did.
@@ -289,25 +287,8 @@ export async function peerPhase(): Promise<void> {
     const firstRun = new Map<string, number>();
     for (const j of all) if (j.node && j.running !== undefined && j.running < (firstRun.get(j.node) ?? Infinity)) firstRun.set(j.node, j.running);
     const claimLatency = [...firstRun].filter(([n]) => hosts.get(n)?.idleSince !== undefined).map(([n, t]) => t - hosts.get(n)!.idleSince! - windowMs);
-    // Between two peer Jobs on one node: the last seen Complete to the next seen Running.
-    const gaps: number[] = [];
-    // Where a gap goes: the last mirror seen finished → the next claim seen on the peer → its mirror
-    // seen created → seen with an active pod → the peer seeing it Running.
-    const parts = { mirrorDoneToNextClaim: [] as number[], claimToMirror: [] as number[], mirrorToActive: [] as number[], activeToPeerRunning: [] as number[] };
-    const byNode = new Map<string, PeerJobSeen[]>();
-    for (const j of all) if (j.node && j.running !== undefined) byNode.set(j.node, [...(byNode.get(j.node) ?? []), j]);
-    for (const seq of byNode.values()) {
-      seq.sort((a, b) => a.running! - b.running!);
-      // Negative when the next Job runs before the peer sees the last one Complete (its write-back comes later).
-      for (let i = 1; i < seq.length; i++) {
-        const [prev, next] = [seq[i - 1]!, seq[i]!];
-        if (prev.complete !== undefined) gaps.push(next.running! - prev.complete);
-        if (prev.mirrorDone !== undefined && next.claimed !== undefined) parts.mirrorDoneToNextClaim.push(next.claimed - prev.mirrorDone);
-        if (next.claimed !== undefined && next.mirrorCreated !== undefined) parts.claimToMirror.push(next.mirrorCreated - next.claimed);
-        if (next.mirrorCreated !== undefined && next.mirrorActive !== undefined) parts.mirrorToActive.push(next.mirrorActive - next.mirrorCreated);
-        if (next.mirrorActive !== undefined) parts.activeToPeerRunning.push(next.running! - next.mirrorActive);
-      }
-    }
+    // Between two peer Jobs on one node, and each node's cycle while the queue had work.
+    const { gaps, parts, cycles, cycleParts } = nodeTimeline(all, [...ourPods.values()]);
     // How late the peer learns: seen Running − startTime, seen Complete − completionTime (whole seconds, so up to 1 s more).
     const startLag = all.filter((j) => j.running !== undefined && j.startTime !== undefined).map((j) => j.running! - j.startTime!);
     const endLag = all.filter((j) => j.complete !== undefined && j.completionTime !== undefined).map((j) => j.complete! - j.completionTime!);
@@ -344,6 +325,9 @@ export async function peerPhase(): Promise<void> {
         capacityJobsPerMinute: Number(((NODES * GPUS * 60) / runS).toFixed(1)),
         overCapacity: Number(((JOBS * 60_000) / spanMs / ((NODES * GPUS * 60) / runS)).toFixed(3)),
         fleetCreateToAllDoneSeconds: (tDone - t0) / 1000,
+        // A lent node's claim → its next claim while the queue had work, no pod of ours between.
+        nodeCycleSeconds: { samples: cycles.length, ...dist(cycles), parts: Object.fromEntries(Object.entries(cycleParts).map(([k, v]) => [k, dist(v)])) },
+        busyShare: busyShare(cycles, runS * 1000),
       },
       writes: {
         byClientAndVerb: busy,
