@@ -31,6 +31,8 @@ const WINDOW = process.env.BENCH_PEER_IDLE_WINDOW ?? '10s';
  * 100 mirrors and is what the phase would measure. 0 leaves the defaults.
  */
 const KCM_QPS = env('BENCH_PEER_KCM_QPS', 400);
+/** Node flags of the controller (e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` for a profile written when it stops). */
+const NODE_FLAGS = (process.env.BENCH_PEER_NODE_FLAGS ?? '').split(' ').filter(Boolean);
 const NS = 'lend';
 const QUEUE = 'queue';
 const WORK = 'work';
@@ -237,7 +239,7 @@ export async function peerPhase(): Promise<void> {
       if (quiet.on) quiet.nodeUpdates++;
     }));
 
-    ctl = await startController(ours.info.kubeconfig, ['--no-leader-elect', '--namespace', 'default', '--allowed-peer-origins', peer.info.server], { LEASEHOLD_LOG_LEVEL: 'info' });
+    ctl = await startController(ours.info.kubeconfig, ['--no-leader-elect', '--namespace', 'default', '--allowed-peer-origins', peer.info.server], { LEASEHOLD_LOG_LEVEL: 'info' }, { nodeFlags: NODE_FLAGS });
     await sleep(2000);
     // Only the controller writes PeerFleets: our API server's count of them is its status writes.
     const [w0, s0] = await Promise.all([requests(ctl), served(ours, 'leasehold.dev', 'peerfleets')]);

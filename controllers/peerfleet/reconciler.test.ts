@@ -254,6 +254,62 @@ describe('PeerFleetReconciler', () => {
       expect(h.current!.status!.hosts![0]!.session!.job).toBe('train-2');
     });
 
+    it('writes a first claim, which starts the session, at once inside the batch', async () => {
+      const h = lendingHarness(fleet({}, available));
+      const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[] }; now: () => Date } }).deps;
+      deps.lending.peerJobs = () => [];
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.order).toEqual(['finalizer+', 'status']);
+      // A Job comes 0.3 s after that write: the node's first claim is not held for the batch.
+      deps.lending.peerJobs = () => [queued];
+      deps.now = () => new Date('2026-12-01T00:00:00.300Z');
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.order).toEqual(['finalizer+', 'status', 'status', 'claim']);
+      expect(h.current!.status!.hosts![0]).toMatchObject({ state: 'Lending', session: { job: 'train' } });
+    });
+
+    it('claims the Job its node set aside at once inside the batch, with no status write; a Job not set aside waits for the batch', async () => {
+      const h = lendingHarness(fleet({}, available));
+      const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[]; world: () => Record<string, unknown> }; now: () => Date } }).deps;
+      const job = (n: number, extra: Record<string, unknown> = {}) => ({ ...queued, metadata: { ...queued.metadata, name: `train-${n}`, uid: `00000000-0000-4000-8000-00000000000${n}`, ...extra } });
+      const oneGPU = { template: { spec: { containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '2' } } }] } } };
+      const [first, second, third] = [1, 2, 3].map((n) => ({ ...job(n), spec: oneGPU }));
+      deps.lending.peerJobs = () => [first, second];
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.order).toEqual(['finalizer+', 'status', 'claim']);
+      // The first pass claimed train-1 and set train-2 aside for when the node frees, in the same write.
+      expect(h.current!.status!.hosts![0]!.session).toMatchObject({ job: 'train-1', claims: [first!.metadata.uid, second!.metadata.uid] });
+      const writes = h.writes.length;
+      // train-1 ran and finished on the node; train-2 is still queued; train-3 came.
+      const mirror = (j: typeof first, done: boolean) => ({
+        metadata: { name: `lh-peer-${j!.metadata.uid}`, namespace: 'lend', labels: { 'leasehold.dev/peerfleet': 'gpu', 'leasehold.dev/node': 'gpu-1', 'leasehold.dev/peer-job-uid': j!.metadata.uid } },
+        spec: oneGPU,
+        status: done ? { succeeded: 1, startTime: new Date('2026-12-01T00:00:00Z'), completionTime: new Date('2026-12-01T00:00:00Z'), conditions: [{ type: 'Complete', status: 'True' }] } : { active: 1 },
+      });
+      const world = deps.lending.world();
+      deps.lending.world = () => ({ ...world, mirrors: [mirror(first, true)] });
+      deps.lending.peerJobs = () => [{ ...first, metadata: { ...first!.metadata, annotations: { 'leasehold.dev/claimed-by': 'c1/lend.gpu/gpu-1' } } }, second, third];
+      deps.now = () => new Date('2026-12-01T00:00:00.400Z');
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.order.filter((o) => o === 'claim' || o === 'status')).toEqual(['status', 'claim', 'claim']);
+      expect(h.writes).toHaveLength(writes);
+      expect(h.events.filter((e) => e.reason === 'Claimed')).toHaveLength(2);
+      // Now the node runs train-2 and has set nothing aside: train-3 on a freed node is a new intent, held for the batch.
+      deps.lending.world = () => ({ ...world, mirrors: [mirror(first, true), mirror(second, true)] });
+      deps.lending.peerJobs = () => [...[first, second].map((j) => ({ ...j, metadata: { ...j!.metadata, annotations: { 'leasehold.dev/claimed-by': 'c1/lend.gpu/gpu-1' } } })), third];
+      deps.now = () => new Date('2026-12-01T00:00:00.600Z');
+      // Only the write-backs of the finished mirrors, which need no intent, run now; the held rest comes back when the batch ends.
+      const ops = (deps as unknown as { lending: { operations: { run: (e: { kind: string }) => Promise<unknown> } } }).lending.operations;
+      ops.run = async (effect) => (h.order.push(effect.kind), { effect, outcome: effect.kind === 'writeBack' ? 'written' : 'claimed' });
+      expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 400 });
+      expect(h.order.filter((o) => o === 'claim' || o === 'status')).toEqual(['status', 'claim', 'claim']);
+      expect(h.order.slice(-2)).toEqual(['writeBack', 'writeBack']);
+      deps.now = () => new Date('2026-12-01T00:00:01Z');
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.order.filter((o) => o === 'claim' || o === 'status')).toEqual(['status', 'claim', 'claim', 'status', 'claim']);
+      expect(h.current!.status!.hosts![0]!.session).toMatchObject({ job: 'train-3' });
+    });
+
     it('writes a drain at once, inside the batch of the last change', async () => {
       const h = lendingHarness(fleet({}, available));
       const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[]; world: () => Record<string, unknown> }; now: () => Date } }).deps;

@@ -73,7 +73,7 @@ export interface PeerFleetReconcilerDeps extends PeerReadingDeps {
 /** What an effect of a PeerFleet leaves for the next pass. */
 export type PeerFleetEffect =
   | { kind: 'probe'; generation: number | undefined; reading: Reading }
-  | { kind: 'lend'; fleet: PeerFleet; pass: FleetPass; verdict: Verdict; deleting: boolean; results: EffectResult[] };
+  | { kind: 'lend'; fleet: PeerFleet; pass: FleetPass; verdict: Verdict; deleting: boolean; results: EffectResult[]; heldUntil?: number };
 
 /** How soon a pass looks again when every effect slot is taken. */
 export const EFFECT_SLOT_RETRY_MS = 1_000;
@@ -87,7 +87,7 @@ export const LENDING_FINALIZER = 'leasehold.dev/peer-lending';
  * pass that would change it sooner waits for the end of the batch, with its
  * effects, and goes out with what changed meanwhile, as the Job controller
  * batches its syncs. A pass that changes nothing there runs at once, and so
- * does one that starts a drain.
+ * does one that starts a drain or a session.
  */
 export const STATUS_BATCH_MS = 1_000;
 
@@ -167,8 +167,29 @@ export class PeerFleetReconciler {
     const pass = lending && world ? this.pass(lending, fleet, world, verdict, access, now) : undefined;
     const change = pass && !deleting ? lendingChange(fleet, pass) : 'none';
     const batchOpen = (this.lendingWritten.get(key) ?? -Infinity) + STATUS_BATCH_MS;
-    // Held passes are still made: one that finds a drain inside the batch writes it at once.
-    if (change === 'change' && now.getTime() < batchOpen) return { requeueAfter: batchOpen - now.getTime() };
+    // Held passes are still made: one that finds a drain inside the batch
+    // writes it at once, and so does one that starts a session (a node's
+    // first claim, once per session, not per Job); of the others, what the
+    // written status already covers runs.
+    if (change === 'change' && now.getTime() < batchOpen && pass!.sessionsStarted === 0) {
+      const wait = { requeueAfter: batchOpen - now.getTime() };
+      const early = pass && access && lending && world ? covered(fleet, pass) : undefined;
+      if (!early || !access || !lending || !world) return wait;
+      if (effects && !this.reserve()) return { requeueAfter: Math.min(EFFECT_SLOT_RETRY_MS, wait.requeueAfter) };
+      const nodes = new Set(early.effects.flatMap((e) => (e.kind === 'claim' ? [e.node] : [])));
+      try {
+        for (const note of pass!.notes) if (note.reason === 'Claimed' && note.node && nodes.has(note.node)) await this.deps.events.recordSeries(fleet, note.type, note.reason, note.message);
+      } catch (err) {
+        if (effects) this.reserved--;
+        throw err;
+      }
+      // The rest of the pass is made again when the batch ends.
+      const outcome = { fleet, pass: early, verdict, deleting, heldUntil: batchOpen };
+      if (!effects) return this.settle(key, fleet, { kind: 'lend', ...outcome, results: await this.runEffects(lending, fleet, world, early, access, now) });
+      effects.runner.start(uid, `lend/${key}`, async (signal) => ({ kind: 'lend', ...outcome, results: await this.runEffects(lending, fleet, world, early, access, now, signal) }), () => effects.requeue(key));
+      this.reserved--;
+      return;
+    }
     const starts = !!(effects && lending && pass && access && pass.effects.length > 0);
     // No slot for the effects: nothing is written, and the pass is made again shortly.
     if (starts && !this.reserve()) return { requeueAfter: EFFECT_SLOT_RETRY_MS };
@@ -216,7 +237,7 @@ export class PeerFleetReconciler {
     // nothing: the node's next claim is made now, not at the next poll.
     if (missed || pass.again || results.some((r) => r.outcome === 'claimed' || r.outcome === 'started')) return { requeueAfter: 0 };
     const wake = pass.wakeAt === undefined ? poll : Math.max(0, Math.min(poll, pass.wakeAt - now + 100));
-    return { requeueAfter: wake };
+    return { requeueAfter: done.heldUntil === undefined ? wake : Math.min(wake, Math.max(0, done.heldUntil - now)) };
   }
 
   /** Takes an effect slot; false when every one is taken. */
@@ -367,6 +388,21 @@ export class PeerFleetReconciler {
     if (pass) this.standing.set(key, stands);
     return true;
   }
+}
+
+/**
+ * The part of a held pass that the written status already covers: claims
+ * of Jobs their node set aside (recorded in its session), and write-backs,
+ * which need no intent. Undefined when there is none. The rest of the pass
+ * (new intents, ledger entries before deletions, session changes) waits for
+ * the batch, and is decided again then.
+ */
+function covered(fleet: PeerFleet, pass: FleetPass): FleetPass | undefined {
+  const recorded = new Map((fleet.status?.hosts ?? []).map((h) => [h.node, new Set(h.session?.claims ?? [])]));
+  const effects = pass.effects.filter((e) =>
+    (e.kind === 'claim' && recorded.get(e.node)?.has(e.job.metadata?.uid ?? '')) || (e.kind === 'writeBack' && !e.lost));
+  if (effects.length === 0) return undefined;
+  return { ...pass, effects, notes: [], drains: [], sessionsStarted: 0, again: false };
 }
 
 /** `run` over every item, `n` at a time, each starting as soon as one before it ends; results in the items' order. */

@@ -155,7 +155,7 @@ export const PeerSessionSchema = z
       .array(z.string().max(36))
       .max(64)
       .optional()
-      .describe('UIDs of the peer Jobs this node claimed whose mirror Job was not yet seen, written before each claim: after a restart only these are started; any other Job the peer shows as claimed by us is reported, never run.'),
+      .describe('UIDs of the peer Jobs this node claimed whose mirror Job was not yet seen, and of the queued Job it will claim next, each written before its claim: after a restart only these are started; any other Job the peer shows as claimed by us is reported, never run.'),
   })
   .describe('The lending session on the node.');
 

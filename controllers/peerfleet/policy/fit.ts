@@ -46,8 +46,23 @@ function containerRequests(c: V1Container, where: string): Resources | string {
   return { ...limits, ...requests };
 }
 
+// Informer objects are replaced, never changed in place, so what is read
+// from one is kept with it: a pass reads every pod's and every queued Job's
+// requests, and parsing them again at each pass was most of its time.
+const podRequestsOf = new WeakMap<V1PodSpec, RequestsResult>();
+const jobRequestsOf = new WeakMap<V1Job, RequestsResult>();
+
 /** What one pod of this spec asks the node for, including the pod slot it takes. */
 export function podRequests(spec: V1PodSpec | undefined): RequestsResult {
+  if (!spec) return readPodRequests(spec);
+  const kept = podRequestsOf.get(spec);
+  if (kept) return kept;
+  const read = readPodRequests(spec);
+  podRequestsOf.set(spec, read);
+  return read;
+}
+
+function readPodRequests(spec: V1PodSpec | undefined): RequestsResult {
   let running: Resources = { pods: 1000n };
   for (const [i, c] of (spec?.containers ?? []).entries()) {
     const r = containerRequests(c, `containers[${i}]`);
@@ -82,9 +97,12 @@ export function podsAtOnce(job: V1Job): number {
 
 /** What the whole Job asks of the one node its mirror runs on. */
 export function jobRequests(job: V1Job): RequestsResult {
+  const kept = jobRequestsOf.get(job);
+  if (kept) return kept;
   const pod = podRequests(job.spec?.template?.spec);
-  if (!pod.ok) return { ok: false, message: `spec.template.spec.${pod.message}` };
-  return { ok: true, requests: add({}, pod.requests, BigInt(podsAtOnce(job))) };
+  const read: RequestsResult = pod.ok ? { ok: true, requests: add({}, pod.requests, BigInt(podsAtOnce(job))) } : { ok: false, message: `spec.template.spec.${pod.message}` };
+  jobRequestsOf.set(job, read);
+  return read;
 }
 
 /**
@@ -131,6 +149,9 @@ export function claimable(job: V1Job): boolean {
 
 export type Choice = { kind: 'claim'; job: V1Job } | { kind: 'none'; message: string };
 
+/** The order of localeCompare, without building a collator at each comparison. */
+const byName = new Intl.Collator();
+
 const created = (job: V1Job) => new Date(job.metadata?.creationTimestamp ?? 0).getTime();
 
 /**
@@ -141,23 +162,61 @@ const created = (job: V1Job) => new Date(job.metadata?.creationTimestamp ?? 0).g
  * one large Job from holding back every small one our free room could run.
  * The peer's own nodeSelector and required affinity must admit our node.
  */
-export function chooseJob(queue: readonly V1Job[] | OrderedQueue, node: V1Node, free: Resources): Choice {
+export function chooseJob(queue: readonly V1Job[] | OrderedQueue, node: V1Node, free: Resources, held?: Reservations): Choice {
   const ordered = queue instanceof OrderedQueue ? queue : new OrderedQueue(queue);
   const entries = ordered.entries;
   if (entries.length === 0) return { kind: 'none', message: 'the peer queue has no Job to run' };
+  const uid = (job: V1Job) => job.metadata?.uid ?? '';
+  // The Job this node set aside first; then the oldest no other node set
+  // aside; a Job another busy node set aside only when nothing else fits,
+  // so a free node never waits for a busy one's next Job.
+  if (held?.mine.size) {
+    for (const { job, requests, placement } of entries) {
+      if (held.mine.has(uid(job)) && requests.ok && admits(placement, node) && shortfall(requests.requests, free).length === 0) return { kind: 'claim', job };
+    }
+  }
+  const rounds = held?.others.size ? [false, ...(held.takeOthers === false ? [] : [true])] : [undefined];
   // Less of one resource free than any Job asks: none fits, and only the nearest is looked for.
   const full = Object.entries(ordered.smallest).some(([k, v]) => v > (free[k] ?? 0n));
   let nearest = '';
-  for (const { job, requests, placement } of entries) {
-    if (!requests.ok) continue;
-    if (!admits(placement, node)) continue;
-    const short = shortfall(requests.requests, free);
-    if (short.length === 0) return { kind: 'claim', job };
-    nearest ||= `${job.metadata?.name} needs ${short.join(', ')}`;
-    if (full) break;
+  for (const othersRound of rounds) {
+    for (const { job, requests, placement } of entries) {
+      if (othersRound !== undefined && held!.others.has(uid(job)) !== othersRound) continue;
+      if (!requests.ok) continue;
+      if (!admits(placement, node)) continue;
+      const short = shortfall(requests.requests, free);
+      if (short.length === 0) return { kind: 'claim', job };
+      nearest ||= `${job.metadata?.name} needs ${short.join(', ')}`;
+      if (full) break;
+    }
   }
   const why = nearest || 'none of them admits this node or has readable requests';
   return { kind: 'none', message: `${entries.length} queued Job(s), none fits: ${why}` };
+}
+
+/**
+ * Peer Jobs that Lending nodes set aside, by uid: each node records the Job
+ * it will claim next in its session while its current one runs, so that the
+ * claim needs no status write when the room frees.
+ */
+export interface Reservations {
+  /** Set aside by the node choosing. */
+  mine: ReadonlySet<string>;
+  /** Set aside by other nodes. */
+  others: ReadonlySet<string>;
+  /** Whether a Job another node set aside may be taken when nothing else fits (default true). */
+  takeOthers?: boolean;
+}
+
+const placements = new WeakMap<V1Job, V1PodSpec>();
+
+/** Where the Job's pods may go, for our nodes: the peer's nodeName names a peer node, and the mirror tolerates our node's taints itself. */
+function placementOf(job: V1Job): V1PodSpec {
+  const kept = placements.get(job);
+  if (kept) return kept;
+  const placement = { ...(job.spec?.template?.spec ?? { containers: [] }), nodeName: undefined, tolerations: [{ operator: 'Exists' }] };
+  placements.set(job, placement);
+  return placement;
 }
 
 /**
@@ -173,9 +232,8 @@ export class OrderedQueue {
 
   constructor(queue: readonly V1Job[]) {
     const keyed = queue.filter(claimable).map((job) => ({ job, at: created(job), name: job.metadata?.name ?? '' }));
-    keyed.sort((a, b) => a.at - b.at || a.name.localeCompare(b.name));
-    // The peer's nodeName names a peer node, and the mirror tolerates our node's taints itself.
-    this.entries = keyed.map(({ job }) => ({ job, requests: jobRequests(job), placement: { ...(job.spec?.template?.spec ?? { containers: [] }), nodeName: undefined, tolerations: [{ operator: 'Exists' }] } }));
+    keyed.sort((a, b) => a.at - b.at || byName.compare(a.name, b.name));
+    this.entries = keyed.map(({ job }) => ({ job, requests: jobRequests(job), placement: placementOf(job) }));
     const readable = this.entries.flatMap((e) => (e.requests.ok ? [e.requests.requests] : []));
     for (const k of new Set(readable.flatMap((r) => Object.keys(r)))) {
       this.smallest[k] = readable.reduce((least, r) => ((r[k] ?? 0n) < least ? (r[k] ?? 0n) : least), readable[0]![k] ?? 0n);

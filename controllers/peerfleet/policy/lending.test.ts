@@ -306,6 +306,72 @@ describe('lendingPass', () => {
     expect(alone.effects).toEqual([]);
   });
 
+  describe('a Job set aside for when the node frees', () => {
+    const lendingOn = (nodeName: string, claims?: string[]) => host(nodeName, 'Lending', { session: { job: 'job-9', startedAt: LONG_AGO, ...(claims ? { claims } : {}) } });
+    const claimsOf = (pass: ReturnType<typeof lendingPass>) => pass.effects.filter((e) => e.kind === 'claim').map((e) => `${(e as { node: string }).node}:${(e as { job: V1Job }).job.metadata?.name}`);
+
+    it('a lending node whose room is taken records the oldest queued Job in its session, and claims nothing yet', () => {
+      const pass = lendingPass(world({
+        fleet: fleet({}, [lendingOn('gpu-1')]),
+        nodes: [node('gpu-1', 1)],
+        mirrors: [mirror(2, 'gpu-1')],
+        pods: [mirrorPod(2, 'gpu-1')],
+        peerJobs: [peerJob(1), peerJob(3), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { active: 1, startTime: START } })],
+      }));
+      expect(pass.hosts[0]).toMatchObject({ state: 'Lending', session: { claims: [UID(1)] } });
+      expect(claimsOf(pass)).toEqual([]);
+    });
+
+    it('a freed node claims the Job it set aside, though an older one is set aside by a busy node, and sets the next aside', () => {
+      const pass = lendingPass(world({
+        fleet: fleet({}, [lendingOn('gpu-1', [UID(4)]), lendingOn('gpu-2', [UID(1)])]),
+        nodes: [node('gpu-1', 1), node('gpu-2', 1)],
+        mirrors: [mirror(2, 'gpu-1', COMPLETE), mirror(3, 'gpu-2')],
+        pods: [mirrorPod(2, 'gpu-1', 0), mirrorPod(3, 'gpu-2')],
+        peerJobs: [peerJob(1), peerJob(4), peerJob(5), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: COMPLETE }), peerJob(3, { claimedBy: CLAIM(3, 'gpu-2'), status: { active: 1, startTime: START } })],
+      }));
+      expect(claimsOf(pass)).toEqual(['gpu-1:job-4']);
+      expect(pass.hosts.map((h) => [h.node, h.session?.claims])).toEqual([['gpu-1', [UID(4), UID(5)]], ['gpu-2', [UID(1)]]]);
+    });
+
+    it('a free node takes an unreserved Job before one a busy node set aside, and that one when nothing else is queued', () => {
+      const free = (queued: number[]) => lendingPass(world({
+        fleet: fleet({}, [lendingOn('gpu-1'), lendingOn('gpu-2', [UID(1)])]),
+        nodes: [node('gpu-1', 1), node('gpu-2', 1)],
+        mirrors: [mirror(2, 'gpu-1', COMPLETE), mirror(3, 'gpu-2')],
+        pods: [mirrorPod(2, 'gpu-1', 0), mirrorPod(3, 'gpu-2')],
+        peerJobs: [...queued.map((n) => peerJob(n)), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: COMPLETE }), peerJob(3, { claimedBy: CLAIM(3, 'gpu-2'), status: { active: 1, startTime: START } })],
+      }));
+      expect(claimsOf(free([1, 4]))).toEqual(['gpu-1:job-4']);
+      expect(claimsOf(free([1]))).toEqual(['gpu-1:job-1']);
+    });
+
+    it('a node that begins to drain lets its Job set aside go', () => {
+      const pass = lendingPass(world({
+        fleet: fleet({}, [lendingOn('gpu-1', [UID(1)])]),
+        nodes: [node('gpu-1', 1)],
+        mirrors: [mirror(2, 'gpu-1')],
+        pods: [mirrorPod(2, 'gpu-1'), ourPod('x')],
+        peerJobs: [peerJob(1), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { active: 1, startTime: START } })],
+      }));
+      expect(pass.hosts[0]!.state).toBe('Draining');
+      expect(pass.hosts[0]!.session?.claims).toBeUndefined();
+    });
+
+    it('a claim in our name on a Job set aside, made while the node has no room: given back, never started behind the running one', () => {
+      const pass = lendingPass(world({
+        fleet: fleet({}, [lendingOn('gpu-1', [UID(1)])]),
+        nodes: [node('gpu-1', 1)],
+        mirrors: [mirror(2, 'gpu-1')],
+        pods: [mirrorPod(2, 'gpu-1')],
+        peerJobs: [peerJob(1, { claimedBy: CLAIM(1, 'gpu-1') }), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { active: 1, startTime: START } })],
+      }));
+      const effects = pass.effects.map((e) => `${e.kind}:${'job' in e ? e.job.metadata?.name : ''}`);
+      expect(effects).toContain('release:job-1');
+      expect(effects).not.toContain('start:job-1');
+    });
+  });
+
   describe('a holder Lease kept after its session', () => {
     const kept: V1Lease = { metadata: { name: 'leasehold-peer-gpu-1' }, spec: { holderIdentity: 'lend/gpu', renewTime: new Date(NOW - 300_000) as never, leaseDurationSeconds: 120 } };
     const between = (over: Partial<FleetWorld> = {}) =>

@@ -11,7 +11,7 @@ import { rfc3339 } from '../../../src/kube/conditions.js';
 import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION, parseClaimant, type StatusWrite } from '../../../src/providers/peerqueue/types.js';
 import { account } from './accounting.js';
 import { drainDecision, type DrainReason } from './drain.js';
-import { chooseJob, freeAllocatable, GPU, jobRequests, OrderedQueue, type Resources } from './fit.js';
+import { chooseJob, freeAllocatable, GPU, jobRequests, OrderedQueue, shortfall, type Resources } from './fit.js';
 import { holding } from './holder.js';
 import { idleClock, occupancy } from './idle.js';
 import { NODE_LABEL, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from '../labels.js';
@@ -66,6 +66,8 @@ export interface HostNote {
   message: string;
   /** A standing condition, seen again every pass: recorded when it first appears, not at every pass. */
   standing?: boolean;
+  /** The node a Claimed note is about. */
+  node?: string;
 }
 
 export interface FleetPass {
@@ -158,6 +160,20 @@ export function lendingPass(world: FleetWorld): FleetPass {
   for (const h of fleet.status?.hosts ?? []) for (const uid of h.session?.claims ?? []) recordedOn.set(uid, (recordedOn.get(uid) ?? new Set()).add(h.node));
   const isRecorded = (job: V1Job, node: string) => recordedOn.get(job.metadata?.uid ?? '')?.has(node) ?? false;
   const peerByUID = new Map((world.peerJobs ?? []).map((j) => [j.metadata?.uid ?? '', j]));
+  // A recorded uid whose Job is still queued is the Job its node set aside
+  // to claim next: that claim is in the written status already.
+  const queuedUIDs = new Set(queue.map((j) => j.metadata?.uid ?? ''));
+  const setAside = new Map<string, string>();
+  for (const h of fleet.status?.hosts ?? []) for (const uid of h.session?.claims ?? []) if (queuedUIDs.has(uid) && !setAside.has(uid)) setAside.set(uid, h.node);
+  const asideFor = (node: string) => {
+    const mine = new Set<string>();
+    const others = new Set<string>();
+    for (const [uid, n] of setAside) (n === node ? mine : others).add(uid);
+    return { mine, others };
+  };
+  const freeOn = new Map<string, Resources>();
+  // Lending nodes that have no Job set aside, each to choose one once every node has made its claim.
+  const toSetAside: { host: PeerHost; node: V1Node; withheld: number; pods: V1Pod[] }[] = [];
   // A recorded claim is kept until its mirror is seen, or the peer shows the
   // Job gone, finished or held by someone else; while the watch may still lag
   // behind our own claim, it stays.
@@ -204,9 +220,11 @@ export function lendingPass(world: FleetWorld): FleetPass {
     const hold = holding({ lease: world.holders.get(name), me, node: name, lendingTo, now });
     const free = freeAllocatable(node, pods, drain.drain ? 0 : drain.withheldGPUs);
     for (const [k, v] of Object.entries(podlessMirrors(name, onNode, withPods))) free[k] = (free[k] ?? 0n) - v;
+    const aside = asideFor(name);
+    freeOn.set(name, free);
     const choice = world.peerJobs === undefined
       ? { kind: 'none' as const, message: 'the peer queue has not been read yet' }
-      : chooseJob(ordered, node, free);
+      : chooseJob(ordered, node, free, aside);
     const state: PeerHostState = prev?.state ?? 'Busy';
     const observation = { state, node: name, mirrorsRunning: running + pending, occupancy: occ, clock, drain, verdict: world.verdict, holding: hold, choice, dryRun: spec.dryRun ?? false };
     const event = hostEvent(observation);
@@ -224,10 +242,15 @@ export function lendingPass(world: FleetWorld): FleetPass {
       ...(prev?.session && (next.state === 'Lending' || next.state === 'Draining') ? { session: { ...prev.session } } : {}),
       ...(prev?.lent ? { lent: prev.lent } : {}),
     };
+    const lends = next.state === 'Lending' && !drain.drain && !spec.dryRun;
     if (host.session) {
       if (next.context.drainReason) host.session.drainReason = next.context.drainReason;
       else delete host.session.drainReason;
-      const waiting = (host.session.claims ?? []).filter(stillWaiting);
+      // A claim made from a Job set aside wrote no status: its node's Job is named once its mirror is seen.
+      const started = (host.session.claims ?? []).filter((uid) => mirrored.has(uid)).pop();
+      if (started) host.session.job = peerByUID.get(started)?.metadata?.name ?? host.session.job;
+      // A node that no longer lends keeps no Job set aside.
+      const waiting = (host.session.claims ?? []).filter((uid) => stillWaiting(uid) && (lends || setAside.get(uid) !== name));
       if (waiting.length > 0) host.session.claims = waiting;
       else delete host.session.claims;
     }
@@ -240,9 +263,11 @@ export function lendingPass(world: FleetWorld): FleetPass {
         if (host.session) {
           host.session.job = choice.job.metadata?.name ?? '';
           // Recorded in the status this pass writes, before the claim goes to the peer.
-          host.session.claims = [...(host.session.claims ?? []), choice.job.metadata?.uid ?? ''].slice(-RECORDED_CLAIMS);
+          const uid = choice.job.metadata?.uid ?? '';
+          // A Job set aside is recorded already.
+          if (!host.session.claims?.includes(uid)) host.session.claims = [...(host.session.claims ?? []), uid].slice(-RECORDED_CLAIMS);
         }
-        out.notes.push({ type: 'Normal', reason: 'Claimed', message: next.context.message });
+        out.notes.push({ type: 'Normal', reason: 'Claimed', message: next.context.message, node: name });
         claimsNow.push({ kind: 'claim', node: name, job: choice.job });
         // One Job per pass for all nodes: the next node chooses among the rest.
         ordered.remove(choice.job);
@@ -252,6 +277,16 @@ export function lendingPass(world: FleetWorld): FleetPass {
         if (draining && next.context.drainReason) out.drains.push(next.context.drainReason);
         out.notes.push({ type: draining || next.state === 'Unlisted' ? 'Warning' : 'Normal', reason: draining ? 'Drain' : next.context.reason, message: next.context.message });
       }
+    }
+    const claimedNow = choice.kind === 'claim' && next.effects.includes('claim') ? choice.job.metadata?.uid : undefined;
+    if (host.session && claimedNow && !aside.mine.has(claimedNow) && aside.mine.size > 0) {
+      // It claimed another Job than the one it set aside (that one no longer fits): that one is let go.
+      host.session.claims = host.session.claims?.filter((uid) => !aside.mine.has(uid));
+      for (const uid of aside.mine) setAside.delete(uid);
+      aside.mine.clear();
+    }
+    if (host.session && lends && world.peerJobs !== undefined && world.verdict.ready && ![...aside.mine].some((uid) => uid !== claimedNow)) {
+      toSetAside.push({ host, node, withheld: drain.withheldGPUs, pods });
     }
     // A Lease this PeerFleet holds with no session on the node is given up
     // where another PeerFleet could lend the node (whether that one appeared
@@ -268,6 +303,20 @@ export function lendingPass(world: FleetWorld): FleetPass {
     if (host.session && max > 0) wake(Date.parse(host.session.startedAt) + max);
   }
 
+  // A lending node sets its next Job aside while its current one runs,
+  // recorded with the status this pass writes: when the room frees, that
+  // claim goes out at once, without waiting for a status write. Chosen after
+  // every claim of the pass, so that no free node waits for a busy one's Job.
+  for (const { host, node, withheld, pods } of toSetAside) {
+    const roomWhenDone = freeAllocatable(node, pods.filter((p) => !mirrored.has(p.metadata?.labels?.[PEER_JOB_UID_LABEL] ?? '')), withheld);
+    const ahead = chooseJob(ordered, node, roomWhenDone, { mine: new Set(), others: new Set(setAside.keys()), takeOthers: false });
+    if (ahead.kind !== 'claim') continue;
+    const uid = ahead.job.metadata?.uid ?? '';
+    host.session!.claims = [...(host.session!.claims ?? []), uid].slice(-RECORDED_CLAIMS);
+    setAside.set(uid, host.node);
+    ordered.remove(ahead.job);
+  }
+
   // Recorded in the status this pass writes, before any effect: a mirror is
   // deleted only after a pass that saw it complete wrote its entry.
   const ledger = spec.dryRun ? fleet.status?.ledger : recordLedger(fleet.status?.ledger, mine);
@@ -279,7 +328,13 @@ export function lendingPass(world: FleetWorld): FleetPass {
     const lendingNodes = new Set(out.hosts.filter((h) => h.state === 'Lending').map((h) => h.node));
     const nodes = new Map(world.nodes.map((n) => [n.metadata?.name ?? '', n]));
     let starts = 0;
-    for (const r of recover({ claims, mirrors: mine, mayStart: (node) => lendingNodes.has(node) && nodes.has(node), recorded: (node, job) => isRecorded(job, node) })) {
+    // Room is asked too: a claim recorded ahead (a Job set aside) that the
+    // peer wrote in our name before the node freed waits, never queues behind it.
+    const fits = (node: string, job: V1Job) => {
+      const r = jobRequests(job);
+      return r.ok && shortfall(r.requests, freeOn.get(node) ?? {}).length === 0;
+    };
+    for (const r of recover({ claims, mirrors: mine, mayStart: (node, job) => lendingNodes.has(node) && nodes.has(node) && fits(node, job), recorded: (node, job) => isRecorded(job, node) })) {
       if (r.kind === 'writeBack' || r.kind === 'deleteMirror') {
         const mirror = r.mirror;
         const job = r.kind === 'writeBack' ? r.peerJob : claims.find((c) => c.metadata?.uid === uidOf(mirror));

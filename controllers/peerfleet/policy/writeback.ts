@@ -33,7 +33,18 @@ const asDate = (t: Date | string | undefined) => (t === undefined ? undefined : 
  * that moves the Job on, so a peer Job costs two write-backs, Running and
  * finished.
  */
-export function peerStatusWrite({ peerJob, mirror, host, exitCode }: WritebackInput): StatusWrite | undefined {
+export function peerStatusWrite(input: WritebackInput): StatusWrite | undefined {
+  // Asked for every claimed Job at every pass; the watched objects are replaced, never changed, when either side moves.
+  const kept = decided.get(input.peerJob);
+  if (kept && kept.mirror === input.mirror && kept.host === input.host && kept.exitCode === input.exitCode) return kept.write;
+  const write = decide(input);
+  decided.set(input.peerJob, { mirror: input.mirror, host: input.host, exitCode: input.exitCode, write });
+  return write;
+}
+
+const decided = new WeakMap<V1Job, { mirror: V1Job; host: string; exitCode: number | undefined; write: StatusWrite | undefined }>();
+
+function decide({ peerJob, mirror, host, exitCode }: WritebackInput): StatusWrite | undefined {
   const peer = peerJob.status ?? {};
   const status = nextStatus(peer, mirror.status ?? {});
   const finished = stage(status) === 'finished';
