@@ -33,7 +33,7 @@ import type { EffectResult, LendingEffects } from './effects.js';
 import { readPeer, type PeerAccess, type PeerReadingDeps, type Reading } from './peerreading.js';
 import { PeerWrites } from './peerview.js';
 import { pollInterval, PollSchedule, UNREACHABLE_RETRY_MS } from './pollschedule.js';
-import { fleetStatus, lendingChange } from './status.js';
+import { covered, fleetStatus, lendingChange, STATUS_BATCH_MS } from './status.js';
 import { judgeReadiness, type Verdict, type VerdictInput } from './policy/verdict.js';
 
 /** Our side of a pass, as the informers hold it. */
@@ -80,16 +80,6 @@ export const EFFECT_SLOT_RETRY_MS = 1_000;
 
 /** Kept on a PeerFleet until its last mirror has finished and the peer has its record. */
 export const LENDING_FINALIZER = 'leasehold.dev/peer-lending';
-
-/**
- * A PeerFleet writes the lending part of its status (the intent of new
- * claims, the ledger before mirrors go, the hosts) at most this often: a
- * pass that would change it sooner waits for the end of the batch, with its
- * effects, and goes out with what changed meanwhile, as the Job controller
- * batches its syncs. A pass that changes nothing there runs at once, and so
- * does one that starts a drain or a session.
- */
-export const STATUS_BATCH_MS = 1_000;
 
 /** A PeerFleet's effects of one kind (write-backs and deletions, then claims) run this many at a time. */
 const EFFECTS_AT_ONCE = 16;
@@ -388,21 +378,6 @@ export class PeerFleetReconciler {
     if (pass) this.standing.set(key, stands);
     return true;
   }
-}
-
-/**
- * The part of a held pass that the written status already covers: claims
- * of Jobs their node set aside (recorded in its session), and write-backs,
- * which need no intent. Undefined when there is none. The rest of the pass
- * (new intents, ledger entries before deletions, session changes) waits for
- * the batch, and is decided again then.
- */
-function covered(fleet: PeerFleet, pass: FleetPass): FleetPass | undefined {
-  const recorded = new Map((fleet.status?.hosts ?? []).map((h) => [h.node, new Set(h.session?.claims ?? [])]));
-  const effects = pass.effects.filter((e) =>
-    (e.kind === 'claim' && recorded.get(e.node)?.has(e.job.metadata?.uid ?? '')) || (e.kind === 'writeBack' && !e.lost));
-  if (effects.length === 0) return undefined;
-  return { ...pass, effects, notes: [], drains: [], sessionsStarted: 0, again: false };
 }
 
 /** `run` over every item, `n` at a time, each starting as soon as one before it ends; results in the items' order. */

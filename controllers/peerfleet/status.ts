@@ -60,3 +60,28 @@ export function lendingChange(fleet: PeerFleet, pass: FleetPass): 'none' | 'chan
   const was = fleet.status ?? {};
   return mergePatch({ hosts: was.hosts, summary: was.summary, plan: was.plan, ledger: was.ledger, accounting: was.accounting }, lendingStatus(fleet, pass)) === undefined ? 'none' : 'change';
 }
+
+/**
+ * A PeerFleet writes the lending part of its status (the intent of new
+ * claims, the ledger before mirrors go, the hosts) at most this often: a
+ * pass that would change it sooner waits for the end of the batch, with its
+ * effects, and goes out with what changed meanwhile, as the Job controller
+ * batches its syncs. A pass that changes nothing there runs at once, and so
+ * does one that starts a drain or a session.
+ */
+export const STATUS_BATCH_MS = 1_000;
+
+/**
+ * The part of a held pass that the written status already covers: claims
+ * of Jobs their node set aside (recorded in its session), and write-backs,
+ * which need no intent. Undefined when there is none. The rest of the pass
+ * (new intents, ledger entries before deletions, session changes) waits for
+ * the batch, and is decided again then.
+ */
+export function covered(fleet: PeerFleet, pass: FleetPass): FleetPass | undefined {
+  const recorded = new Map((fleet.status?.hosts ?? []).map((h) => [h.node, new Set(h.session?.claims ?? [])]));
+  const effects = pass.effects.filter((e) =>
+    (e.kind === 'claim' && recorded.get(e.node)?.has(e.job.metadata?.uid ?? '')) || (e.kind === 'writeBack' && !e.lost));
+  if (effects.length === 0) return undefined;
+  return { ...pass, effects, notes: [], drains: [], sessionsStarted: 0, again: false };
+}

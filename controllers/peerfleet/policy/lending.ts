@@ -11,7 +11,7 @@ import { rfc3339 } from '../../../src/kube/conditions.js';
 import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION, parseClaimant, type StatusWrite } from '../../../src/providers/peerqueue/types.js';
 import { account } from './accounting.js';
 import { drainDecision, type DrainReason } from './drain.js';
-import { chooseJob, freeAllocatable, GPU, jobRequests, OrderedQueue, shortfall, type Resources } from './fit.js';
+import { chooseJob, freeAllocatable, jobRequests, OrderedQueue, shortfall, type Resources } from './fit.js';
 import { holding } from './holder.js';
 import { idleClock, occupancy } from './idle.js';
 import { NODE_LABEL, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from '../labels.js';
@@ -21,9 +21,9 @@ import { recover } from './recovery.js';
 import type { Verdict } from './verdict.js';
 import { ledgerMismatches, mismatchMessage, recordLedger, withLedger } from './ledger.js';
 import { lostStatusWrite, peerStatusWrite } from './writeback.js';
+import { planStep, summarize, type PeerHost, type PlanStep } from './plan.js';
 
-export type PeerHost = NonNullable<NonNullable<PeerFleet['status']>['hosts']>[number];
-export type PlanStep = NonNullable<NonNullable<PeerFleet['status']>['plan']>[number];
+export type { PeerHost, PlanStep } from './plan.js';
 
 export interface FleetWorld {
   fleet: PeerFleet;
@@ -393,34 +393,4 @@ function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, 
     else out.set(k, [item]);
   }
   return out;
-}
-
-function planStep(
-  node: string,
-  ready: boolean,
-  occ: string,
-  clock: { elapsed: boolean; windowEndsAt?: number },
-  drain: ReturnType<typeof drainDecision>,
-  held: string | undefined,
-  choice: ReturnType<typeof chooseJob> | { kind: 'none'; message: string },
-): PlanStep {
-  if (drain.drain) return { node, action: 'Drain', message: drain.message };
-  if (occ !== 'idle') return { node, action: 'None', message: `node ${node} has our work` };
-  if (!clock.elapsed) return { node, action: 'Wait', message: `node ${node} is within its idle window until ${new Date(clock.windowEndsAt ?? 0).toISOString()}` };
-  if (!ready) return { node, action: 'Wait', message: 'the PeerFleet is not Ready; see its Ready condition' };
-  if (held) return { node, action: 'Wait', message: held };
-  if (choice.kind === 'claim') {
-    const job = choice.job.metadata?.name ?? '';
-    const gpus = jobRequests(choice.job);
-    const n = gpus.ok ? Number(gpus.requests[GPU] ?? 0n) / 1000 : 0;
-    return { node, action: 'Claim', job, message: `would claim peer Job ${job} (${n} GPU)` };
-  }
-  return { node, action: 'None', message: choice.message };
-}
-
-function summarize(hosts: readonly PeerHost[]): string {
-  const counts = new Map<string, number>();
-  for (const h of hosts) counts.set(h.state, (counts.get(h.state) ?? 0) + 1);
-  const order = ['Lending', 'Draining', 'Available', 'Waiting', 'Busy', 'Unlisted'];
-  return order.filter((s) => counts.has(s)).map((s) => `${counts.get(s)} ${s}`).join(', ') || 'no lendable nodes';
 }
