@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Job, V1JobStatus } from '@kubernetes/client-node';
 import type { LedgerEntry, PeerLedger } from '../../../src/api/index.js';
-import { ledgerEntry, ledgerMismatches, recordLedger, withLedger } from './ledger.js';
+import { ledgerEntry, ledgerMismatches, recordLedger, unrecorded, withLedger } from './ledger.js';
 
 const UID = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 const T = (type: string) => ({ type, status: 'True' });
@@ -57,6 +57,23 @@ describe('recordLedger', () => {
     const after = recordLedger(next, [mirror(4, complete())], 2)!;
     expect(after.entries.map((e) => e.uid)).toEqual([UID(3), UID(4)]);
     expect(after.earlier).toEqual([{ node: 'gpu-1', gpuSeconds: 120, jobs: 1 }, { node: 'gpu-2', gpuSeconds: 240, jobs: 1 }]);
+  });
+});
+
+describe('recordLedger past its bound', () => {
+  it('never holds more entries than its bound: where more mirrors completed than it can hold, the newest wait for room', () => {
+    const at = (m: number) => complete(START, `2026-12-03T09:0${m}:00Z`);
+    const start: PeerLedger = { entries: [entry(1, { completedAt: '2026-12-03T09:01:00Z' }), entry(2, { completedAt: '2026-12-03T09:02:00Z' })] };
+    // Every mirror still exists, so none of the two may be folded: of the three new ones, the oldest fits.
+    const all = [mirror(1, at(1)), mirror(2, at(2)), mirror(3, at(3)), mirror(4, at(4)), mirror(5, at(5))];
+    const next = recordLedger(start, all, 3)!;
+    expect(next.entries.map((e) => e.uid)).toEqual([UID(1), UID(2), UID(3)]);
+    expect([...unrecorded(next, all)]).toEqual([UID(4), UID(5)]);
+    // Mirrors 1 and 2 deleted: their entries fold, and the two that waited are recorded.
+    const later = recordLedger(next, all.slice(2), 3)!;
+    expect(later.entries.map((e) => e.uid)).toEqual([UID(3), UID(4), UID(5)]);
+    expect(later.earlier).toEqual([{ node: 'gpu-1', gpuSeconds: 2 * 60 + 2 * 120, jobs: 2 }]);
+    expect(unrecorded(later, all.slice(2)).size).toBe(0);
   });
 });
 

@@ -43,14 +43,22 @@ export function ledgerEntry(mirror: V1Job): LedgerEntry | undefined {
 /**
  * The ledger with every completed mirror not yet in it; the same object
  * when nothing is new. An entry whose mirror still exists is never folded
- * away, or the next pass would record it again.
+ * away, or the next pass would record it again; so where more mirrors
+ * completed than the bound holds, the newest wait (their mirrors are kept,
+ * see `unrecorded`) until deleted ones make room: the status must stay
+ * within the bound its schema sets, or no write of it would pass.
  */
 export function recordLedger(ledger: PeerLedger | undefined, mirrors: readonly V1Job[], kept = LEDGER_KEPT): PeerLedger | undefined {
   const have = new Set((ledger?.entries ?? []).map((e) => e.uid));
   const fresh = mirrors.map(ledgerEntry).filter((e): e is LedgerEntry => !!e && !have.has(e.uid) && !!have.add(e.uid));
   if (fresh.length === 0) return ledger;
-  const entries = [...(ledger?.entries ?? []), ...fresh].sort((a, b) => Date.parse(a.completedAt) - Date.parse(b.completedAt) || a.uid.localeCompare(b.uid));
+  const byEnd = (a: LedgerEntry, b: LedgerEntry) => Date.parse(a.completedAt) - Date.parse(b.completedAt) || a.uid.localeCompare(b.uid);
   const live = new Set(mirrors.map((m) => m.metadata?.labels?.[PEER_JOB_UID_LABEL]));
+  const folding = (ledger?.entries ?? []).filter((e) => !live.has(e.uid)).length;
+  const room = Math.max(0, kept - ((ledger?.entries.length ?? 0) - folding));
+  const taken = fresh.sort(byEnd).slice(0, room);
+  if (taken.length === 0) return ledger;
+  const entries = [...(ledger?.entries ?? []), ...taken].sort(byEnd);
   const earlier = new Map((ledger?.earlier ?? []).map((t) => [t.node, { ...t }]));
   const keep: LedgerEntry[] = [];
   let excess = entries.length - kept;
@@ -62,6 +70,12 @@ export function recordLedger(ledger: PeerLedger | undefined, mirrors: readonly V
     } else keep.push(e);
   }
   return { entries: keep, ...(earlier.size > 0 ? { earlier: [...earlier.values()].sort((a, b) => a.node.localeCompare(b.node)) } : {}) };
+}
+
+/** Completed mirrors whose entry the ledger does not hold yet (past its bound): they are not deleted until it does. */
+export function unrecorded(ledger: PeerLedger | undefined, mirrors: readonly V1Job[]): Set<string> {
+  const have = new Set((ledger?.entries ?? []).map((e) => e.uid));
+  return new Set(mirrors.map(ledgerEntry).flatMap((e) => (e && !have.has(e.uid) ? [e.uid] : [])));
 }
 
 export interface Mismatch {

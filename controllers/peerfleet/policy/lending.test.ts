@@ -2,6 +2,7 @@ import { describe, expect, it } from '@jest/globals';
 import type { V1Job, V1JobStatus, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import type { PeerFleet } from '../../../src/api/index.js';
 import { STARTS_PER_PASS, lendingPass, type FleetWorld, type PeerHost } from './lending.js';
+import { LEDGER_KEPT } from './ledger.js';
 
 const NOW = Date.parse('2026-12-03T10:00:00Z');
 const LONG_AGO = '2026-12-03T09:00:00Z';
@@ -304,6 +305,24 @@ describe('lendingPass', () => {
     expect(alone.hosts[0]!.session).toBeUndefined();
     expect(alone.notes.map((n) => n.reason)).toContain('SessionEnded');
     expect(alone.effects).toEqual([]);
+  });
+
+  it('keeps its ledger within the bound when more mirrors completed than it holds, and keeps the mirrors it could not record yet', () => {
+    const n = LEDGER_KEPT + 30;
+    const ids = Array.from({ length: n }, (_, i) => i + 1);
+    const done = (i: number) => ({ ...peerJob(i, { claimedBy: CLAIM(i, 'gpu-1'), status: COMPLETE }), metadata: { ...peerJob(i).metadata, annotations: { 'leasehold.dev/claimed-by': CLAIM(i, 'gpu-1'), 'leasehold.dev/host': 'cluster1/gpu-1', 'leasehold.dev/exit-code': '0' } } });
+    const pass = lendingPass(world({
+      fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-1', startedAt: LONG_AGO } })]),
+      nodes: [node('gpu-1', 400)],
+      mirrors: ids.map((i) => mirror(i, 'gpu-1', COMPLETE)),
+      pods: ids.map((i) => mirrorPod(i, 'gpu-1', 0)),
+      peerJobs: ids.map(done),
+    }));
+    expect(pass.ledger!.entries).toHaveLength(LEDGER_KEPT);
+    const recorded = new Set(pass.ledger!.entries.map((e) => e.uid));
+    const deleted = pass.effects.flatMap((e) => (e.kind === 'deleteMirror' ? [e.mirror.metadata!.labels!['leasehold.dev/peer-job-uid']!] : []));
+    expect(deleted).toHaveLength(LEDGER_KEPT);
+    expect(deleted.every((uid) => recorded.has(uid))).toBe(true);
   });
 
   describe('a Job set aside for when the node frees', () => {

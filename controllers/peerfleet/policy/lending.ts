@@ -19,7 +19,7 @@ import { restore, step, type HostEffect } from '../machine.js';
 import { hostEvent } from './observe.js';
 import { recover } from './recovery.js';
 import type { Verdict } from './verdict.js';
-import { ledgerMismatches, mismatchMessage, recordLedger, withLedger } from './ledger.js';
+import { ledgerMismatches, mismatchMessage, recordLedger, unrecorded, withLedger } from './ledger.js';
 import { lostStatusWrite, peerStatusWrite } from './writeback.js';
 import { planStep, summarize, type PeerHost, type PlanStep } from './plan.js';
 
@@ -321,6 +321,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
   // deleted only after a pass that saw it complete wrote its entry.
   const ledger = spec.dryRun ? fleet.status?.ledger : recordLedger(fleet.status?.ledger, mine);
   if (ledger) out.ledger = ledger;
+  const waitsForLedger = spec.dryRun ? new Set<string>() : unrecorded(ledger, mine);
 
   // The peer's records are judged only from a complete list and while the
   // peer answers: a stale or partial view proves nothing.
@@ -342,7 +343,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
         const write = job && peerStatusWrite({ peerJob: job, mirror, host: `${world.clusterID}/${node}`, exitCode: exitCodeOf(mirror, podsOfJob.get(uidOf(mirror)) ?? []) });
         // A mirror goes only once the peer has all of its record, the exit code included.
         if (job && write) out.effects.push({ kind: 'writeBack', job, write });
-        else if (r.kind === 'deleteMirror') out.effects.push({ kind: 'deleteMirror', mirror });
+        else if (r.kind === 'deleteMirror' && !waitsForLedger.has(uidOf(mirror))) out.effects.push({ kind: 'deleteMirror', mirror });
       } else if (r.kind === 'start') {
         if (starts++ < STARTS_PER_PASS) out.effects.push({ kind: 'start', node: r.node, job: r.peerJob });
         else out.again = true;
