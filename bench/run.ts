@@ -25,6 +25,8 @@
 //   runner   RunnerTarget (runnertarget.ts) against the Compute Engine and GitHub emulators with
 //            BENCH_RUNNER_HOSTS (50) sshd hosts: queued job to registered runner vs boot time;
 //            per check duration and provider calls by route vs their floor, steady and scale-down.
+//   pass     one PeerFleet lending pass (peer-pass.ts, no cluster) timed at BENCH_PASS_NODES
+//            (250 to 4,000) busy lending nodes: its cost per node as the fleet grows.
 //   cli      `leasehold run` on a Ready Lease (cli.ts; the builds BENCH_CLI names) vs plain ssh to the
 //            same sshd machine, BENCH_CLI_RUNS (20) each: command start to remote process start.
 import { writeFileSync } from 'node:fs';
@@ -35,6 +37,7 @@ import { startLambdaEmulator } from '../e2e/fakes/lambda/server.js';
 import { cliPhase } from './cli.js';
 import { memoryPhase } from './memory.js';
 import { peerPhase } from './peer.js';
+import { passPhase } from './peer-pass.js';
 import { runnerPhase } from './runnertarget.js';
 import {
   G, api, apiserverCounts, apiserverMetrics, bareClient, connect, controllerKeySecret, controllerReads, createLeases, env, listLeases, log, mib, ms,
@@ -47,7 +50,7 @@ const LAMBDA_N = env('BENCH_LAMBDA_N', 10);
 const IDLE_N = env('BENCH_IDLE_N', 50);
 const IDLE_TIMEOUT = process.env.BENCH_IDLE_TIMEOUT ?? '10s';
 const IDLE_CHECK = process.env.BENCH_IDLE_CHECK ?? '5s';
-const PHASES = new Set((process.env.BENCH_PHASES ?? 'loop,memory,lambda,idle,peer,runner,cli').split(','));
+const PHASES = new Set((process.env.BENCH_PHASES ?? 'loop,memory,lambda,idle,peer,pass,runner,cli').split(','));
 
 async function loopPhase() {
   const ns = await namespace('bench-loop');
@@ -233,6 +236,7 @@ async function main() {
     }
   }
   if (PHASES.has('peer')) await peerPhase();
+  if (PHASES.has('pass')) passPhase();
   results.totalSeconds = (Date.now() - t0) / 1000;
   process.stdout.write(`\n${JSON.stringify(results, null, 2)}\n`);
   if (process.env.BENCH_OUT) writeFileSync(process.env.BENCH_OUT, `${JSON.stringify(results, null, 2)}\n`);

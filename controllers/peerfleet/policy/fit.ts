@@ -171,17 +171,21 @@ export function chooseJob(queue: readonly V1Job[] | OrderedQueue, node: V1Node, 
   // aside; a Job another busy node set aside only when nothing else fits,
   // so a free node never waits for a busy one's next Job.
   if (held?.mine.size) {
-    for (const { job, requests, placement } of entries) {
-      if (held.mine.has(uid(job)) && requests.ok && admits(placement, node) && shortfall(requests.requests, free).length === 0) return { kind: 'claim', job };
-    }
+    const fitting = [...held.mine]
+      .map((id) => ordered.byUID.get(id))
+      .filter((e) => e !== undefined && e.requests.ok && admits(e.placement, node) && shortfall(e.requests.requests, free).length === 0);
+    const oldest = fitting.sort((a, b) => a!.rank - b!.rank)[0];
+    if (oldest) return { kind: 'claim', job: oldest.job };
   }
-  const rounds = held?.others.size ? [false, ...(held.takeOthers === false ? [] : [true])] : [undefined];
-  // Less of one resource free than any Job asks: none fits, and only the nearest is looked for.
+  // Less of one resource free than any Job asks: none fits, and only the
+  // nearest is named (a busy node asks every pass: it must cost no scan).
   const full = Object.entries(ordered.smallest).some(([k, v]) => v > (free[k] ?? 0n));
+  const byOthers = (id: string) => held!.owner.has(id) && !held!.mine.has(id);
+  const rounds = !full && held && held.owner.size > held.mine.size ? [false, ...(held.takeOthers === false ? [] : [true])] : [undefined];
   let nearest = '';
   for (const othersRound of rounds) {
     for (const { job, requests, placement } of entries) {
-      if (othersRound !== undefined && held!.others.has(uid(job)) !== othersRound) continue;
+      if (othersRound !== undefined && byOthers(uid(job)) !== othersRound) continue;
       if (!requests.ok) continue;
       if (!admits(placement, node)) continue;
       const short = shortfall(requests.requests, free);
@@ -202,8 +206,8 @@ export function chooseJob(queue: readonly V1Job[] | OrderedQueue, node: V1Node, 
 export interface Reservations {
   /** Set aside by the node choosing. */
   mine: ReadonlySet<string>;
-  /** Set aside by other nodes. */
-  others: ReadonlySet<string>;
+  /** Every Job set aside, to the node that set it aside: one map for the pass, not a set per node, so that a pass stays linear in nodes. */
+  owner: ReadonlyMap<string, string>;
   /** Whether a Job another node set aside may be taken when nothing else fits (default true). */
   takeOthers?: boolean;
 }
@@ -226,14 +230,18 @@ function placementOf(job: V1Job): V1PodSpec {
  * pass cost nodes × Jobs × log Jobs.
  */
 export class OrderedQueue {
-  readonly entries: { job: V1Job; requests: RequestsResult; placement: V1PodSpec }[];
+  /** rank: the place in claim order, kept when Jobs before it are taken out. */
+  readonly entries: { job: V1Job; requests: RequestsResult; placement: V1PodSpec; rank: number }[];
   /** Per resource, the least any Job asks (readable requests only); kept as it was when Jobs are taken out, so never above the true least. */
   readonly smallest: Resources = {};
+  /** The entries by Job uid, for the Jobs nodes set aside. */
+  readonly byUID = new Map<string, OrderedQueue['entries'][number]>();
 
   constructor(queue: readonly V1Job[]) {
     const keyed = queue.filter(claimable).map((job) => ({ job, at: created(job), name: job.metadata?.name ?? '' }));
     keyed.sort((a, b) => a.at - b.at || byName.compare(a.name, b.name));
-    this.entries = keyed.map(({ job }) => ({ job, requests: jobRequests(job), placement: placementOf(job) }));
+    this.entries = keyed.map(({ job }, rank) => ({ job, requests: jobRequests(job), placement: placementOf(job), rank }));
+    for (const e of this.entries) this.byUID.set(e.job.metadata?.uid ?? '', e);
     const readable = this.entries.flatMap((e) => (e.requests.ok ? [e.requests.requests] : []));
     for (const k of new Set(readable.flatMap((r) => Object.keys(r)))) {
       this.smallest[k] = readable.reduce((least, r) => ((r[k] ?? 0n) < least ? (r[k] ?? 0n) : least), readable[0]![k] ?? 0n);
@@ -244,5 +252,6 @@ export class OrderedQueue {
   remove(job: V1Job): void {
     const i = this.entries.findIndex((e) => e.job === job);
     if (i >= 0) this.entries.splice(i, 1);
+    this.byUID.delete(job.metadata?.uid ?? '');
   }
 }

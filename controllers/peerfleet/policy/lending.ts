@@ -164,13 +164,13 @@ export function lendingPass(world: FleetWorld): FleetPass {
   // to claim next: that claim is in the written status already.
   const queuedUIDs = new Set(queue.map((j) => j.metadata?.uid ?? ''));
   const setAside = new Map<string, string>();
-  for (const h of fleet.status?.hosts ?? []) for (const uid of h.session?.claims ?? []) if (queuedUIDs.has(uid) && !setAside.has(uid)) setAside.set(uid, h.node);
-  const asideFor = (node: string) => {
-    const mine = new Set<string>();
-    const others = new Set<string>();
-    for (const [uid, n] of setAside) (n === node ? mine : others).add(uid);
-    return { mine, others };
+  const asideBy = new Map<string, Set<string>>();
+  const putAside = (uid: string, node: string) => {
+    setAside.set(uid, node);
+    asideBy.set(node, (asideBy.get(node) ?? new Set()).add(uid));
   };
+  for (const h of fleet.status?.hosts ?? []) for (const uid of h.session?.claims ?? []) if (queuedUIDs.has(uid) && !setAside.has(uid)) putAside(uid, h.node);
+  const asideFor = (node: string) => ({ mine: asideBy.get(node) ?? new Set<string>(), owner: setAside });
   const freeOn = new Map<string, Resources>();
   // Lending nodes that have no Job set aside, each to choose one once every node has made its claim.
   const toSetAside: { host: PeerHost; node: V1Node; withheld: number; pods: V1Pod[] }[] = [];
@@ -283,7 +283,8 @@ export function lendingPass(world: FleetWorld): FleetPass {
       // It claimed another Job than the one it set aside (that one no longer fits): that one is let go.
       host.session.claims = host.session.claims?.filter((uid) => !aside.mine.has(uid));
       for (const uid of aside.mine) setAside.delete(uid);
-      aside.mine.clear();
+      asideBy.delete(name);
+      aside.mine = new Set();
     }
     if (host.session && lends && world.peerJobs !== undefined && world.verdict.ready && ![...aside.mine].some((uid) => uid !== claimedNow)) {
       toSetAside.push({ host, node, withheld: drain.withheldGPUs, pods });
@@ -309,11 +310,11 @@ export function lendingPass(world: FleetWorld): FleetPass {
   // every claim of the pass, so that no free node waits for a busy one's Job.
   for (const { host, node, withheld, pods } of toSetAside) {
     const roomWhenDone = freeAllocatable(node, pods.filter((p) => !mirrored.has(p.metadata?.labels?.[PEER_JOB_UID_LABEL] ?? '')), withheld);
-    const ahead = chooseJob(ordered, node, roomWhenDone, { mine: new Set(), others: new Set(setAside.keys()), takeOthers: false });
+    const ahead = chooseJob(ordered, node, roomWhenDone, { mine: new Set(), owner: setAside, takeOthers: false });
     if (ahead.kind !== 'claim') continue;
     const uid = ahead.job.metadata?.uid ?? '';
     host.session!.claims = [...(host.session!.claims ?? []), uid].slice(-RECORDED_CLAIMS);
-    setAside.set(uid, host.node);
+    putAside(uid, host.node);
     ordered.remove(ahead.job);
   }
 
