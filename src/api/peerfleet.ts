@@ -226,7 +226,7 @@ export const LedgerSchema = z
       .array(
         z
           .object({
-            node: z.string().max(253).describe('Name of our node.'),
+            node: z.string().max(253).describe('Name of our node; `*` for the nodes with the fewest jobs summed together, once more than 1,024 nodes have totals.'),
             gpuSeconds: z.number().min(0).describe('GPU-seconds of its older peer jobs.'),
             jobs: count('Number of its older peer jobs.'),
           })
@@ -273,7 +273,7 @@ export const PeerFleetStatusSchema = z
     conditions: conditions('Ready: the peer answers with our token and lending can start.').optional(),
     verdict: VerdictSchema.optional(),
     summary: message('Host counts by state, e.g. "2 Lending, 1 Draining, 3 Available".', 256).optional(),
-    hosts: z.array(PeerHostSchema).max(1024).optional().describe('Each node lendableNodes selects, and what it is doing.'),
+    hosts: z.array(PeerHostSchema).max(1024).optional().describe('Each node lendableNodes selects, and what it is doing: at most 1,024 (nodes already listed first, then by name); the summary counts the others, which are left alone.'),
     accounting: AccountingSchema.optional(),
     ledger: LedgerSchema.optional(),
     plan: z.array(PlanStepSchema).max(1024).optional().describe('With spec.dryRun: what each node would do, and why. Absent otherwise.'),

@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Job, V1JobStatus } from '@kubernetes/client-node';
 import type { LedgerEntry, PeerLedger } from '../../../src/api/index.js';
-import { ledgerEntry, ledgerMismatches, recordLedger, unrecorded, withLedger } from './ledger.js';
+import { EARLIER_KEPT, LEDGER_KEPT, OTHER_NODES, ledgerEntry, ledgerMismatches, recordLedger, unrecorded, withinEarlierBound, withLedger } from './ledger.js';
 
 const UID = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 const T = (type: string) => ({ type, status: 'True' });
@@ -108,5 +108,32 @@ describe('withLedger', () => {
   it('no difference: no mismatch fields, and an old one is cleared', () => {
     const out = withLedger({ ...acc, mismatched: 1, mismatchedJobs: [] }, [], undefined, [], 2);
     expect(out).toEqual({ ...acc, ledger: { gpuSeconds: 0, amountUSD: 0, jobs: 0 } });
+  });
+});
+
+describe('the per-node totals stay within their bound', () => {
+  const total = (node: string, jobs: number) => ({ node, gpuSeconds: jobs * 100, jobs });
+
+  it.each<[string, ReturnType<typeof total>[], number, string[]]>([
+    ['within the bound: all kept, by name', [total('b', 1), total('a', 2)], 3, ['a', 'b']],
+    ['past it: the nodes with the fewest jobs are summed under *', [total('a', 5), total('b', 1), total('c', 2), total('d', 9)], 3, ['*', 'a', 'd']],
+    ['an earlier * takes the newly folded ones in', [total('*', 4), total('a', 5), total('b', 1), total('c', 2)], 3, ['*', 'a', 'c']],
+  ])('%s', (_name, totals, kept, nodes) => {
+    const sum = (ts: ReturnType<typeof total>[]) => ts.reduce((a, t) => [a[0]! + t.gpuSeconds, a[1]! + t.jobs], [0, 0]);
+    const out = withinEarlierBound(totals.map((t) => ({ ...t })), kept);
+    expect(out.map((t) => t.node)).toEqual(nodes);
+    expect(sum(out)).toEqual(sum(totals));
+  });
+
+  it('a ledger whose nodes keep changing names never holds more node totals than the schema allows', () => {
+    // Each round a mirror on a new node completes and its mirror is gone: its entry is folded into that node's totals.
+    let ledger: PeerLedger | undefined;
+    for (let n = 0; n < LEDGER_KEPT + EARLIER_KEPT + 40; n++) {
+      ledger = recordLedger(ledger, [mirror(n, complete(), '1', `node-${n}`)]);
+    }
+    const earlier = ledger?.earlier ?? [];
+    expect(earlier.length).toBeLessThanOrEqual(EARLIER_KEPT);
+    expect(earlier.filter((t) => t.node === OTHER_NODES)).toHaveLength(1);
+    expect(earlier.reduce((a, t) => a + t.jobs, 0) + (ledger?.entries.length ?? 0)).toBe(LEDGER_KEPT + EARLIER_KEPT + 40);
   });
 });

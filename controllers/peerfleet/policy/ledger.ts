@@ -6,12 +6,17 @@
 import type { V1Job } from '@kubernetes/client-node';
 import type { Accounting, LedgerEntry, PeerLedger } from '../../../src/api/index.js';
 import { rfc3339 } from '../../../src/kube/conditions.js';
-import { amountUSD, measure } from './accounting.js';
+import { amountUSD, measure, type account } from './accounting.js';
 import { GPU, jobRequests } from './fit.js';
+import type { PeerHost } from './plan.js';
 import { NODE_LABEL, PEER_JOB_ANNOTATION, PEER_JOB_UID_LABEL } from '../labels.js';
 
 /** Entries the ledger keeps; older ones are folded into per-node totals. */
 export const LEDGER_KEPT = 256;
+/** Per-node totals the ledger keeps; past them, the nodes with the fewest jobs are summed under OTHER_NODES. */
+export const EARLIER_KEPT = 1024;
+/** The node name of the totals of nodes folded together (no Node can be named so). */
+export const OTHER_NODES = '*';
 /** How many differing jobs accounting lists. */
 export const MISMATCHED_LISTED = 32;
 /** GPU-seconds a peer record may differ by per GPU: both sides write whole seconds. */
@@ -69,7 +74,25 @@ export function recordLedger(ledger: PeerLedger | undefined, mirrors: readonly V
       excess--;
     } else keep.push(e);
   }
-  return { entries: keep, ...(earlier.size > 0 ? { earlier: [...earlier.values()].sort((a, b) => a.node.localeCompare(b.node)) } : {}) };
+  return { entries: keep, ...(earlier.size > 0 ? { earlier: withinEarlierBound([...earlier.values()]) } : {}) };
+}
+
+type NodeTotal = NonNullable<PeerLedger['earlier']>[number];
+
+/**
+ * The per-node totals, at most EARLIER_KEPT of them: nodes come and go
+ * under new names (an autoscaled pool), and a list that grew past its
+ * schema's bound would have every status write refused. The nodes with
+ * the fewest jobs are summed together, so the fleet's total never changes.
+ */
+export function withinEarlierBound(totals: NodeTotal[], kept = EARLIER_KEPT): NodeTotal[] {
+  const byName = (a: NodeTotal, b: NodeTotal) => a.node.localeCompare(b.node);
+  if (totals.length <= kept) return totals.sort(byName);
+  const other = totals.find((t) => t.node === OTHER_NODES) ?? { node: OTHER_NODES, gpuSeconds: 0, jobs: 0 };
+  const named = totals.filter((t) => t.node !== OTHER_NODES).sort((a, b) => a.jobs - b.jobs || byName(a, b));
+  const folded = named.slice(0, named.length - (kept - 1));
+  const sum = folded.reduce((a, t) => ({ node: OTHER_NODES, gpuSeconds: a.gpuSeconds + t.gpuSeconds, jobs: a.jobs + t.jobs }), other);
+  return [...named.slice(folded.length), sum].sort(byName);
 }
 
 /** Completed mirrors whose entry the ledger does not hold yet (past its bound): they are not deleted until it does. */
@@ -135,4 +158,48 @@ export function withLedger(acc: Accounting, entries: readonly LedgerEntry[], ear
 /** The Warning a difference raises, once while it stands. */
 export function mismatchMessage(m: Mismatch, e: LedgerEntry): string {
   return `peer Job ${m.job} (uid ${m.uid}) ran on node ${m.node} from ${e.startedAt} to ${e.completedAt}, ${m.ledgerGPUSeconds} GPU-seconds by our ledger, but ${m.reason}: status.accounting.ledger counts it as our cluster saw it, status.accounting.gpuSeconds as the peer's records say; settle the difference with the peer from status.ledger`;
+}
+
+const groupBy = <T extends { node: string }>(items: readonly T[]) => {
+  const out = new Map<string, T[]>();
+  for (const item of items) {
+    const list = out.get(item.node);
+    if (list) list.push(item);
+    else out.set(item.node, [item]);
+  }
+  return out;
+};
+
+/**
+ * The PeerFleet's accounting, and each host's (set on it as `lent`): the
+ * peer's records with our ledger's totals and every difference beside them,
+ * and the Warning each difference raises. Indexed by node once, so that a
+ * status with many nodes costs no scan of the ledger per node.
+ */
+export function settleAccounts(
+  hosts: PeerHost[],
+  fromPeer: ReturnType<typeof account>,
+  ledger: PeerLedger | undefined,
+  peerJobs: readonly V1Job[],
+  pricePerGPUHour: number,
+  now: number,
+  graceMs: number,
+): { accounting: Accounting; warnings: string[] } {
+  const entries = ledger?.entries ?? [];
+  const earlier = ledger?.earlier ?? [];
+  const mismatches = ledgerMismatches(entries, peerJobs, now, graceMs);
+  const sum = (list: readonly { gpuSeconds: number; jobs: number }[]) => list.length === 0 ? undefined : list.reduce((a, t) => ({ gpuSeconds: a.gpuSeconds + t.gpuSeconds, jobs: a.jobs + t.jobs }), { gpuSeconds: 0, jobs: 0 });
+  const empty = (): Accounting => ({ gpuSeconds: 0, amountUSD: 0, jobs: 0, unmeasured: 0, lastComputedAt: rfc3339(new Date(now)) });
+  const entriesOn = groupBy(entries);
+  const earlierOn = groupBy(earlier);
+  const mismatchesOn = groupBy(mismatches);
+  for (const h of hosts) {
+    const own = entriesOn.get(h.node) ?? [];
+    const peerSide = fromPeer.hosts.get(h.node);
+    if (!peerSide && own.length === 0 && !earlierOn.has(h.node)) continue;
+    // Per node the count only: status.accounting lists the Jobs, and a status with many nodes stays small.
+    h.lent = withLedger(peerSide ?? empty(), own, sum(earlierOn.get(h.node) ?? []), mismatchesOn.get(h.node) ?? [], pricePerGPUHour, 0);
+  }
+  const byUID = new Map(entries.map((e) => [e.uid, e]));
+  return { accounting: withLedger(fromPeer.total, entries, sum(earlier), mismatches, pricePerGPUHour), warnings: mismatches.map((m) => mismatchMessage(m, byUID.get(m.uid)!)) };
 }

@@ -424,3 +424,30 @@ describe('lendingPass', () => {
     });
   });
 });
+
+describe('a PeerFleet selecting more nodes than its status holds', () => {
+  const many = Array.from({ length: 1030 }, (_, i) => node(`gpu-${String(i).padStart(4, '0')}`));
+
+  it('reports on 1,024 of them, keeps the ones it already reported on, leaves the rest alone and says so', () => {
+    // gpu-1029 lends already (named last): a node added later must not push its session out.
+    const lending = host('gpu-1029', 'Lending', { session: { job: 'job-1', startedAt: LONG_AGO } });
+    const pass = lendingPass(world({
+      fleet: fleet({}, [lending, ...many.slice(0, 1023).map((n) => host(n.metadata!.name!, 'Available'))]),
+      nodes: many,
+      peerJobs: Array.from({ length: 9 }, (_, i) => peerJob(i + 1)),
+    }));
+    expect(pass.hosts).toHaveLength(1024);
+    expect(pass.hosts.map((h) => h.node)).toContain('gpu-1029');
+    expect(pass.hosts.map((h) => h.node)).not.toContain('gpu-1023');
+    const touched = pass.effects.flatMap((e) => ('node' in e ? [e.node] : []));
+    expect(touched.filter((n) => n >= 'gpu-1023' && n !== 'gpu-1029')).toEqual([]);
+    expect(pass.summary).toMatch(/; 6 more selected node\(s\) left alone: one PeerFleet lends at most 1024 \(narrow spec.lendableNodes/);
+    expect(pass.summary.length).toBeLessThanOrEqual(256);
+  });
+
+  it('at or under the bound: every selected node, and the summary the states only', () => {
+    const pass = lendingPass(world({ fleet: fleet({}, []), nodes: many.slice(0, 1024) }));
+    expect(pass.hosts).toHaveLength(1024);
+    expect(pass.summary).toBe('1024 Waiting');
+  });
+});

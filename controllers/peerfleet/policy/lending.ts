@@ -19,9 +19,9 @@ import { restore, step, type HostEffect } from '../machine.js';
 import { hostEvent } from './observe.js';
 import { recover } from './recovery.js';
 import type { Verdict } from './verdict.js';
-import { ledgerMismatches, mismatchMessage, recordLedger, unrecorded, withLedger } from './ledger.js';
+import { recordLedger, settleAccounts, unrecorded } from './ledger.js';
 import { lostStatusWrite, peerStatusWrite } from './writeback.js';
-import { planStep, summarize, type PeerHost, type PlanStep } from './plan.js';
+import { planStep, summarize, withinHostBound, type PeerHost, type PlanStep } from './plan.js';
 
 export type { PeerHost, PlanStep } from './plan.js';
 
@@ -160,6 +160,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
   for (const h of fleet.status?.hosts ?? []) for (const uid of h.session?.claims ?? []) recordedOn.set(uid, (recordedOn.get(uid) ?? new Set()).add(h.node));
   const isRecorded = (job: V1Job, node: string) => recordedOn.get(job.metadata?.uid ?? '')?.has(node) ?? false;
   const peerByUID = new Map((world.peerJobs ?? []).map((j) => [j.metadata?.uid ?? '', j]));
+  const claimByUID = new Map(claims.map((j) => [j.metadata?.uid ?? '', j]));
   // A recorded uid whose Job is still queued is the Job its node set aside
   // to claim next: that claim is in the written status already.
   const queuedUIDs = new Set(queue.map((j) => j.metadata?.uid ?? ''));
@@ -203,7 +204,8 @@ export function lendingPass(world: FleetWorld): FleetPass {
     if (at !== undefined && at > now && (out.wakeAt === undefined || at < out.wakeAt)) out.wakeAt = at;
   };
 
-  for (const node of [...world.nodes].sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''))) {
+  const { lent, beyond } = withinHostBound(world.nodes, previous);
+  for (const node of lent) {
     const name = node.metadata?.name ?? '';
     const prev = previous.get(name);
     const pods = podsOn(name);
@@ -339,7 +341,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
     for (const r of recover({ claims, mirrors: mine, mayStart: (node, job) => lendingNodes.has(node) && nodes.has(node) && fits(node, job), recorded: (node, job) => isRecorded(job, node) })) {
       if (r.kind === 'writeBack' || r.kind === 'deleteMirror') {
         const mirror = r.mirror;
-        const job = r.kind === 'writeBack' ? r.peerJob : claims.find((c) => c.metadata?.uid === uidOf(mirror));
+        const job = r.kind === 'writeBack' ? r.peerJob : claimByUID.get(uidOf(mirror));
         const node = mirror.metadata?.labels?.[NODE_LABEL] ?? '';
         const write = job && peerStatusWrite({ peerJob: job, mirror, host: `${world.clusterID}/${node}`, exitCode: exitCodeOf(mirror, podsOfJob.get(uidOf(mirror)) ?? []) });
         // A mirror goes only once the peer has all of its record, the exit code included.
@@ -359,29 +361,16 @@ export function lendingPass(world: FleetWorld): FleetPass {
         out.notes.push({ type: 'Warning', reason: 'MirrorLost', message: r.message });
       }
     }
-    const fromPeer = account(claims, spec.pricePerGPUHour, now);
-    const entries = ledger?.entries ?? [];
     // The write-back follows within a pass or two; a peer record still unfinished after that differs.
     const grace = 2 * Math.max(MIN_POLL_INTERVAL_MS, durationMs(spec.pollInterval)) + 60_000;
-    const mismatches = ledgerMismatches(entries, world.peerJobs, now, grace);
-    const earlier = ledger?.earlier ?? [];
-    const sum = (list: readonly { gpuSeconds: number; jobs: number }[]) => list.length === 0 ? undefined : list.reduce((a, t) => ({ gpuSeconds: a.gpuSeconds + t.gpuSeconds, jobs: a.jobs + t.jobs }), { gpuSeconds: 0, jobs: 0 });
-    out.accounting = withLedger(fromPeer.total, entries, sum(earlier), mismatches, spec.pricePerGPUHour);
-    const empty = (): Accounting => ({ gpuSeconds: 0, amountUSD: 0, jobs: 0, unmeasured: 0, lastComputedAt: rfc3339(new Date(now)) });
-    for (const h of out.hosts) {
-      const own = entries.filter((e) => e.node === h.node);
-      const peerSide = fromPeer.hosts.get(h.node);
-      if (!peerSide && own.length === 0 && !earlier.some((t) => t.node === h.node)) continue;
-      // Per node the count only: status.accounting lists the Jobs, and a status with many nodes stays small.
-      h.lent = withLedger(peerSide ?? empty(), own, sum(earlier.filter((t) => t.node === h.node)), mismatches.filter((m) => m.node === h.node), spec.pricePerGPUHour, 0);
-    }
-    const byUID = new Map(entries.map((e) => [e.uid, e]));
-    for (const m of mismatches) out.notes.push({ type: 'Warning', reason: 'LedgerMismatch', message: mismatchMessage(m, byUID.get(m.uid)!), standing: true });
+    const settled = settleAccounts(out.hosts, account(claims, spec.pricePerGPUHour, now), ledger, world.peerJobs, spec.pricePerGPUHour, now, grace);
+    out.accounting = settled.accounting;
+    for (const message of settled.warnings) out.notes.push({ type: 'Warning', reason: 'LedgerMismatch', message, standing: true });
   } else if (fleet.status?.accounting) {
     out.accounting = fleet.status.accounting;
   }
   out.effects.push(...claimsNow);
-  out.summary = summarize(out.hosts);
+  out.summary = summarize(out.hosts, beyond);
   if (spec.dryRun) out.plan = plan;
   return out;
 }

@@ -1,7 +1,8 @@
-// What a pass reports beside its effects: a dry run's step per node, and the
-// one-line summary of the hosts by state.
+// What a pass reports beside its effects: a dry run's step per node, the
+// one-line summary of the hosts by state, and which nodes it reports on.
 import { GPU, jobRequests, type chooseJob } from './fit.js';
 import type { drainDecision } from './drain.js';
+import type { V1Node } from '@kubernetes/client-node';
 import type { PeerFleet } from '../../../src/api/index.js';
 
 export type PeerHost = NonNullable<NonNullable<PeerFleet['status']>['hosts']>[number];
@@ -30,9 +31,31 @@ export function planStep(
   return { node, action: 'None', message: choice.message };
 }
 
-export function summarize(hosts: readonly PeerHost[]): string {
+/** The most nodes one PeerFleet lends: its status holds a host entry for each, and its schema allows no more. */
+export const MAX_HOSTS = 1024;
+
+/**
+ * The nodes a pass lends, in name order, and how many selected ones it
+ * leaves alone. A status past its schema's bound is refused whole, so a
+ * PeerFleet selecting more nodes than its status can hold would stop
+ * writing, and with it every effect. Nodes it already reports on come
+ * first: their entries carry sessions a running peer Job depends on, so a
+ * node added later never pushes one out.
+ */
+export function withinHostBound(nodes: readonly V1Node[], reported: ReadonlyMap<string, unknown>, max = MAX_HOSTS): { lent: V1Node[]; beyond: number } {
+  const name = (n: V1Node) => n.metadata?.name ?? '';
+  const sorted = [...nodes].sort((a, b) => name(a).localeCompare(name(b)));
+  if (sorted.length <= max) return { lent: sorted, beyond: 0 };
+  const first = sorted.filter((n) => reported.has(name(n))).slice(0, max);
+  const rest = sorted.filter((n) => !reported.has(name(n))).slice(0, max - first.length);
+  return { lent: [...first, ...rest].sort((a, b) => name(a).localeCompare(name(b))), beyond: sorted.length - first.length - rest.length };
+}
+
+export function summarize(hosts: readonly PeerHost[], beyond = 0): string {
   const counts = new Map<string, number>();
   for (const h of hosts) counts.set(h.state, (counts.get(h.state) ?? 0) + 1);
   const order = ['Lending', 'Draining', 'Available', 'Waiting', 'Busy', 'Unlisted'];
-  return order.filter((s) => counts.has(s)).map((s) => `${counts.get(s)} ${s}`).join(', ') || 'no lendable nodes';
+  const states = order.filter((s) => counts.has(s)).map((s) => `${counts.get(s)} ${s}`).join(', ') || 'no lendable nodes';
+  if (beyond === 0) return states;
+  return `${states}; ${beyond} more selected node(s) left alone: one PeerFleet lends at most ${MAX_HOSTS} (narrow spec.lendableNodes or split the nodes among PeerFleets)`;
 }
