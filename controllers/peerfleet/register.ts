@@ -19,7 +19,7 @@ import { holderLeaseName, HOLDER_LABEL } from './policy/holder.js';
 import { PEERFLEET_LABEL } from './labels.js';
 import { PeerFleetMetrics } from './metrics.js';
 import type { LendingPolicy } from './policy/mirror.js';
-import { lendableNodes } from './policy/nodes.js';
+import { lendableNodes, nodeChangeMatters } from './policy/nodes.js';
 import { selects } from '../../src/kube/selector.js';
 import { egressRefusal } from './policy/egress.js';
 import { LendingEffects } from './effects.js';
@@ -113,9 +113,12 @@ function lendingDeps(
   const all = () => {
     for (const f of fleets.list()) enqueueFleet(objectKey(f));
   };
-  for (const informer of [nodes, pods, mirrors, holders, namespaces, policies] as ResilientInformer<KubernetesObject>[]) {
+  for (const informer of [pods, mirrors, holders, namespaces, policies] as ResilientInformer<KubernetesObject>[]) {
     informer.on('add', all).on('update', all).on('delete', all);
   }
+  nodes.on('add', all).on('delete', all).on('update', (n, old) => {
+    if (nodeChangeMatters(n, old)) all();
+  });
   // A PeerFleet that comes, goes or selects other nodes changes which nodes
   // are shared: the others give up the holder Leases they kept there.
   fleets.on('add', all).on('delete', all).on('update', (f, old) => {

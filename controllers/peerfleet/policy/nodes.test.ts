@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
 import type { V1Node } from '@kubernetes/client-node';
 import { admits } from './placement.js';
-import { lendableNodes, nodeRefusal, parseTaintRules, tolerationsFor, type TaintRule } from './nodes.js';
+import { lendableNodes, nodeChangeMatters, nodeRefusal, parseTaintRules, tolerationsFor, type TaintRule } from './nodes.js';
 
 const node = (name: string, labels: Record<string, string> = {}, spec: V1Node['spec'] = {}): V1Node => ({ metadata: { name, labels }, spec });
 const opted = { 'leasehold.dev/lendable': 'true', pool: 'gpu' };
@@ -60,5 +60,26 @@ describe('parseTaintRules', () => {
   });
   it.each(['gpu', 'gpu:NoExecute', 'gpu:PreferNoSchedule', 'gpu:NoSchedule:5', 'gpu:NoExecute:x', 'bad key:NoSchedule'])('refuses %s', (entry) => {
     expect(() => parseTaintRules(entry, '--peer-tolerate-taints')).toThrow(/--peer-tolerate-taints: .* must be key:NoSchedule or key:NoExecute:<seconds>/);
+  });
+});
+
+describe('nodeChangeMatters', () => {
+  const base: V1Node = {
+    metadata: { name: 'a', resourceVersion: '1', labels: opted, annotations: { x: '1' } },
+    spec: { taints: [] },
+    status: { allocatable: { 'nvidia.com/gpu': '1' }, conditions: [{ type: 'Ready', status: 'True', lastHeartbeatTime: new Date('2026-12-07T10:00:00Z') }] },
+  };
+  const heartbeat: V1Node = { ...base, metadata: { ...base.metadata, resourceVersion: '2' }, status: { ...base.status, conditions: [{ type: 'Ready', status: 'True', lastHeartbeatTime: new Date('2026-12-07T10:00:10Z') }] } };
+
+  it.each<[string, V1Node, boolean]>([
+    ['a heartbeat: only the conditions and resourceVersion moved', heartbeat, false],
+    ['a label', { ...heartbeat, metadata: { ...heartbeat.metadata, labels: { ...opted, pool: 'cpu' } } }, true],
+    ['an annotation (reserved GPUs, our lending mark)', { ...heartbeat, metadata: { ...heartbeat.metadata, annotations: { x: '2' } } }, true],
+    ['cordoned', { ...heartbeat, spec: { taints: [], unschedulable: true } }, true],
+    ['a taint', { ...heartbeat, spec: { taints: [{ key: 'k', effect: 'NoSchedule' }] } }, true],
+    ['allocatable', { ...heartbeat, status: { ...heartbeat.status, allocatable: { 'nvidia.com/gpu': '0' } } }, true],
+    ['being deleted', { ...heartbeat, metadata: { ...heartbeat.metadata, deletionTimestamp: new Date('2026-12-07T10:00:10Z') } }, true],
+  ])('%s: %s', (_name, updated, want) => {
+    expect(nodeChangeMatters(updated, base)).toBe(want);
   });
 });

@@ -6,6 +6,7 @@
 // dedicated nodes are tainted for that team).
 import type { LabelSelector } from '../../../src/api/index.js';
 import type { V1Node, V1Taint, V1Toleration } from '@kubernetes/client-node';
+import { deepEqual } from '../../../src/kube/mergepatch.js';
 import { selects } from '../../../src/kube/selector.js';
 
 /** The node label an admin sets to let PeerFleets lend the node. */
@@ -65,4 +66,22 @@ export function parseTaintRules(text: string, flag: string): TaintRule[] {
       if (effect === 'NoExecute' && seconds !== undefined && /^[0-9]{1,9}$/.test(seconds)) return { key, effect, tolerationSeconds: Number(seconds) };
       throw new Error(`${flag}: ${entry} must be key:NoSchedule or key:NoExecute:<seconds> (a NoExecute toleration always has tolerationSeconds)`);
     });
+}
+
+/**
+ * Whether a Node update can change what a lending pass decides: its labels,
+ * annotations, spec (cordon, taints), allocatable or deletion. The kubelet
+ * (or KWOK) rewrites each node's status every few seconds for its
+ * heartbeat; at 1,000 nodes that is dozens of updates a second, and a pass
+ * over every node for each of them would take the controller's CPU from
+ * the passes that claim.
+ */
+export function nodeChangeMatters(node: V1Node, old: V1Node): boolean {
+  const m = node.metadata;
+  const o = old.metadata;
+  return !deepEqual(m?.labels, o?.labels)
+    || !deepEqual(m?.annotations, o?.annotations)
+    || String(m?.deletionTimestamp ?? '') !== String(o?.deletionTimestamp ?? '')
+    || !deepEqual(node.spec, old.spec)
+    || !deepEqual(node.status?.allocatable, old.status?.allocatable);
 }
