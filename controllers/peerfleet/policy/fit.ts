@@ -171,10 +171,11 @@ export function chooseJob(queue: readonly V1Job[] | OrderedQueue, node: V1Node, 
   // aside; a Job another busy node set aside only when nothing else fits,
   // so a free node never waits for a busy one's next Job.
   if (held?.mine.size) {
-    const fitting = [...held.mine]
-      .map((id) => ordered.byUID.get(id))
-      .filter((e) => e !== undefined && e.requests.ok && admits(e.placement, node) && shortfall(e.requests.requests, free).length === 0);
-    const oldest = fitting.sort((a, b) => a!.rank - b!.rank)[0];
+    const fitting = [...held.mine].flatMap((id) => {
+      const e = ordered.byUID.get(id);
+      return e && e.requests.ok && admits(e.placement, node) && shortfall(e.requests.requests, free).length === 0 ? [e] : [];
+    });
+    const oldest = fitting.sort((a, b) => a.rank - b.rank)[0];
     if (oldest) return { kind: 'claim', job: oldest.job };
   }
   // Less of one resource free than any Job asks: none fits, and only the

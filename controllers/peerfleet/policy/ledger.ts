@@ -8,6 +8,7 @@ import type { Accounting, LedgerEntry, PeerLedger } from '../../../src/api/index
 import { rfc3339 } from '../../../src/kube/conditions.js';
 import { amountUSD, measure, type account } from './accounting.js';
 import { GPU, jobRequests } from './fit.js';
+import { groupBy } from './group.js';
 import type { PeerHost } from './plan.js';
 import { NODE_LABEL, PEER_JOB_ANNOTATION, PEER_JOB_UID_LABEL } from '../labels.js';
 
@@ -160,16 +161,6 @@ export function mismatchMessage(m: Mismatch, e: LedgerEntry): string {
   return `peer Job ${m.job} (uid ${m.uid}) ran on node ${m.node} from ${e.startedAt} to ${e.completedAt}, ${m.ledgerGPUSeconds} GPU-seconds by our ledger, but ${m.reason}: status.accounting.ledger counts it as our cluster saw it, status.accounting.gpuSeconds as the peer's records say; settle the difference with the peer from status.ledger`;
 }
 
-const groupBy = <T extends { node: string }>(items: readonly T[]) => {
-  const out = new Map<string, T[]>();
-  for (const item of items) {
-    const list = out.get(item.node);
-    if (list) list.push(item);
-    else out.set(item.node, [item]);
-  }
-  return out;
-};
-
 /**
  * The PeerFleet's accounting, and each host's (set on it as `lent`): the
  * peer's records with our ledger's totals and every difference beside them,
@@ -190,9 +181,10 @@ export function settleAccounts(
   const mismatches = ledgerMismatches(entries, peerJobs, now, graceMs);
   const sum = (list: readonly { gpuSeconds: number; jobs: number }[]) => list.length === 0 ? undefined : list.reduce((a, t) => ({ gpuSeconds: a.gpuSeconds + t.gpuSeconds, jobs: a.jobs + t.jobs }), { gpuSeconds: 0, jobs: 0 });
   const empty = (): Accounting => ({ gpuSeconds: 0, amountUSD: 0, jobs: 0, unmeasured: 0, lastComputedAt: rfc3339(new Date(now)) });
-  const entriesOn = groupBy(entries);
-  const earlierOn = groupBy(earlier);
-  const mismatchesOn = groupBy(mismatches);
+  const byNode = (x: { node: string }) => x.node;
+  const entriesOn = groupBy(entries, byNode);
+  const earlierOn = groupBy(earlier, byNode);
+  const mismatchesOn = groupBy(mismatches, byNode);
   for (const h of hosts) {
     const own = entriesOn.get(h.node) ?? [];
     const peerSide = fromPeer.hosts.get(h.node);

@@ -20,6 +20,7 @@ import { hostEvent } from './observe.js';
 import { recover } from './recovery.js';
 import type { Verdict } from './verdict.js';
 import { recordLedger, settleAccounts, unrecorded } from './ledger.js';
+import { groupBy } from './group.js';
 import { lostStatusWrite, peerStatusWrite } from './writeback.js';
 import { planStep, summarize, withinHostBound, type PeerHost, type PlanStep } from './plan.js';
 
@@ -375,13 +376,3 @@ export function lendingPass(world: FleetWorld): FleetPass {
   return out;
 }
 
-function groupBy<T>(items: readonly T[], key: (item: T) => string): Map<string, T[]> {
-  const out = new Map<string, T[]>();
-  for (const item of items) {
-    const k = key(item);
-    const list = out.get(k);
-    if (list) list.push(item);
-    else out.set(k, [item]);
-  }
-  return out;
-}
