@@ -14,6 +14,12 @@ export const HOST_SCOPES = ['https://www.googleapis.com/auth/logging.write', 'ht
 const HOST_KEY_TYPES = /^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521))$/;
 /** operations.wait holds a request up to 2 minutes. */
 const WAIT_TIMEOUT_MS = 150_000;
+/**
+ * A bound on the pages of one listing, so that an API handing out page tokens
+ * without end cannot hold a check forever. 100 pages of 500 is 50,000 VMs
+ * under one target's labels, far past any project's instance quota.
+ */
+export const MAX_PAGES = 100;
 
 export interface GceClientOptions {
   /** A service-account key, or `tokens`. */
@@ -183,16 +189,15 @@ export class GceClient implements ComputeInstances {
   async list(zone: string, filter: InstanceFilter, signal?: AbortSignal): Promise<GceInstance[]> {
     const out: GceInstance[] = [];
     const expr = filterExpression(filter);
-    let pageToken: string | undefined;
-    do {
+    await this.pages(`list ${zone}`, async (pageToken) => {
       const q = new URLSearchParams({ maxResults: String(this.opts.pageSize ?? 500), ...(expr ? { filter: expr } : {}), ...(pageToken ? { pageToken } : {}) });
       const page = z
         .object({ items: z.array(InstanceSchema).default([]), nextPageToken: z.string().optional() })
         .passthrough()
         .parse(await this.call('GET', `/zones/${zone}/instances?${q}`, undefined, `list ${zone}`, signal));
       out.push(...page.items.map(toInstance).filter(matchesFilter(filter)));
-      pageToken = page.nextPageToken;
-    } while (pageToken);
+      return page.nextPageToken;
+    });
     return out;
   }
 
@@ -200,8 +205,7 @@ export class GceClient implements ComputeInstances {
     const instances: GceInstance[] = [];
     const unreachable = new Map<string, string>();
     const expr = filterExpression(filter);
-    let pageToken: string | undefined;
-    do {
+    await this.pages('aggregatedList', async (pageToken) => {
       const q = new URLSearchParams({ maxResults: String(this.opts.pageSize ?? 500), returnPartialSuccess: 'true', ...(expr ? { filter: expr } : {}), ...(pageToken ? { pageToken } : {}) });
       const page = z
         .object({
@@ -221,8 +225,8 @@ export class GceClient implements ComputeInstances {
         const zone = zoneOfScope(scope);
         if (zone && !unreachable.has(zone)) unreachable.set(zone, 'listed as unreachable');
       }
-      pageToken = page.nextPageToken;
-    } while (pageToken);
+      return page.nextPageToken;
+    });
     return { instances, unreachable: [...unreachable].map(([zone, message]) => ({ zone, message })) };
   }
 
@@ -239,6 +243,23 @@ export class GceClient implements ComputeInstances {
       .parse(json).queryValue?.items ?? [];
     // Only well-formed keys: these lines end up as the only host keys the controller trusts.
     return items.filter((i) => (i.namespace ?? 'hostkeys') === 'hostkeys' && HOST_KEY_TYPES.test(i.key) && /^[A-Za-z0-9+/]+={0,2}$/.test(i.value)).map((i) => `${i.key} ${i.value}`);
+  }
+
+  /**
+   * Reads pages until one has no nextPageToken. A token seen before, or more
+   * than MAX_PAGES pages, is an error rather than a shorter list: the callers
+   * treat a listing as every VM there is, and a VM left out looks gone.
+   */
+  private async pages(what: string, read: (pageToken: string | undefined) => Promise<string | undefined>): Promise<void> {
+    const seen = new Set<string>();
+    let pageToken: string | undefined;
+    for (let page = 1; ; page++) {
+      pageToken = await read(pageToken);
+      if (!pageToken) return;
+      if (seen.has(pageToken)) throw new ProviderError('Unknown', `Compute Engine ${what}: page ${page} handed back a page token an earlier page gave, so the listing would never end; stopped`);
+      if (page >= MAX_PAGES) throw new ProviderError('Unknown', `Compute Engine ${what}: still more pages after ${MAX_PAGES}, the most one listing reads; stopped rather than read on`);
+      seen.add(pageToken);
+    }
   }
 
   private settled(o: ApiOperation, machineType?: string): GceOperation {
