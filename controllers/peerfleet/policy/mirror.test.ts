@@ -1,7 +1,7 @@
 import { describe, expect, it } from '@jest/globals';
-import type { V1Job, V1Node } from '@kubernetes/client-node';
+import type { V1Container, V1Job, V1Node } from '@kubernetes/client-node';
 import { admits } from './placement.js';
-import { makeMirror, MIRROR_SERVICE_ACCOUNT, mirrorName, type LendingPolicy } from './mirror.js';
+import { makeMirror, MIRROR_SERVICE_ACCOUNT, mirrorName, NO_GPU_ENV, safeContainer, type LendingPolicy } from './mirror.js';
 
 const UID = '3f2a1b4c-5d6e-4f70-8192-a3b4c5d6e7f8';
 const node: V1Node = { metadata: { name: 'gpu-1', labels: { pool: 'gpu' } }, spec: { taints: [{ key: 'nvidia.com/gpu', value: 'present', effect: 'NoSchedule' }] } };
@@ -157,5 +157,58 @@ describe('makeMirror', () => {
   ])('refuses %s with the reason, never throwing', (_name, job, reason) => {
     const result = makeMirror({ peerJob: job, fleet, node, policy, maxJobSeconds });
     expect(result).toEqual({ kind: 'refused', reasons: [expect.stringMatching(reason)] });
+  });
+});
+
+describe('a mirror container that asks for no GPU sees none', () => {
+  const VOID = [
+    { name: 'NVIDIA_VISIBLE_DEVICES', value: 'void' },
+    { name: 'NVIDIA_MIG_CONFIG_DEVICES', value: '' },
+    { name: 'NVIDIA_MIG_MONITOR_DEVICES', value: '' },
+  ];
+  const withContainers = (containers: V1Container[], initContainers?: V1Container[]) => {
+    const job = peerJob();
+    return mirrorOf({ ...job, spec: { ...job.spec!, template: { spec: { ...job.spec!.template.spec!, containers, ...(initContainers ? { initContainers } : {}) } } } });
+  };
+  const c = (name: string, resources: V1Container['resources'], env?: V1Container['env']): V1Container => ({ name, image: 'trainer:1', ...(resources ? { resources } : {}), ...(env ? { env } : {}) });
+
+  it.each<[string, boolean, V1Container['resources']]>([
+    ['no resources at all', false, undefined],
+    ['CPU only', false, { requests: { cpu: '1' } }],
+    ['zero GPUs', false, { limits: { 'nvidia.com/gpu': '0' } }],
+    ['another vendor\'s device', false, { limits: { 'amd.com/gpu': '1' } }],
+    ['a GPU in limits', true, { limits: { 'nvidia.com/gpu': '1' } }],
+    ['a GPU in requests', true, { requests: { 'nvidia.com/gpu': '2' }, limits: { 'nvidia.com/gpu': '2' } }],
+  ])('%s: environment kept as the peer wrote it: %s', (_what, keeps, resources) => {
+    const got = withContainers([c('main', resources, [{ name: 'A', value: '1' }])]).spec!.template.spec!.containers[0]!;
+    expect(got.env).toEqual(keeps ? [{ name: 'A', value: '1' }] : [{ name: 'A', value: '1' }, ...VOID]);
+  });
+
+  it('covers every container and init container on its own', () => {
+    const pod = withContainers(
+      [c('gpu', { limits: { 'nvidia.com/gpu': '1' } }), c('logger', { requests: { cpu: '100m' } })],
+      [c('fetch', undefined), c('sidecar', { limits: { 'nvidia.com/gpu': '1' } })],
+    ).spec!.template.spec!;
+    expect(pod.containers.map((x) => x.env)).toEqual([undefined, VOID]);
+    expect(pod.initContainers!.map((x) => x.env)).toEqual([VOID, undefined]);
+  });
+
+  it('replaces an entry of the same name, valueFrom included, rather than adding a second', () => {
+    const peer = c('main', undefined, [
+      { name: 'NVIDIA_VISIBLE_DEVICES', value: 'all' },
+      { name: 'B', value: '2' },
+      { name: 'NVIDIA_MIG_MONITOR_DEVICES', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
+    ]);
+    const env = safeContainer(peer).env!;
+    expect(env).toEqual([{ name: 'B', value: '2' }, ...VOID]);
+    expect(env.filter((e) => e.name === 'NVIDIA_VISIBLE_DEVICES')).toHaveLength(1);
+    // The exported list is not shared with the mirror: changing one mirror changes no other.
+    env[1]!.value = 'all';
+    expect(NO_GPU_ENV[0]!.value).toBe('void');
+  });
+
+  it('leaves a GPU container\'s environment as the peer wrote it', () => {
+    const peer = c('main', { limits: { 'nvidia.com/gpu': '1' } }, [{ name: 'A', value: '1' }]);
+    expect(safeContainer(peer).env).toEqual([{ name: 'A', value: '1' }]);
   });
 });

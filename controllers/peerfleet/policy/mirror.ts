@@ -6,12 +6,15 @@
 // node affinity (so the scheduler still checks room), tolerates only those of
 // that node's taints the admin listed, runs as a ServiceAccount with no rights and no token, and takes the
 // restricted Pod Security defaults. A template safety.ts refuses is never mirrored.
+// A container that asks for no GPU is told by its environment to see none.
 // A mirror has no owner reference: a PeerFleet deleted with a foreground
 // cascade would have the garbage collector delete running mirrors; the
 // PeerFleet's finalizer waits for them, and finished ones are deleted here.
-import type { V1Container, V1Job, V1Node, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
+import type { V1Container, V1EnvVar, V1Job, V1Node, V1PodSpec, V1SecurityContext } from '@kubernetes/client-node';
 import { NODE_LABEL, PEER_JOB_ANNOTATION, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from '../labels.js';
+import { GPU } from './fit.js';
 import { tolerationsFor, type TaintRule } from './nodes.js';
+import { parseQuantity } from './quantity.js';
 import { jobProblems, unsafeFields } from './safety.js';
 
 /** The ServiceAccount every mirror runs as: the chart creates it in PeerFleet namespaces and binds it to nothing. */
@@ -109,12 +112,38 @@ function safePodSpec(peer: V1PodSpec, node: V1Node, policy: LendingPolicy): V1Po
   };
 }
 
-function safeContainer(c: V1Container): V1Container {
+/**
+ * What the NVIDIA container runtime reads to give a container no GPU at all.
+ * CUDA base images set NVIDIA_VISIBLE_DEVICES=all, and on a node where the
+ * runtime takes devices from the environment a container that asked the
+ * scheduler for no GPU would see every GPU of the node, unaccounted, beside
+ * the Jobs they were given to. "void" turns the runtime's hook off for the
+ * container (an unset variable is not enough: an image with CUDA_VERSION and
+ * no NVIDIA_REQUIRE_CUDA counts as asking for all); the MIG variables act
+ * only when non-empty, and an image may set them too.
+ */
+export const NO_GPU_ENV: readonly V1EnvVar[] = [
+  { name: 'NVIDIA_VISIBLE_DEVICES', value: 'void' },
+  { name: 'NVIDIA_MIG_CONFIG_DEVICES', value: '' },
+  { name: 'NVIDIA_MIG_MONITOR_DEVICES', value: '' },
+];
+const NO_GPU_NAMES = new Set(NO_GPU_ENV.map((e) => e.name));
+
+/** Whether the container asks the scheduler for at least one GPU (requests default to limits). */
+export function requestsGPU(c: V1Container): boolean {
+  return [c.resources?.requests?.[GPU], c.resources?.limits?.[GPU]].some((q) => q !== undefined && (parseQuantity(String(q)) ?? 0n) > 0n);
+}
+
+/** A container of the mirror: the peer's, with privileges dropped and, unless it asks for GPUs, none visible. */
+export function safeContainer(c: V1Container): V1Container {
   const sc: V1SecurityContext = {
     ...c.securityContext,
     allowPrivilegeEscalation: false,
     privileged: false,
     capabilities: { drop: ['ALL'] },
   };
-  return { ...c, securityContext: sc };
+  if (requestsGPU(c)) return { ...c, securityContext: sc };
+  // A peer entry of one of these names (valueFrom too) is dropped, not left beside ours: no reading of the list picks the peer's.
+  const env = [...(c.env ?? []).filter((e) => !NO_GPU_NAMES.has(e.name)), ...NO_GPU_ENV.map((e) => ({ ...e }))];
+  return { ...c, env, securityContext: sc };
 }
