@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { KubeConfig, type KubernetesObject } from '@kubernetes/client-node';
 import { MAX_LIST_PAGES, ResilientInformer } from './informer.js';
 import { diffRelist } from './relistdiff.js';
+import { jsonSize, type HoldLimits, type OverBudgetError } from './holdbudget.js';
 import { ApiStatusError, isResourceVersionExpired, type ListPage, type ListWatchTransport, type RawWatchEvent } from './listwatch.js';
 
 const obj = (name: string, rv: string, namespace = 'default'): KubernetesObject => ({ apiVersion: 'leasehold.dev/v1alpha1', kind: 'Lease', metadata: { namespace, name, resourceVersion: rv } });
@@ -97,12 +98,13 @@ class FakeApi implements ListWatchTransport<KubernetesObject> {
   }
 }
 
-function start(api: FakeApi, opts: { resyncMs?: number; watchdogMs?: number; pageSize?: number; maxListPages?: number; transform?: (o: KubernetesObject) => KubernetesObject } = {}) {
+function start(api: FakeApi, opts: { resyncMs?: number; watchdogMs?: number; pageSize?: number; maxListPages?: number; transform?: (o: KubernetesObject) => KubernetesObject; budget?: HoldLimits } = {}) {
   const events: string[] = [];
   const errors: Error[] = [];
   const restarts: string[] = [];
   const drops: string[] = [];
   const handlerErrors: number[] = [];
+  const cutOffs: OverBudgetError[] = [];
   const inf = new ResilientInformer<KubernetesObject>(new KubeConfig(), '/apis/leasehold.dev/v1alpha1/leases', {
     transport: api,
     resyncMs: opts.resyncMs ?? 0,
@@ -113,13 +115,14 @@ function start(api: FakeApi, opts: { resyncMs?: number; watchdogMs?: number; pag
     onDrop: (r) => drops.push(r),
     onHandlerError: () => handlerErrors.push(1),
     ...(opts.maxListPages ? { maxListPages: opts.maxListPages } : {}),
+    ...(opts.budget ? { budget: opts.budget, onOverBudget: (e: OverBudgetError) => cutOffs.push(e) } : {}),
   });
   inf.on('add', (o) => events.push(`add:${o.metadata!.name}`));
   inf.on('update', (o, old) => events.push(`update:${o.metadata!.name}@${old.metadata!.resourceVersion}->${o.metadata!.resourceVersion}`));
   inf.on('delete', (o) => events.push(`delete:${o.metadata!.name}`));
   inf.on('error', (e) => errors.push(e));
   inf.start();
-  return { inf, events, errors, restarts, drops, handlerErrors };
+  return { inf, events, errors, restarts, drops, handlerErrors, cutOffs };
 }
 
 describe('ResilientInformer', () => {
@@ -321,6 +324,104 @@ describe('ResilientInformer', () => {
     expect(inf.list()).toEqual([]);
     await advance(300);
     expect(served).toBe(40);
+  });
+
+  describe('with a budget', () => {
+    const padded = (name: string, rv: string, bytes: number) => ({ ...obj(name, rv), data: 'x'.repeat(bytes) });
+
+    it('cuts off a list of valid pages that never ends once the pages held pass the bytes budget, long before the page limit, and reads no more', async () => {
+      const api = new FakeApi();
+      let served = 0;
+      api.list = async (query) => {
+        api.lists.push(query);
+        served++;
+        return { items: [padded(`o${served}`, String(served), 10_000)], resourceVersion: '1', continue: `page-${served}` };
+      };
+      const { inf, cutOffs, restarts } = setup(api, { budget: { objects: 1_000, bytes: 100_000 } });
+      await advance(0);
+      expect(served).toBe(10);
+      expect(cutOffs).toHaveLength(1);
+      expect(cutOffs[0]!.kind).toBe('bytes');
+      expect(cutOffs[0]!.held.objects).toBe(10);
+      expect(cutOffs[0]!.held.bytes).toBeGreaterThan(100_000);
+      expect(cutOffs[0]!.message).toMatch(/^it would hold 10 objects in [0-9.]+ KiB|^it would hold 10 objects in [0-9]+ bytes/);
+      expect(inf.cutOff()).toBe(cutOffs[0]);
+      expect(inf.hasSynced()).toBe(false);
+      expect(inf.list()).toEqual([]);
+      // Cut off for good: no backoff, no second list.
+      await advance(60_000);
+      expect(served).toBe(10);
+      expect(restarts).toEqual([]);
+    });
+
+    it('cuts off a watch that streams ever-new valid objects, closes it and drops the cache', async () => {
+      const api = new FakeApi();
+      api.objects = [obj('a', '1')];
+      const { inf, cutOffs, events } = setup(api, { budget: { objects: 5, bytes: 1_000_000 } });
+      await advance(0);
+      const watch = api.current;
+      for (let i = 0; i < 10 && !watch.aborted; i++) watch.send('ADDED', obj(`flood-${i}`, String(200 + i)));
+      await advance(0);
+      expect(watch.aborted).toBe(true);
+      expect(cutOffs.map((e) => [e.kind, e.held.objects])).toEqual([['objects', 6]]);
+      // The object past the budget was never stored or handed on.
+      expect(events).toEqual(['add:a', 'add:flood-0', 'add:flood-1', 'add:flood-2', 'add:flood-3']);
+      expect(inf.list()).toEqual([]);
+      expect(inf.hasSynced()).toBe(false);
+      await advance(60_000);
+      expect(api.watches).toHaveLength(1);
+      expect(api.lists).toHaveLength(1);
+    });
+
+    it('counts a replaced object once and frees a deleted one, so a steady queue stays within its budget', async () => {
+      const api = new FakeApi();
+      api.objects = [obj('a', '1'), obj('b', '2')];
+      const { inf, cutOffs } = setup(api, { budget: { objects: 3, bytes: 1_000_000 } });
+      await advance(0);
+      for (let i = 0; i < 50; i++) {
+        api.current.send('MODIFIED', obj('a', String(10 + i)));
+        api.current.send('ADDED', obj('c', String(100 + i)));
+        api.current.send('DELETED', obj('c', String(100 + i)));
+      }
+      await advance(0);
+      expect(cutOffs).toEqual([]);
+      expect(names(inf.list())).toEqual(['a', 'b']);
+    });
+
+    it('counts a list in progress on top of the cache it will replace', async () => {
+      const api = new FakeApi();
+      api.objects = [obj('a', '1'), obj('b', '2')];
+      const { inf, cutOffs } = setup(api, { budget: { objects: 3, bytes: 1_000_000 } });
+      await advance(0);
+      expect(names(inf.list())).toEqual(['a', 'b']);
+      // An expired watch brings a relist; while it is read, the old cache is held too.
+      api.current.send('ERROR', { kind: 'Status', code: 410, reason: 'Expired', message: 'too old resource version' });
+      await advance(1_000);
+      expect(cutOffs.map((e) => [e.kind, e.held.objects])).toEqual([['objects', 4]]);
+    });
+
+    it('cuts off a page that holds more items than the list asked for', async () => {
+      const api = new FakeApi();
+      api.objects = ['a', 'b', 'c'].map((n, i) => obj(n, String(i + 1)));
+      api.list = async (query) => {
+        api.lists.push(query);
+        return { items: api.objects, resourceVersion: '1' };
+      };
+      const { cutOffs } = setup(api, { pageSize: 2, budget: { objects: 100, bytes: 1_000_000 } });
+      await advance(0);
+      expect(cutOffs.map((e) => e.kind)).toEqual(['page_items']);
+      expect(cutOffs[0]!.message).toBe('a list page held 3 objects where at most 2 were asked for');
+    });
+
+    it('counts bytes as the JSON of the stored object, after the transform', async () => {
+      const api = new FakeApi();
+      api.objects = [padded('big', '1', 50_000)];
+      const slim = (o: KubernetesObject) => ({ apiVersion: o.apiVersion, kind: o.kind, metadata: o.metadata }) as KubernetesObject;
+      const { inf, cutOffs } = setup(api, { transform: slim, budget: { objects: 10, bytes: jsonSize(slim(obj('big', '1'))) } });
+      await inf.waitForSync();
+      expect(cutOffs).toEqual([]);
+      expect(inf.list()).toHaveLength(1);
+    });
   });
 
   it('the default page limit is 1000 pages', () => {

@@ -14,48 +14,21 @@
 // dropped, never thrown, when it fails (objectintake.ts).
 import type { KubeConfig, KubernetesObject } from '@kubernetes/client-node';
 import { ApiStatusError, InputLimitError, isResourceVersionExpired, KubeListWatch, statusFromObject, type ListWatchTransport, type RawWatchEvent } from './listwatch.js';
+import { MAX_LIST_PAGES, readList } from './listpages.js';
+import { HoldBudget, OverBudgetError } from './holdbudget.js';
+import type { InformerOptions, RestartReason } from './informeroptions.js';
 import type { Logger } from 'pino';
 import { errorText } from './errors.js';
-import { ObjectIntake, type DropReason } from './objectintake.js';
-import { checkKubeObject, type ObjectCheck } from './objectschema.js';
+import { ObjectIntake } from './objectintake.js';
+import { checkKubeObject } from './objectschema.js';
 import { diffRelist, type InformerEvent } from './relistdiff.js';
 import { objectKey } from './resource.js';
 import { stripManagedFields } from './transform.js';
 import { realClock, sleep, type Clock } from './clock.js';
 
-/** A list with more pages than this is refused: 1,000 pages of 500 objects is far beyond any cluster we serve, and a server that hands out `continue` tokens forever must not keep us listing. */
-export const MAX_LIST_PAGES = 1000;
+export { MAX_LIST_PAGES } from './listpages.js';
 
-export interface InformerOptions<T> {
-  log?: Logger;
-  /** Applied to every listed or watched object before it is stored or handed to handlers. Default stripManagedFields. */
-  transform?: (object: T) => T;
-  /** Each listed or watched object must pass this before the transform; one that fails is dropped. Default checkKubeObject. */
-  check?: ObjectCheck;
-  /** Called for each object, event or answer dropped, with why. */
-  onDrop?: (reason: DropReason) => void;
-  /** Called each time a handler threw or its promise rejected. */
-  onHandlerError?: () => void;
-  /** Pages one list may take before it is refused. Default MAX_LIST_PAGES. */
-  maxListPages?: number;
-  /** Re-emit every cached object as an update this often; 0 turns it off. Default 10 min. */
-  resyncMs?: number;
-  /** Restart a watch (or abort a list page) that has delivered nothing for this long. Default 5 min. */
-  watchdogMs?: number;
-  /** Backoff between restarts: `initialBackoffMs` doubling to `maxBackoffMs`, jittered ±20 %. */
-  initialBackoffMs?: number;
-  maxBackoffMs?: number;
-  pageSize?: number;
-  labelSelector?: string;
-  fieldSelector?: string;
-  /** Called on every restart with its reason: `error`, `expired`, `closed` or `watchdog`. */
-  onRestart?: (reason: RestartReason) => void;
-  clock?: Clock;
-  /** Replaces the HTTP transport built from the KubeConfig (tests). */
-  transport?: ListWatchTransport<T>;
-}
-
-export type RestartReason = 'error' | 'expired' | 'closed' | 'watchdog';
+export type { InformerOptions, RestartReason } from './informeroptions.js';
 
 interface Handlers<T> {
   add: (object: T) => void;
@@ -85,13 +58,17 @@ export class ResilientInformer<T extends KubernetesObject> {
   private resyncTimer?: unknown;
   private loop?: Promise<void>;
   private watchDelivered = false;
+  private readonly budget?: HoldBudget;
+  /** Why the informer stopped for good past its budget; undefined while it runs. */
+  private overBudget?: OverBudgetError;
 
   constructor(
     kc: KubeConfig,
     readonly path: string,
     private readonly opts: InformerOptions<T> = {},
   ) {
-    this.transport = opts.transport ?? new KubeListWatch<T>(kc, path);
+    this.transport = opts.transport ?? new KubeListWatch<T>(kc, path, opts.limits);
+    if (opts.budget) this.budget = new HoldBudget(opts.budget);
     this.clock = opts.clock ?? realClock;
     this.log = opts.log;
     this.resyncMs = opts.resyncMs ?? 10 * 60_000;
@@ -145,6 +122,11 @@ export class ResilientInformer<T extends KubernetesObject> {
     return this.cache.get(namespace ? `${namespace}/${name}` : name);
   }
 
+  /** Why the informer was cut off past its budget; undefined while it has not been. */
+  cutOff(): OverBudgetError | undefined {
+    return this.overBudget;
+  }
+
   /** The resourceVersion the next watch starts from. */
   lastResourceVersion(): string {
     return this.resourceVersion;
@@ -165,6 +147,10 @@ export class ResilientInformer<T extends KubernetesObject> {
         reason = await this.watchOnce();
       } catch (err) {
         if (this.stopped) break;
+        if (err instanceof OverBudgetError) {
+          this.cutOffAt(err);
+          break;
+        }
         failure = err;
         reason = isResourceVersionExpired(err) ? 'expired' : 'error';
         if (err instanceof InputLimitError) this.opts.onDrop?.(err.reason);
@@ -186,6 +172,23 @@ export class ResilientInformer<T extends KubernetesObject> {
     }
   }
 
+  /**
+   * Past the budget the source is not read any further: whatever it sends
+   * next would only be held again. The cache goes too, so what it held is
+   * freed; consumers see an informer that never synced.
+   */
+  private cutOffAt(err: OverBudgetError): void {
+    this.overBudget = err;
+    this.cache = new Map();
+    this.budget?.clear();
+    this.synced = false;
+    this.stopController.abort();
+    if (this.resyncTimer !== undefined) this.clock.clearTimeout(this.resyncTimer);
+    this.resyncTimer = undefined;
+    this.log?.warn({ path: this.path, held: err.held, limits: err.limits, reason: err.kind }, 'over its budget: stopped reading this source and dropped its cache');
+    this.opts.onOverBudget?.(err);
+  }
+
   private backoff(failures: number): number {
     const base = Math.min(this.opts.maxBackoffMs ?? 30_000, (this.opts.initialBackoffMs ?? 200) * 2 ** Math.min(failures, 20));
     return Math.round(base * (0.8 + 0.4 * Math.random()));
@@ -199,30 +202,15 @@ export class ResilientInformer<T extends KubernetesObject> {
   }
 
   private async relist(): Promise<void> {
-    const items: T[] = [];
-    let resourceVersion = '';
-    let cont: string | undefined;
-    let pages = 0;
-    const maxPages = this.opts.maxListPages ?? MAX_LIST_PAGES;
-    do {
-      if (++pages > maxPages) {
-        throw new InputLimitError('too_many_pages', `a list of ${this.path} still had more pages after ${maxPages}, the limit on pages per list; the list was dropped`);
-      }
-      const query: Record<string, string> = { ...this.selectors(), limit: String(this.opts.pageSize ?? 500) };
-      if (cont) query.continue = cont;
-      const page = await this.guarded((signal) => this.transport.list(query, signal));
-      const itemKind = page.kind?.endsWith('List') ? page.kind.slice(0, -4) : undefined;
-      for (const item of page.items) {
-        const object = this.intake.admit(item, (o) => {
-          // Items of a built-in list come without kind and apiVersion; fill them in so logs and handlers can rely on them.
-          if (!o.kind && itemKind) o.kind = itemKind;
-          if (!o.apiVersion && page.apiVersion) o.apiVersion = page.apiVersion;
-        });
-        if (object) items.push(object);
-      }
-      resourceVersion = page.resourceVersion;
-      cont = page.continue;
-    } while (cont);
+    const { items, resourceVersion } = await readList<T>({
+      path: this.path,
+      selectors: this.selectors(),
+      pageSize: this.opts.pageSize ?? 500,
+      maxPages: this.opts.maxListPages ?? MAX_LIST_PAGES,
+      fetch: (query) => this.guarded((signal) => this.transport.list(query, signal)),
+      intake: this.intake,
+      budget: this.budget,
+    });
 
     const initial = this.stats.lists === 0;
     this.stats.lists++;
@@ -259,6 +247,7 @@ export class ResilientInformer<T extends KubernetesObject> {
   private async watchOnce(): Promise<RestartReason> {
     let silent = false;
     let streamError: ApiStatusError | undefined;
+    let overBudget: OverBudgetError | undefined;
     const query = {
       ...this.selectors(),
       resourceVersion: this.resourceVersion,
@@ -281,15 +270,22 @@ export class ResilientInformer<T extends KubernetesObject> {
               }
               this.watchDelivered = true;
               this.armWatchdog(this.request!, () => (silent = true));
-              this.apply(event);
+              try {
+                this.apply(event);
+              } catch (err) {
+                if (!(err instanceof OverBudgetError)) throw err;
+                overBudget = err;
+                this.request?.abort();
+              }
             },
             signal,
           ),
         () => (silent = true),
       );
     } catch (err) {
-      if (!streamError && !silent) throw err;
+      if (!streamError && !silent && !overBudget) throw err;
     }
+    if (overBudget) throw overBudget;
     if (streamError) throw streamError;
     if (silent) {
       this.stats.watchdogs++;
@@ -319,12 +315,14 @@ export class ResilientInformer<T extends KubernetesObject> {
       case 'ADDED':
       case 'MODIFIED': {
         const old = this.cache.get(key);
+        this.budget?.stored(key, object);
         this.cache.set(key, object);
         this.dispatch(old ? { type: 'update', object, old } : { type: 'add', object });
         break;
       }
       case 'DELETED': {
         const old = this.cache.get(key);
+        this.budget?.removed(key);
         this.cache.delete(key);
         if (old) this.dispatch({ type: 'delete', object });
         break;
