@@ -3,7 +3,7 @@ import type { RunnerTarget } from '../../src/api/index.js';
 import { CredentialsError, OWN_IDENTITY_DISABLED, TargetSpecError } from './checkrun/providers.js';
 import { EffectRunner } from '../../src/kube/effects.js';
 import { CHECK_SLOT_RETRY_MS, REQUESTED_CHECK_GAP_MS, checkEveryMs, RunnerTargetReconciler, type FinishedEffect, type RunnerTargetDeps } from './reconciler.js';
-import { spec } from './testing/pool.js';
+import { host, spec } from './testing/pool.js';
 import { WATCH_FIRST_MS } from './checkrun/bootwatch.js';
 
 function world(
@@ -353,6 +353,81 @@ describe('RunnerTargetReconciler with checks on the effect runner', () => {
     expect(p.requeued).toEqual(['ci/slow']);
     await p.reconciler.reconcile('ci/slow');
     expect(p.effects.get('u-slow')).toBeUndefined();
+  });
+});
+
+describe('RunnerTargetReconciler: a deleted target refused for its credentials or endpoint', () => {
+  const MISSING_SECRET = 'Secret ci/gh (spec.github.tokenSecretRef) does not exist; create it with the GitHub token under key token';
+
+  function deleted(status: RunnerTarget['status'], refusal: Error = new CredentialsError(MISSING_SECRET), read?: (t: RunnerTarget) => RunnerTarget) {
+    const removed: RunnerTarget[] = [];
+    const keysRemoved: string[] = [];
+    let clientsAsked = 0;
+    let target: RunnerTarget | undefined;
+    const w = world({}, refusal, {
+      finalizers: { add: async (t) => t, remove: async (t) => void removed.push(t) },
+      removeHostKey: async (t) => void keysRemoved.push(t.metadata!.uid!),
+      providers: {
+        clients: async () => {
+          clientsAsked++;
+          throw refusal;
+        },
+        forget: () => {},
+      },
+      read: async () => (read ? read(structuredClone(target!)) : structuredClone(target!)),
+    });
+    target = w.target;
+    Object.assign(w.target.metadata!, { deletionTimestamp: '2026-12-03T11:59:00Z', finalizers: ['leasehold.dev/runner-hosts'] });
+    w.target.status = status;
+    return { ...w, removed, keysRemoved, clientsAsked: () => clientsAsked };
+  }
+
+  it.each<[string, RunnerTarget['status'], Error]>([
+    ['with no status at all, its Secret missing', undefined, new CredentialsError(MISSING_SECRET)],
+    ['with conditions only, its endpoint not allow-listed', { conditions: [] }, new TargetSpecError('spec.github.apiURL https://gh.example is not an endpoint the admin allowed', 'EndpointNotAllowed')],
+    ['whose only receipts are settled re-runs', { receipts: [{ id: 'rerun-1', action: 'Rerun', hosts: [], phase: 'Done', at: '2026-12-03T11:00:00Z', repository: 'swack-tools/oxidex', runId: 7 }] }, new CredentialsError(MISSING_SECRET)],
+  ])('that never launched anything (%s) loses its finalizer at once, with no check, lease or provider call', async (_what, status, refusal) => {
+    const d = deleted(status, refusal);
+    expect(await d.reconciler.reconcile('ci/pool')).toBeUndefined();
+    expect(d.removed).toHaveLength(1);
+    expect(d.removed[0]!.metadata!.finalizers).toEqual(['leasehold.dev/runner-hosts']);
+    expect(d.keysRemoved).toEqual(['u-1']);
+    expect(d.acquired).toEqual([]);
+    expect(d.clientsAsked()).toBe(0);
+    expect(d.writes).toEqual([]);
+  });
+
+  it.each<[string, RunnerTarget['status'], string[]]>([
+    ['a host', { hosts: [host('pool-a', 'Idle')] }, ['1 host (pool-a)']],
+    ['many hosts', { hosts: ['a', 'b', 'c', 'd', 'e'].map((n) => host(`pool-${n}`, 'Busy')) }, ['5 hosts (pool-a, pool-b, pool-c and 2 more)']],
+    ['a settled launch receipt and no host', { receipts: [{ id: 'launch-1', action: 'Launch', hosts: ['pool-a'], phase: 'Failed', at: '2026-12-03T11:00:00Z' }] }, ['1 launch receipt']],
+    ['an open delete receipt and no host', { receipts: [{ id: 'delete-1', action: 'Delete', hosts: ['pool-a'], phase: 'Intended', at: '2026-12-03T11:00:00Z' }] }, ['1 open receipt']],
+  ])('that holds %s keeps its finalizer, and its condition and event say what holds the teardown and the fix', async (_what, status, holds) => {
+    const d = deleted(status);
+    await d.reconciler.reconcile('ci/pool');
+    expect(d.removed).toEqual([]);
+    expect(d.keysRemoved).toEqual([]);
+    const ready = d.writes.at(-1)?.conditions?.find((c) => c.type === 'Ready');
+    expect(ready).toMatchObject({ status: 'False', reason: 'CredentialsInvalid' });
+    for (const text of ['teardown blocked', 'is being deleted and keeps its finalizer leasehold.dev/runner-hosts', ...holds, MISSING_SECRET]) expect(ready?.message).toContain(text);
+    expect(d.events).toEqual([expect.objectContaining({ type: 'Warning', reason: 'CredentialsInvalid', message: ready?.message })]);
+  });
+
+  it('keeps its finalizer when a fresh read shows a launch the cache had not seen yet, and runs its check instead', async () => {
+    const d = deleted(undefined, undefined, (t) => ({ ...t, metadata: { ...t.metadata, resourceVersion: '11' }, status: { receipts: [{ id: 'launch-2', action: 'Launch', hosts: ['pool-b'], phase: 'Intended', at: '2026-12-03T11:59:30Z' }] } }));
+    await d.reconciler.reconcile('ci/pool');
+    expect(d.removed).toEqual([]);
+    expect(d.acquired).toEqual(['runnertarget-u-1']);
+    expect(d.writes.at(-1)?.conditions?.find((c) => c.type === 'Ready')?.message).toContain('1 open receipt');
+  });
+
+  it('a target not being deleted keeps its finalizer and its plain message', async () => {
+    const d = deleted(undefined);
+    delete d.target.metadata!.deletionTimestamp;
+    await d.reconciler.reconcile('ci/pool');
+    expect(d.removed).toEqual([]);
+    const ready = d.writes.at(-1)?.conditions?.find((c) => c.type === 'Ready');
+    expect(ready?.message).toBe(`observe: ${MISSING_SECRET}`);
   });
 });
 

@@ -21,7 +21,7 @@ import type { CheckDeps } from './checkrun/checkdeps.js';
 import type { CheckResult } from './checkresult.js';
 import { openReceipts } from './policy/receipts.js';
 import { SAMPLE_WINDOW, sampleTiming } from './policy/sample.js';
-import { RUNNER_HOSTS_FINALIZER } from './policy/teardown.js';
+import { nothingLaunched, RUNNER_HOSTS_FINALIZER } from './policy/teardown.js';
 import { RunnerGroupIds } from './checkrun/runnergroupids.js';
 
 /**
@@ -172,6 +172,7 @@ export class RunnerTargetReconciler {
     }
     const deleting = !!target.metadata?.deletionTimestamp;
     if (deleting && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) return;
+    if (deleting && this.deps.finalizers && nothingLaunched(target.status) && (await this.releaseUnlaunched(target))) return;
     if (!deleting && this.deps.finalizers && !hasFinalizer(target, RUNNER_HOSTS_FINALIZER)) await this.deps.finalizers.add(target);
     const generation = target.metadata?.generation;
     const now = this.now();
@@ -212,6 +213,24 @@ export class RunnerTargetReconciler {
     );
     // Refused only while the controller stops: the next replica checks it.
     if (!started) return;
+  }
+
+  /**
+   * A deleted target whose status shows nothing launched lets its finalizer
+   * go without a check, so that one refused for its credentials or endpoint
+   * does not stay forever. Decided again on a fresh read, whose
+   * resourceVersion the removal carries: a receipt written after that read
+   * (another replica's check) makes the removal conflict instead of leaving
+   * a VM behind. False when the fresh read shows something to tear down.
+   */
+  private async releaseUnlaunched(target: RunnerTarget): Promise<boolean> {
+    const fresh = await this.deps.read(target.metadata!.namespace!, target.metadata!.name!);
+    if (!fresh || !hasFinalizer(fresh, RUNNER_HOSTS_FINALIZER)) return true;
+    if (!fresh.metadata?.deletionTimestamp || !nothingLaunched(fresh.status)) return false;
+    // The key goes before the finalizer: should this stop in between, the next pass deletes it again.
+    await this.deps.removeHostKey?.(fresh);
+    await this.deps.finalizers!.remove(fresh);
+    return true;
   }
 
   /** How long until `target`'s next check is due (0 or less: due now). */

@@ -8,6 +8,7 @@
 import { RUNNERTARGET_RESOURCE, type Receipt, type RunnerTarget, type RunnerTargetStatus } from '../../../src/api/index.js';
 import { rfc3339 } from '../../../src/kube/conditions.js';
 import { errorText } from '../../../src/kube/errors.js';
+import { isProviderError } from '../../../src/providers/errors.js';
 import { sleep, realClock } from '../../../src/kube/clock.js';
 import { fitsBudget } from '../policy/budget.js';
 import type { ChangeOutcome } from './changecontext.js';
@@ -21,7 +22,7 @@ import { probeHosts } from './probe.js';
 import { planCheck, plannedStatus, type CheckPlan, type PlanEvent } from '../policy/plan.js';
 import { receiptFor, settled, withReceipt } from '../policy/receipts.js';
 import { sampleTiming } from '../policy/sample.js';
-import { abandonLaunches, poolGone, teardownPlan, teardownSpec } from '../policy/teardown.js';
+import { abandonLaunches, poolGone, teardownBlockedMessage, teardownPlan, teardownSpec } from '../policy/teardown.js';
 import { afterDeregister } from '../policy/scaledown.js';
 import { checkLeaseName, type HeldLease } from './checklease.js';
 import { isRateLimited, mayStartCheck, retryAtAfter } from '../policy/ratelimit.js';
@@ -146,7 +147,10 @@ export class CheckRun {
       this.deps.log?.warn({ target: this.key, effect, err: errorText(err) }, 'check step failed');
       if (isRateLimited(err)) return this.rateLimited(retryAtAfter(err, (this.deps.now ?? Date.now)()), `${effect}: ${errorText(err)}`);
       const reason = err instanceof TargetSpecError ? err.reason : 'CheckError';
-      return { type: 'FAILED', reason, message: `${effect}: ${errorText(err)}`.slice(0, 1000) };
+      const problem = `${effect}: ${errorText(err)}`;
+      // A deleted target refused its credentials or endpoint cannot tear its pool down: its status says what holds the deletion.
+      const blocksTeardown = !!this.target.metadata?.deletionTimestamp && (err instanceof TargetSpecError || isProviderError(err, 'Unauthorized'));
+      return { type: 'FAILED', reason, message: (blocksTeardown ? teardownBlockedMessage(this.status, problem) : problem).slice(0, 1000) };
     }
   }
 

@@ -7,7 +7,7 @@
 // a launch that will not be finished. A VM that never got a runner is
 // deleted at once, since no job can run there; a runner registered but not
 // online is removed first and its host drained, since it may come online.
-import type { RunnerTargetSpec } from '../../../src/api/index.js';
+import type { RunnerTargetSpec, RunnerTargetStatus } from '../../../src/api/index.js';
 import { vmPhase, type Observation } from '../observation.js';
 import type { Change, CheckPlan, PlanEvent } from './plan.js';
 import { openReceipts, settled, type Receipt } from './receipts.js';
@@ -105,3 +105,34 @@ export function teardownPlan(base: CheckPlan, observation: Pick<Observation, 'vm
 /** Nothing of the pool is left, no zone went unread and no change may still land: the finalizer may go. */
 export const poolGone = (observation: Pick<Observation, 'vms' | 'runners' | 'unreachableZones'>, receipts?: readonly Receipt[]) =>
   observation.vms.length === 0 && observation.runners.length === 0 && (observation.unreachableZones ?? []).length === 0 && openReceipts(receipts).length === 0;
+
+/**
+ * Whether a deleted target's status shows nothing a teardown would have to
+ * undo: no host, no Launch receipt and no change still open. Every VM is
+ * launched under a receipt written before the insert, so such a target has
+ * no VM and no runner anywhere, and its finalizer may go without asking
+ * either provider (which a refused target could not do anyway).
+ */
+export function nothingLaunched(status: Pick<RunnerTargetStatus, 'hosts' | 'receipts'> | undefined): boolean {
+  return !status?.hosts?.length && !(status?.receipts ?? []).some((r) => r.action === 'Launch') && openReceipts(status?.receipts).length === 0;
+}
+
+/**
+ * The message of a deleted target whose check was refused before it could
+ * reach the providers (credentials, an endpoint): what it still holds, why
+ * the finalizer stays, then the refusal with its own fix, last so that a
+ * shortened message loses the least.
+ */
+export function teardownBlockedMessage(status: Pick<RunnerTargetStatus, 'hosts' | 'receipts'> | undefined, problem: string): string {
+  const hosts = (status?.hosts ?? []).map((h) => h.name);
+  const open = openReceipts(status?.receipts).length;
+  const launches = (status?.receipts ?? []).filter((r) => r.action === 'Launch').length;
+  const named = hosts.length > 3 ? `${hosts.slice(0, 3).join(', ')} and ${hosts.length - 3} more` : hosts.join(', ');
+  const holds = [
+    ...(hosts.length ? [`${hosts.length} host${hosts.length === 1 ? '' : 's'} (${named})`] : []),
+    ...(open ? [`${open} open receipt${open === 1 ? '' : 's'}`] : []),
+    ...(!hosts.length && launches ? [`${launches} launch receipt${launches === 1 ? '' : 's'}`] : []),
+  ].join(' and ') || 'receipts of earlier changes';
+  return `teardown blocked: the RunnerTarget is being deleted and keeps its finalizer ${RUNNER_HOSTS_FINALIZER} while its status holds ${holds}; the check that removes the pool's VMs and runners stopped before reaching Compute Engine and GitHub, and runs again once this is fixed: ${problem}`;
+
+}
