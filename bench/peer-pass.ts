@@ -20,8 +20,9 @@ function steadyWorld(nodes: number): FleetWorld {
   const world = { nodes: [] as V1Node[], pods: [] as V1Pod[], mirrors: [] as V1Job[], hosts: [] as PeerHost[], jobs: [] as V1Job[] };
   for (let i = 0; i < nodes; i++) {
     world.nodes.push({ metadata: { name: `gpu-${i}`, labels: { pool: 'gpu' } }, status: { allocatable: { cpu: '32', memory: '256Gi', pods: '110', 'nvidia.com/gpu': '1' } } });
-    world.mirrors.push({ metadata: { name: `lh-peer-${uid(i)}`, namespace: 'lend', labels: labels(i) }, spec: { template: { spec: { containers: [{ name: 'c', image: 'i', resources: GPU }] } } }, status: { active: 1 } });
-    world.pods.push({ metadata: { name: `p-${i}`, namespace: 'lend', labels: labels(i) }, spec: { nodeName: `gpu-${i}`, containers: [{ name: 'c', image: 'i', resources: GPU }] }, status: { phase: 'Running' } });
+    const owner = { apiVersion: 'batch/v1', kind: 'Job', name: `lh-peer-${uid(i)}`, uid: uid(20_000_000 + i), controller: true };
+    world.mirrors.push({ metadata: { name: owner.name, namespace: 'lend', uid: owner.uid, labels: labels(i) }, spec: { template: { spec: { containers: [{ name: 'c', image: 'i', resources: GPU }] } } }, status: { active: 1 } });
+    world.pods.push({ metadata: { name: `p-${i}`, namespace: 'lend', labels: labels(i), ownerReferences: [owner] }, spec: { nodeName: `gpu-${i}`, containers: [{ name: 'c', image: 'i', resources: GPU }] }, status: { phase: 'Running' } });
     world.hosts.push({ node: `gpu-${i}`, state: 'Lending', since: STARTED, session: { job: `job-${i}`, startedAt: STARTED, claims: [uid(i), uid(nodes + i)] } });
   }
   for (let j = 0; j < 4 * nodes; j++) {
@@ -40,7 +41,7 @@ function steadyWorld(nodes: number): FleetWorld {
     spec: { origin: 'https://peer.example:6443', namespace: 'queue', credentialSecretRef: { name: 'peer', key: 'token' }, lendableNodes: { matchLabels: { pool: 'gpu' } }, pricePerGPUHour: 2, idleWindow: '10m', pollInterval: '30s', maxSessionDuration: '0s', listed: true, dryRun: false },
     status: { hosts: world.hosts },
   } as unknown as PeerFleet;
-  return { fleet, clusterID: 'cluster1', nodes: world.nodes, pods: world.pods, mirrors: world.mirrors, holders: new Map(), shared: new Set(), peerJobs: world.jobs, verdict: { ready: true, code: 'Ready' }, now: Date.parse('2026-12-03T10:00:00Z') } as FleetWorld;
+  return { fleet, clusterID: 'cluster1', nodes: world.nodes, pods: world.pods, mirrors: world.mirrors, peerFleets: new Set(['lend/fleet']), holders: new Map(), shared: new Set(), peerJobs: world.jobs, verdict: { ready: true, code: 'Ready' }, now: Date.parse('2026-12-03T10:00:00Z') } as FleetWorld;
 }
 
 export function passPhase() {

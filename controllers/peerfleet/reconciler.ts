@@ -25,7 +25,7 @@ import type { EventRecorder } from '../../src/kube/events.js';
 import type { StatusWriter } from '../../src/kube/status.js';
 import type { PeerQueue } from '../../src/providers/peerqueue/types.js';
 import { hasFinalizer } from '../../src/kube/finalizers.js';
-import { splitKey } from '../../src/kube/resource.js';
+import { objectKey, splitKey } from '../../src/kube/resource.js';
 import { MirrorExpectations } from './expectations.js';
 import { lendingPass, type FleetPass, type FleetWorld, type LendEffect } from './policy/lending.js';
 import type { PeerFleetMetrics } from './metrics.js';
@@ -289,6 +289,7 @@ export class PeerFleetReconciler {
       fleet,
       ...world,
       mirrors: this.expectations.mirrors(world.mirrors, now.getTime()),
+      peerFleets: new Set(this.deps.fleets.list().map(objectKey)),
       peerJobs: access ? this.written(fleet).view(lending.peerJobs(access), now.getTime()) : undefined,
       verdict,
       now: now.getTime(),

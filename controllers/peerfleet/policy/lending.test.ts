@@ -7,6 +7,8 @@ import { LEDGER_KEPT } from './ledger.js';
 const NOW = Date.parse('2026-12-03T10:00:00Z');
 const LONG_AGO = '2026-12-03T09:00:00Z';
 const UID = (n: number) => `00000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
+/** The uid our API server gave the mirror Job of peer Job n. */
+const MIRROR_UID = (n: number) => `10000000-0000-4000-8000-${String(n).padStart(12, '0')}`;
 
 const fleet = (spec: Partial<PeerFleet['spec']> = {}, hosts: PeerHost[] = [], extra: Partial<PeerFleet['metadata']> = {}): PeerFleet =>
   ({
@@ -50,13 +52,18 @@ const DONE = new Date('2026-12-03T09:31:40Z');
 const COMPLETE: V1JobStatus = { startTime: START, completionTime: DONE, succeeded: 1, active: 0, ready: 0, terminating: 0, conditions: [{ type: 'SuccessCriteriaMet', status: 'True' }, { type: 'Complete', status: 'True' }] };
 
 const mirror = (n: number, nodeName: string, status: V1JobStatus = { active: 1, startTime: START }, fleetName = 'gpu', ns = 'lend'): V1Job => ({
-  metadata: { name: `lh-peer-${UID(n)}`, namespace: ns, labels: { 'leasehold.dev/peerfleet': fleetName, 'leasehold.dev/node': nodeName, 'leasehold.dev/peer-job-uid': UID(n) } },
+  metadata: { name: `lh-peer-${UID(n)}`, namespace: ns, uid: MIRROR_UID(n), labels: { 'leasehold.dev/peerfleet': fleetName, 'leasehold.dev/node': nodeName, 'leasehold.dev/peer-job-uid': UID(n) } },
   spec: { template: { spec: { containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '1' } } }] } } },
   status,
 });
 
 const mirrorPod = (n: number, nodeName: string, exitCode?: number): V1Pod => ({
-  metadata: { name: `p-${n}`, namespace: 'lend', labels: { 'leasehold.dev/peerfleet': 'gpu', 'leasehold.dev/node': nodeName, 'leasehold.dev/peer-job-uid': UID(n) } },
+  metadata: {
+    name: `p-${n}`,
+    namespace: 'lend',
+    labels: { 'leasehold.dev/peerfleet': 'gpu', 'leasehold.dev/node': nodeName, 'leasehold.dev/peer-job-uid': UID(n) },
+    ownerReferences: [{ apiVersion: 'batch/v1', kind: 'Job', name: `lh-peer-${UID(n)}`, uid: MIRROR_UID(n), controller: true, blockOwnerDeletion: true }],
+  },
   spec: { nodeName, containers: [{ name: 'c', image: 'i', resources: { limits: { 'nvidia.com/gpu': '1' } } }] },
   status: exitCode === undefined ? { phase: 'Running' } : { phase: 'Succeeded', containerStatuses: [{ name: 'c', image: 'i', imageID: '', ready: false, restartCount: 0, state: { terminated: { exitCode } } }] },
 });
@@ -77,6 +84,7 @@ function world(over: Partial<FleetWorld> = {}): FleetWorld {
     nodes: [node('gpu-1')],
     pods: [],
     mirrors: [],
+    peerFleets: new Set(['lend/gpu', 'elsewhere/other']),
     holders: new Map(),
     shared: new Set(),
     peerJobs: [peerJob(1)],
@@ -188,6 +196,53 @@ describe('lendingPass', () => {
     const w = world(over);
     expect(states(w)).toEqual(wantStates);
     expect(effects(w)).toEqual(wantEffects);
+  });
+
+  describe('a pod carrying a mirror\'s labels without being its pod', () => {
+    // What any team can make: our labels (and an owner reference it wrote itself) on a pod of its own.
+    const lookalike = (n: number, nodeName: string, meta: Partial<V1Pod['metadata']> = {}, exitCode?: number): V1Pod => {
+      const p = mirrorPod(n, nodeName, exitCode);
+      return { ...p, metadata: { ...p.metadata, namespace: 'team', ownerReferences: [], ...meta } };
+    };
+    it.each<[string, Partial<FleetWorld>, string[], string[]]>([
+      ['runs on an idle node: the node is busy, not lent', {
+        fleet: fleet({}, [host('gpu-1', 'Available')]),
+        pods: [lookalike(2, 'gpu-1')],
+      }, ['gpu-1=Busy'], []],
+      ['owned by a Job of the mirror\'s name in a namespace with no PeerFleet: still ours', {
+        fleet: fleet({}, [host('gpu-1', 'Available')]),
+        mirrors: [mirror(2, 'gpu-1', { active: 1 }, 'gpu', 'team')],
+        pods: [lookalike(2, 'gpu-1', { ownerReferences: mirrorPod(2, 'gpu-1').metadata!.ownerReferences! })],
+      }, ['gpu-1=Busy'], []],
+      ['in the lending namespace, owned by no mirror, while lending: the node drains', {
+        fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+        mirrors: [mirror(2, 'gpu-1')],
+        pods: [mirrorPod(2, 'gpu-1'), lookalike(3, 'gpu-1', { namespace: 'lend' })],
+        peerJobs: [peerJob(1), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: { startTime: START, active: 1 } })],
+      }, ['gpu-1=Draining'], ['writeBack:job-2']],
+      ['elsewhere, named after a mirror with no pod yet: that mirror still holds its room', {
+        fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+        nodes: [node('gpu-1', 1)],
+        mirrors: [mirror(2, 'gpu-1', {})],
+        pods: [lookalike(2, 'gpu-9')],
+        peerJobs: [peerJob(1), peerJob(2, { claimedBy: CLAIM(2, 'gpu-1') })],
+      }, ['gpu-1=Lending'], []],
+    ])('%s', (_name, over, wantStates, wantEffects) => {
+      const w = world(over);
+      expect(states(w)).toEqual(wantStates);
+      expect(effects(w)).toEqual(wantEffects);
+    });
+
+    it('does not choose the exit code the peer is told', () => {
+      const pass = lendingPass(world({
+        fleet: fleet({}, [host('gpu-1', 'Lending', { session: { job: 'job-2', startedAt: LONG_AGO } })]),
+        mirrors: [mirror(2, 'gpu-1', COMPLETE)],
+        pods: [mirrorPod(2, 'gpu-1', 0), lookalike(2, 'gpu-1', { namespace: 'lend' }, 7)],
+        peerJobs: [peerJob(2, { claimedBy: CLAIM(2, 'gpu-1'), status: COMPLETE })],
+      }));
+      const back = pass.effects.find((e) => e.kind === 'writeBack');
+      expect(back?.kind === 'writeBack' && back.write.annotations['leasehold.dev/exit-code']).toBe('0');
+    });
   });
 
   it('records the session and the claimed Job uid before its claim, and the claim event', () => {

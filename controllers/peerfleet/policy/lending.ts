@@ -13,7 +13,7 @@ import { account } from './accounting.js';
 import { drainDecision, type DrainReason } from './drain.js';
 import { chooseJob, freeAllocatable, jobRequests, OrderedQueue, shortfall, type Resources } from './fit.js';
 import { holding } from './holder.js';
-import { idleClock, occupancy } from './idle.js';
+import { idleClock, lentJobs, lentMirrorOf, occupancy } from './idle.js';
 import { NODE_LABEL, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from '../labels.js';
 import { restore, step, type HostEffect } from '../machine.js';
 import { hostEvent } from './observe.js';
@@ -36,6 +36,8 @@ export interface FleetWorld {
   pods: readonly V1Pod[];
   /** Every mirror Job of every PeerFleet this controller runs. */
   mirrors: readonly V1Job[];
+  /** `namespace/name` of every PeerFleet this controller watches, deleted ones included: only their mirrors' pods are lent work. */
+  peerFleets: ReadonlySet<string>;
   /** The nodes' holder Leases, by node. */
   holders: ReadonlyMap<string, V1Lease>;
   /**
@@ -195,7 +197,16 @@ export function lendingPass(world: FleetWorld): FleetPass {
   const unbound = world.pods.filter((p) => !p.spec?.nodeName);
   const boundTo = groupBy(world.pods.filter((p) => p.spec?.nodeName), (p) => p.spec!.nodeName!);
   const podsOn = (node: string) => [...(boundTo.get(node) ?? []), ...unbound];
-  const podsOfJob = groupBy(world.pods.filter((p) => p.metadata?.labels?.[PEER_JOB_UID_LABEL]), (p) => p.metadata!.labels![PEER_JOB_UID_LABEL]!);
+  const lentMirrors = lentJobs(world.mirrors, world.peerFleets);
+  // Only a mirror's own pods speak for it (the room it holds, the exit code the peer is told), never a pod that merely carries its label.
+  const podsOfJob = new Map<string, V1Pod[]>();
+  for (const p of world.pods) {
+    const uid = lentMirrorOf(p, lentMirrors)?.peerJobUID;
+    if (uid === undefined) continue;
+    const list = podsOfJob.get(uid);
+    if (list) list.push(p);
+    else podsOfJob.set(uid, [p]);
+  }
   const withPods = new Set(podsOfJob.keys());
   const mirrorsOn = groupBy(world.mirrors, (m) => m.metadata?.labels?.[NODE_LABEL] ?? '');
   const mineOn = groupBy(mine, (m) => m.metadata?.labels?.[NODE_LABEL] ?? '');
@@ -210,7 +221,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
     const name = node.metadata?.name ?? '';
     const prev = previous.get(name);
     const pods = podsOn(name);
-    const occ = occupancy(node, pods);
+    const occ = occupancy(node, pods, lentMirrors);
     const clock = idleClock(occ.kind === 'idle', prev?.idleSince, now, windowMs);
     const drain = drainDecision({ spec, deleting, node, occupancy: occ, sessionStartedAt: prev?.session?.startedAt, now });
     const running = (mineOn.get(name) ?? []).filter((m) => !finished(m)).length;
@@ -312,7 +323,7 @@ export function lendingPass(world: FleetWorld): FleetPass {
   // claim goes out at once, without waiting for a status write. Chosen after
   // every claim of the pass, so that no free node waits for a busy one's Job.
   for (const { host, node, withheld, pods } of toSetAside) {
-    const roomWhenDone = freeAllocatable(node, pods.filter((p) => !mirrored.has(p.metadata?.labels?.[PEER_JOB_UID_LABEL] ?? '')), withheld);
+    const roomWhenDone = freeAllocatable(node, pods.filter((p) => !mirrored.has(lentMirrorOf(p, lentMirrors)?.peerJobUID ?? '')), withheld);
     const ahead = chooseJob(ordered, node, roomWhenDone, { mine: new Set(), owner: setAside, takeOthers: false });
     if (ahead.kind !== 'claim') continue;
     const uid = ahead.job.metadata?.uid ?? '';
