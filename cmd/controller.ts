@@ -100,6 +100,8 @@ registerPeerFleetController(mgr, {
   origins: { allowed: flags.allowedPeerOrigins, allowLoopbackHTTP: flags.allowLoopbackEndpoints },
   policy: { tolerate: flags.peerTolerateTaints, allowedRegistries: flags.peerAllowedRegistries },
   effectConcurrency: flags.peerFleetEffectConcurrency,
+  peerBudget: flags.peerBudget,
+  maxPerNamespace: flags.maxPeerFleetsPerNamespace,
 });
 const runnerTargets = registerRunnerTargetController(mgr, {
   ...installation,

@@ -112,6 +112,17 @@ describe('parseControllerFlags', () => {
     expect(env).toMatchObject({ peerTolerateTaints: [{ key: 'gpu', effect: 'NoSchedule' }], peerAllowedRegistries: ['registry.example.com'] });
   });
 
+  it('--peer-budget-bytes, --peer-budget-objects, --peer-budget-retry and --max-peerfleets-per-namespace bound what the peers of PeerFleets may make us hold', () => {
+    expect(parseControllerFlags([], {})).toMatchObject({ peerBudget: { bytes: 32 * 1024 ** 2, objects: 5000, retryMs: 600_000 }, maxPeerFleetsPerNamespace: 4 });
+    const f = parseControllerFlags(['--peer-budget-bytes', '1Gi', '--peer-budget-objects', '200', '--peer-budget-retry', '30s', '--max-peerfleets-per-namespace', '0'], {});
+    expect(f).toMatchObject({ peerBudget: { bytes: 1024 ** 3, objects: 200, retryMs: 30_000 }, maxPeerFleetsPerNamespace: 0 });
+    expect(parseControllerFlags(['--peer-budget-bytes', '2097152'], {}).peerBudget.bytes).toBe(2 * 1024 ** 2);
+    expect(() => parseControllerFlags(['--peer-budget-bytes', '512Ki'], {})).toThrow(/^--peer-budget-bytes 512Ki must be a size of at least 1Mi, in bytes or with Ki, Mi or Gi \(e.g. 32Mi\)$/);
+    expect(() => parseControllerFlags(['--peer-budget-bytes', '32MB'], {})).toThrow(FlagError);
+    expect(() => parseControllerFlags(['--peer-budget-objects', '0'], {})).toThrow(FlagError);
+    expect(() => parseControllerFlags(['--max-peerfleets-per-namespace=-1'], {})).toThrow(FlagError);
+  });
+
   it('--no-leader-elect turns leader election off', () => {
     expect(parseControllerFlags(['--no-leader-elect'], {}).leaderElection).toBeUndefined();
   });

@@ -43,6 +43,10 @@ export interface ControllerFlags {
   shutdownGraceMs: number;
   /** Whether PeerFleets lend (needs read access to nodes and pods); without it they only report readiness. */
   peerLending: boolean;
+  /** What the watch of one PeerFleet's peer queue may hold, and how long a peer cut off past it waits before it is watched again. */
+  peerBudget: { bytes: number; objects: number; retryMs: number };
+  /** PeerFleets served in one namespace (the oldest first); 0: no cap. */
+  maxPeerFleetsPerNamespace: number;
   /** RunnerTarget's sample window (300-450 s, waits up to 2 min) times this; below 1 only for tests. */
   runnerSampleWindowScale: number;
   /** The controller's reading of spec.gce.maxRunDuration times this, for replacing idle hosts before it (tests only; VMs are inserted with the spec's value). */
@@ -130,6 +134,10 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       'github-webhook-port': { type: 'string', default: '0' },
       'peerfleet-concurrency': { type: 'string', default: '2' },
       'peerfleet-effect-concurrency': { type: 'string', default: '4' },
+      'peer-budget-bytes': { type: 'string', default: '32Mi' },
+      'peer-budget-objects': { type: 'string', default: '5000' },
+      'peer-budget-retry': { type: 'string', default: '10m' },
+      'max-peerfleets-per-namespace': { type: 'string', default: '4' },
       'runner-follow-up': { type: 'string', default: '10s' },
       'runner-check-lease': { type: 'string', default: '30s' },
       'allowed-github-endpoints': { type: 'string', default: env.LEASEHOLD_ALLOWED_GITHUB_ENDPOINTS ?? 'https://api.github.com' },
@@ -201,6 +209,12 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
       throw new FlagError(`--peer-allowed-registries: ${r} must be a registry host (e.g. registry.example.com, ghcr.io/team), without a scheme`);
     }
   }
+  const bytes = (name: keyof typeof values): number => {
+    const m = /^([0-9]{1,7})(Ki|Mi|Gi)?$/.exec(text(name));
+    const n = m ? Number(m[1]) * { '': 1, Ki: 1024, Mi: 1024 ** 2, Gi: 1024 ** 3 }[m[2] ?? '']! : 0;
+    if (!(n >= 1024 * 1024)) throw new FlagError(`--${name} ${text(name)} must be a size of at least 1Mi, in bytes or with Ki, Mi or Gi (e.g. 32Mi)`);
+    return n;
+  };
   const webhookPort = whole('github-webhook-port', 0, 'from 0 (off) to 65535');
   if (webhookPort > 65535) throw new FlagError(`--github-webhook-port ${webhookPort} must be a whole number from 0 (off) to 65535`);
   if (webhookPort !== 0 && text('metrics-addr').endsWith(`:${webhookPort}`)) throw new FlagError(`--github-webhook-port ${webhookPort} is the port of --metrics-addr ${text('metrics-addr')}; webhooks get a port of their own: choose another`);
@@ -233,6 +247,8 @@ export function parseControllerFlags(args: string[], env: NodeJS.ProcessEnv): Co
     historyMaxAgeMs: duration('history-max-age'),
     shutdownGraceMs: duration('shutdown-grace'),
     peerLending: !values['no-peer-lending'],
+    peerBudget: { bytes: bytes('peer-budget-bytes'), objects: whole('peer-budget-objects', 1, 'of at least 1'), retryMs: positive('peer-budget-retry') },
+    maxPeerFleetsPerNamespace: whole('max-peerfleets-per-namespace', 0, '(0: no cap)'),
     runnerSampleWindowScale: scale,
     runnerCheckIntervalScale: checkScale,
     runnerLifetimeScale: lifetimeScale,

@@ -34,6 +34,8 @@ export interface PeerReadingDeps {
   origins: EndpointPolicy;
   /** The peer queue for this access; may be cached by the caller while the access is unchanged. */
   peer(access: PeerAccess): PeerProbe;
+  /** Why this PeerFleet is past the cap on PeerFleets in its namespace (policy/cap.ts); undefined when it is served. */
+  overCap?(fleet: PeerFleet): string | undefined;
   /** Forgets what was kept for a fleet that is gone. */
   forget?(fleetKey: string): void;
 }
@@ -46,6 +48,14 @@ const SECRET_USES = {
 export async function readPeer(deps: PeerReadingDeps, key: string, fleet: PeerFleet, signal?: AbortSignal): Promise<Reading> {
   const namespace = fleet.metadata!.namespace!;
   const input: VerdictInput = { namespace, spec: fleet.spec };
+  // Before anything else: past the cap, a PeerFleet costs no Secret read,
+  // no peer client and no watch, whatever its spec says.
+  const overCap = deps.overCap?.(fleet);
+  if (overCap !== undefined) {
+    input.overCap = overCap;
+    deps.forget?.(key);
+    return { input };
+  }
   // Before any Secret is read: a team that may write a PeerFleet chooses
   // its origin, and the token must never travel to a server the admin did
   // not list.

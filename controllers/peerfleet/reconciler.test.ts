@@ -179,6 +179,22 @@ describe('PeerFleetReconciler', () => {
     expect(await h.reconciler.reconcile('lend/gpu')).toEqual({ requeueAfter: 5_000 });
   });
 
+  it('a PeerFleet past the cap of its namespace reads no Secret, asks no peer, is forgotten and says TooManyPeerFleets', async () => {
+    let secretReads = 0;
+    const h = harness(fleet());
+    const deps = (h.reconciler as unknown as { deps: Record<string, unknown> }).deps;
+    const forgotten: string[] = [];
+    const secrets = deps.secrets as (...a: unknown[]) => Promise<unknown>;
+    deps.secrets = async (...a: unknown[]) => (secretReads++, secrets(...a));
+    deps.forget = (key: string) => forgotten.push(key);
+    deps.overCap = () => 'namespace lend has 5 PeerFleets and at most 4 are served';
+    await h.reconciler.reconcile('lend/gpu');
+    expect(h.current!.status!.verdict).toMatchObject({ ready: false, code: 'TooManyPeerFleets', failureClass: 'config', reasons: ['namespace lend has 5 PeerFleets and at most 4 are served'] });
+    expect(secretReads).toBe(0);
+    expect(h.accesses).toHaveLength(0);
+    expect(forgotten).toEqual(['lend/gpu']);
+  });
+
   it('forgets a fleet that is gone', async () => {
     const forgotten: string[] = [];
     const r = new PeerFleetReconciler({
@@ -198,7 +214,7 @@ describe('PeerFleetReconciler', () => {
     const node = { metadata: { name: 'gpu-1', labels: { pool: 'gpu' } }, status: { allocatable: { 'nvidia.com/gpu': '2', pods: '10', cpu: '8', memory: '8Gi' } } };
     const queued = { metadata: { name: 'train', uid: '00000000-0000-4000-8000-000000000001', resourceVersion: '3', creationTimestamp: new Date('2026-12-01T00:00:00Z') }, spec: { template: { spec: { containers: [{ name: 'c', image: 'i' }] } } } };
 
-    function lendingHarness(obj: PeerFleet, opts: { conflict?: boolean; podSecurity?: string | null; egress?: string } = {}) {
+    function lendingHarness(obj: PeerFleet, opts: { conflict?: boolean; podSecurity?: string | null; egress?: string; cutOff?: () => string | undefined } = {}) {
       const order: string[] = [];
       const h = harness(obj);
       const deps = (h.reconciler as unknown as { deps: Record<string, unknown> }).deps;
@@ -215,6 +231,7 @@ describe('PeerFleetReconciler', () => {
         egress: () => opts.egress,
         queue: () => ({}),
         peerJobs: () => [queued],
+        peerCutOff: () => opts.cutOff?.(),
         operations: { run: async (effect: { kind: string }) => (order.push(effect.kind), { effect, outcome: 'claimed' }) },
         finalizers: {
           add: async (f: PeerFleet) => (order.push('finalizer+'), { ...f, metadata: { ...f.metadata, finalizers: ['leasehold.dev/peer-lending'] } }),
@@ -231,6 +248,45 @@ describe('PeerFleetReconciler', () => {
       expect(h.order).toEqual(['finalizer+', 'status', 'claim']);
       expect(h.current!.status!.hosts![0]).toMatchObject({ state: 'Lending', session: { job: 'train' } });
       expect(h.events.map((e) => e.reason)).toContain('Claimed');
+    });
+
+    it('a peer cut off past its budget is PeerOverBudget: no claim, its running mirror is left to finish and nothing more is claimed; watched again, it lends again', async () => {
+      let cut: string | undefined = 'the watch of peer Jobs held 40 objects in 33.0 MiB, past the budget of 32 MiB';
+      const h = lendingHarness(fleet({}, available), { cutOff: () => cut });
+      const deps = (h.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[] | undefined; world: () => Record<string, unknown> }; now: () => Date } }).deps;
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.current!.status!.verdict).toMatchObject({ ready: false, code: 'PeerOverBudget', reasons: [cut] });
+      expect(h.current!.status!.conditions![0]).toMatchObject({ type: 'Ready', status: 'False', reason: 'PeerOverBudget' });
+      expect(h.order).toEqual(['finalizer+', 'status']);
+      expect(h.events).toContainEqual(expect.objectContaining({ type: 'Warning', reason: 'PeerOverBudget', message: cut }));
+      // A session that was running when the peer was cut off: the cache is gone, the mirror runs on.
+      const running = {
+        metadata: { name: `lh-peer-${queued.metadata.uid}`, namespace: 'lend', labels: { 'leasehold.dev/peerfleet': 'gpu', 'leasehold.dev/node': 'gpu-1', 'leasehold.dev/peer-job-uid': queued.metadata.uid } },
+        spec: queued.spec,
+        status: { active: 1, startTime: new Date('2026-12-01T00:00:00Z') },
+      };
+      const lending = fleet({}, { hosts: [{ node: 'gpu-1', state: 'Lending', since: '2026-12-01T00:00:00Z', session: { job: 'train', startedAt: '2026-12-01T00:00:00Z', claims: [queued.metadata.uid] } }] } as PeerFleet['status']);
+      const h2 = lendingHarness(lending, { cutOff: () => cut });
+      const deps2 = (h2.reconciler as unknown as { deps: { lending: { peerJobs: () => unknown[] | undefined; world: () => Record<string, unknown> } } }).deps;
+      const world = deps2.lending.world();
+      deps2.lending.world = () => ({ ...world, mirrors: [running] });
+      deps2.lending.peerJobs = () => undefined;
+      await h2.reconciler.reconcile('lend/gpu');
+      expect(h2.current!.status!.verdict!.code).toBe('PeerOverBudget');
+      expect(h2.order.filter((o) => o !== 'finalizer+' && o !== 'status')).toEqual([]);
+      // The session stands until its mirror ends; nothing more is claimed for the node.
+      expect(h2.current!.status!.hosts![0]).toMatchObject({ state: 'Lending', session: { job: 'train' } });
+      deps2.lending.world = () => ({ ...world, mirrors: [{ ...running, status: { succeeded: 1, startTime: new Date('2026-12-01T00:00:00Z'), completionTime: new Date('2026-12-01T00:00:00Z'), conditions: [{ type: 'Complete', status: 'True' }] } }] });
+      await h2.reconciler.reconcile('lend/gpu');
+      expect(h2.order).not.toContain('claim');
+      // The budget's retry time came and the watch holds the queue again.
+      cut = undefined;
+      deps.now = () => new Date('2026-12-01T00:01:00Z');
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.current!.status!.verdict!.code).toBe('Ready');
+      expect(h.current!.status!.hosts![0]).toMatchObject({ state: 'Available' });
+      await h.reconciler.reconcile('lend/gpu');
+      expect(h.order).toContain('claim');
     });
 
     it('holds a change of the lending status within a second of the last one for the batch, then writes it with its claims', async () => {
@@ -497,6 +553,7 @@ describe('PeerFleetReconciler', () => {
           podSecurity: () => 'restricted',
           egress: () => undefined,
           queue: () => ({}) as never,
+          peerCutOff: () => undefined,
           peerJobs: (access) => [{ ...queued, metadata: { ...queued.metadata, name: `train-${nameOf(access.fleetKey)}`, uid: `00000000-0000-4000-8000-00000000000${names.indexOf(nameOf(access.fleetKey))}` } }],
           operations: {
             run: async (effect: LendEffect, ctx) => {

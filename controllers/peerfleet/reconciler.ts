@@ -51,6 +51,8 @@ export interface LendingDeps {
   queue(access: PeerAccess): PeerQueue;
   /** The peer's lendable Jobs as the watch holds them; undefined until the watch has listed them. */
   peerJobs(access: PeerAccess): V1Job[] | undefined;
+  /** Why the watch of this peer was cut off past its budget, while it stays cut off; undefined otherwise. */
+  peerCutOff(access: PeerAccess): string | undefined;
   operations: Pick<LendingEffects, 'run'>;
   finalizers: { add(fleet: PeerFleet): Promise<PeerFleet>; remove(fleet: PeerFleet): Promise<unknown> };
   metrics?: PeerFleetMetrics;
@@ -260,12 +262,13 @@ export class PeerFleetReconciler {
     const lending = this.deps.lending;
     const podSecurity = lending?.podSecurity(fleet.metadata!.namespace!);
     const egress = lending?.egress(fleet);
-    const withLabel = (input: VerdictInput): VerdictInput => {
+    const withLabel = (input: VerdictInput, access: PeerAccess | undefined): VerdictInput => {
       if (!lending) return input;
-      return { ...input, ...(podSecurity === undefined ? { namespaceUnread: true } : { podSecurity }), ...(egress === undefined ? {} : { egress }) };
+      const overBudget = access ? lending.peerCutOff(access) : undefined;
+      return { ...input, ...(podSecurity === undefined ? { namespaceUnread: true } : { podSecurity }), ...(egress === undefined ? {} : { egress }), ...(overBudget === undefined ? {} : { overBudget }) };
     };
     if (kept && kept.generation === generation && now.getTime() < kept.until) {
-      return { kind: 'read', input: withLabel(kept.input), ...(kept.access ? { access: kept.access } : {}), poll: kept.until - now.getTime() };
+      return { kind: 'read', input: withLabel(kept.input, kept.access), ...(kept.access ? { access: kept.access } : {}), poll: kept.until - now.getTime() };
     }
     if (effects) {
       if (!this.reserve()) return { kind: 'probing', wait: EFFECT_SLOT_RETRY_MS };
@@ -277,7 +280,7 @@ export class PeerFleetReconciler {
     }
     const { input, access } = await readPeer(this.deps, key, fleet);
     const poll = this.keep(key, fleet, generation, { input, access });
-    return { kind: 'read', input: withLabel(input), ...(access ? { access } : {}), poll };
+    return { kind: 'read', input: withLabel(input, access), ...(access ? { access } : {}), poll };
   }
 
   private now(): Date {

@@ -5,7 +5,11 @@
 import { createHash } from 'node:crypto';
 import type { KubernetesObject, V1Job, V1Lease, V1Namespace, V1NetworkPolicy, V1Node, V1Pod } from '@kubernetes/client-node';
 import { PEERFLEET_RESOURCE, type PeerFleet } from '../../src/api/index.js';
-import { clusterClients, remoteKubeConfig } from '../../src/kube/clients.js';
+import { clusterClients, remoteKubeConfig, type RemoteCluster } from '../../src/kube/clients.js';
+import { formatSize, type OverBudgetError } from '../../src/kube/holdbudget.js';
+import { DEFAULT_LIST_WATCH_LIMITS } from '../../src/kube/listwatch.js';
+import { projectPeerJob } from '../../src/providers/peerqueue/projection.js';
+import { capRefusal } from './policy/cap.js';
 import type { ResilientInformer } from '../../src/kube/informer.js';
 import type { Manager } from '../../src/kube/manager.js';
 import type { ControllerOptions } from '../../src/kube/registration.js';
@@ -37,13 +41,27 @@ export interface PeerFleetControllerOptions extends ControllerOptions {
   lending?: boolean;
   /** Probes and lending effects running at once across every PeerFleet, off the workers (--peerfleet-effect-concurrency); default 4. */
   effectConcurrency?: number;
+  /** What the watch of one peer queue may hold, and how long a peer cut off past it waits (--peer-budget-*); default DEFAULT_PEER_BUDGET. */
+  peerBudget?: PeerBudget;
+  /** PeerFleets served per namespace, the oldest first (--max-peerfleets-per-namespace); 0 or absent: no cap. */
+  maxPerNamespace?: number;
 }
+
+export interface PeerBudget {
+  bytes: number;
+  objects: number;
+  retryMs: number;
+}
+
+export const DEFAULT_PEER_BUDGET: PeerBudget = { bytes: 32 * 1024 * 1024, objects: 5000, retryMs: 10 * 60_000 };
 
 interface Peer {
   fingerprint: string;
   queue: KubePeerQueue;
-  /** The watch of the peer queue; absent when lending is off. */
+  /** The watch of the peer queue; absent when lending is off, or while the peer is cut off. */
   jobs?: ResilientInformer<V1Job>;
+  /** Set while the watch is cut off past the budget: why, and when the peer is watched again. */
+  cutOff?: { message: string; until: number };
 }
 
 export function registerPeerFleetController(mgr: Manager, opts: PeerFleetControllerOptions): PeerFleetReconciler {
@@ -51,24 +69,54 @@ export function registerPeerFleetController(mgr: Manager, opts: PeerFleetControl
   const peers = new Map<string, Peer>();
   let enqueueFleet: (key: string) => void = () => {};
   const lend = opts.lending ?? true;
+  const budget = opts.peerBudget ?? DEFAULT_PEER_BUDGET;
+
+  const watchQueue = (access: PeerAccess, entry: Peer, remote: RemoteCluster) => {
+    // The queue is watched, never polled: an idle fleet costs the peer one open watch.
+    const cluster = clusterClients(remote.name, remoteKubeConfig(remote), mgr.metrics, 'peer');
+    const jobs = mgr.informer<V1Job>(`/apis/batch/v1/namespaces/${access.namespace}/jobs`, {
+      cluster,
+      labelSelector: `${LENDABLE_LABEL}=true`,
+      gates: false,
+      check: checkPeerJob,
+      transform: (job) => projectPeerJob(job as V1Job),
+      // A page larger than the whole budget could never be held.
+      limits: { listBodyBytes: Math.min(DEFAULT_LIST_WATCH_LIMITS.listBodyBytes, budget.bytes) },
+      budget: { bytes: budget.bytes, objects: budget.objects },
+      onOverBudget: (err) => {
+        // Only the watch that is current for the fleet cuts it off; a replaced one was dropped already.
+        if (entry.jobs !== jobs) return;
+        const until = Date.now() + budget.retryMs;
+        entry.cutOff = { message: overBudgetMessage(access, err, budget, until), until };
+        entry.jobs = undefined;
+        mgr.metrics.objectsDropped.inc({ cluster: remote.name, reason: 'over_budget' });
+        void mgr.dropInformer(jobs as unknown as ResilientInformer<KubernetesObject>);
+        enqueueFleet(access.fleetKey);
+      },
+    });
+    const wake = () => enqueueFleet(access.fleetKey);
+    jobs.on('add', wake).on('update', wake).on('delete', wake);
+    entry.jobs = jobs;
+  };
 
   const peer = (access: PeerAccess): Peer => {
     // A hash, so that no token is kept beside the client that already holds it.
     const fingerprint = createHash('sha256').update(JSON.stringify([access.origin, access.namespace, access.token, access.caPEM ?? ''])).digest('hex');
     const kept = peers.get(access.fleetKey);
-    if (kept?.fingerprint === fingerprint) return kept;
+    if (kept?.fingerprint === fingerprint) {
+      // A peer cut off past its budget is watched again once its wait is over.
+      if (kept.cutOff && Date.now() >= kept.cutOff.until) {
+        kept.cutOff = undefined;
+        watchQueue(access, kept, { name: `peer:${access.fleetKey}`, server: access.origin, token: access.token, caPEM: access.caPEM });
+      }
+      return kept;
+    }
     if (kept?.jobs) void mgr.dropInformer(kept.jobs as unknown as ResilientInformer<KubernetesObject>);
     const name = `peer:${access.fleetKey}`;
     const remote = { name, server: access.origin, token: access.token, caPEM: access.caPEM };
     const entry: Peer = { fingerprint, queue: new KubePeerQueue({ ...remote, namespace: access.namespace, metrics: mgr.metrics }) };
-    if (lend) {
-      // The queue is watched, never polled: an idle fleet costs the peer one open watch.
-      const cluster = clusterClients(name, remoteKubeConfig(remote), mgr.metrics, 'peer');
-      entry.jobs = mgr.informer<V1Job>(`/apis/batch/v1/namespaces/${access.namespace}/jobs`, { cluster, labelSelector: `${LENDABLE_LABEL}=true`, gates: false, check: checkPeerJob });
-      const wake = () => enqueueFleet(access.fleetKey);
-      entry.jobs.on('add', wake).on('update', wake).on('delete', wake);
-    }
     peers.set(access.fleetKey, entry);
+    if (lend) watchQueue(access, entry, remote);
     return entry;
   };
 
@@ -77,6 +125,7 @@ export function registerPeerFleetController(mgr: Manager, opts: PeerFleetControl
     secrets: secretDataReader(mgr.core),
     origins: opts.origins,
     peer: (access) => peer(access).queue,
+    ...(opts.maxPerNamespace ? { overCap: (fleet: PeerFleet) => capRefusal(fleet, fleets.list(), { max: opts.maxPerNamespace! }) } : {}),
     forget: (key) => {
       const kept = peers.get(key);
       if (kept?.jobs) void mgr.dropInformer(kept.jobs as unknown as ResilientInformer<KubernetesObject>);
@@ -153,6 +202,7 @@ function lendingDeps(
       const jobs = peer(access).jobs;
       return jobs?.hasSynced() ? jobs.list() : undefined;
     },
+    peerCutOff: (access) => peer(access).cutOff?.message,
     operations: new LendingEffects({ batch: mgr.batch, core: mgr.core, coordination: mgr.coordination, leaseNamespace: opts.controllerNamespace }, opts.policy),
     finalizers: {
       add: (fleet) => mgr.finalizers.add(PEERFLEET_RESOURCE, fleet, LENDING_FINALIZER),
@@ -160,4 +210,14 @@ function lendingDeps(
     },
     metrics: new PeerFleetMetrics(mgr.metrics.registry, () => fleets.list()),
   };
+}
+
+/** The verdict's message for a peer cut off past its budget: what it held, the budget, what follows, and the fixes. */
+export function overBudgetMessage(access: Pick<PeerAccess, 'origin' | 'namespace'>, err: OverBudgetError, budget: PeerBudget, until: number): string {
+  return (
+    `the watch of the lendable Jobs in namespace ${access.namespace} at ${access.origin} was cut off: ${err.message} ` +
+    `(the budget of one peer: ${formatSize(budget.bytes)} and ${budget.objects} Jobs, chart values peerFleet.peerBudget.bytes and .objects); ` +
+    `what it held was dropped, nothing more is claimed from this peer and running mirror Jobs finish; it is watched again at ${new Date(until).toISOString().replace(/\.\d{3}Z$/, 'Z')}; ` +
+    'keep fewer or smaller lendable Jobs in the peer namespace, or ask an admin to raise the budget'
+  );
 }

@@ -47,6 +47,12 @@ export interface InformerSpec {
    * has the right types.
    */
   check?: ObjectCheck;
+  /** What is kept of each object (the fields its controller reads); default stripManagedFields. */
+  transform?: (object: KubernetesObject) => KubernetesObject;
+  /** Size limits on one answer, and what the informer may hold at once (see InformerOptions). */
+  limits?: InformerOptions<KubernetesObject>['limits'];
+  budget?: InformerOptions<KubernetesObject>['budget'];
+  onOverBudget?: InformerOptions<KubernetesObject>['onOverBudget'];
 }
 
 export interface ManagerOptions {
@@ -131,6 +137,9 @@ export class Manager {
         onHandlerError: () => this.metrics.informerHandlerErrors.inc({ resource: path }),
         ...(spec.labelSelector ? { labelSelector: spec.labelSelector } : {}),
         ...(spec.fieldSelector ? { fieldSelector: spec.fieldSelector } : {}),
+        ...(spec.transform ? { transform: spec.transform } : {}),
+        ...(spec.limits ? { limits: spec.limits } : {}),
+        ...(spec.budget ? { budget: spec.budget, onOverBudget: spec.onOverBudget } : {}),
       };
       entry = { informer: new ResilientInformer<KubernetesObject>(cluster.kubeConfig, path, options), gates: spec.gates ?? cluster === this.local };
       this.informers.set(key, entry);

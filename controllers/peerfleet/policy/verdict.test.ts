@@ -17,6 +17,9 @@ const secret = (field: 'spec.credentialSecretRef' | 'spec.caSecretRef', problem:
 describe('judgeReadiness', () => {
   it.each<[string, Partial<VerdictInput>, string, string | null, RegExp]>([
     ['the peer answered', {}, 'Ready', null, /^$/],
+    ['past the cap on PeerFleets in its namespace, before anything else', { overCap: 'namespace lending has 5 PeerFleets and at most 4 are served', endpointNotAllowed: 'not allowed', probeError: new PeerQueueError('Unauthorized', 'x') }, 'TooManyPeerFleets', 'config', /^namespace lending has 5 PeerFleets/],
+    ['the watch of the peer was cut off past its budget', { overBudget: 'the watch held 40 objects in 33.0 MiB, past the budget of 32 MiB', podSecurity: null }, 'PeerOverBudget', null, /^the watch held 40 objects in 33.0 MiB/],
+    ['the peer refused the token, whatever the budget said before', { overBudget: 'cut off', probeError: new PeerQueueError('Unauthorized', 'Unauthorized') }, 'PeerRefused', null, /401/],
     ['the origin is not allowed, before anything else', { endpointNotAllowed: 'spec.origin https://x is not an endpoint the admin allowed', ...secret('spec.credentialSecretRef', 'SecretAbsent'), podSecurity: null }, 'EndpointNotAllowed', 'config', /spec.origin https:\/\/x is not an endpoint/],
     ['the token Secret is missing', secret('spec.credentialSecretRef', 'SecretAbsent'), 'SecretAbsent', null, /kubectl -n lending create secret generic peer-token --from-literal=token=<the peer ServiceAccount token>/],
     ['the token key is missing', secret('spec.credentialSecretRef', 'KeyAbsent'), 'KeyAbsent', null, /--from-literal=token=/],

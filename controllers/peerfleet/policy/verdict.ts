@@ -8,7 +8,7 @@ import type { ConditionInput } from '../../../src/kube/conditions.js';
 import type { SecretKeyError } from '../../../src/kube/secrets.js';
 import { isPeerQueueError, type FailureClass } from '../../../src/providers/peerqueue/errors.js';
 
-export const VERDICT_CODES = ['Ready', 'EndpointNotAllowed', 'PeerRefused', 'SecretAbsent', 'KeyAbsent', 'NotAuthorized', 'PeerUnreachable', 'NamespaceNotRestricted', 'EgressNotDenied', 'Unknown'] as const;
+export const VERDICT_CODES = ['Ready', 'EndpointNotAllowed', 'PeerRefused', 'SecretAbsent', 'KeyAbsent', 'NotAuthorized', 'PeerUnreachable', 'NamespaceNotRestricted', 'EgressNotDenied', 'TooManyPeerFleets', 'PeerOverBudget', 'Unknown'] as const;
 export type VerdictCode = (typeof VERDICT_CODES)[number];
 
 export interface Verdict {
@@ -27,6 +27,10 @@ export interface VerdictInput {
   /** The PeerFleet's namespace (where its Secrets default to) and spec. */
   namespace: string;
   spec: Pick<PeerFleetSpec, 'origin' | 'namespace' | 'credentialSecretRef' | 'caSecretRef'>;
+  /** Why this PeerFleet is past the admin's cap on PeerFleets in its namespace; nothing was read and the peer was not asked. */
+  overCap?: string;
+  /** Why the watch of the peer queue was cut off past its budget (what it held, the budget, when it is watched again). */
+  overBudget?: string;
   /** Why the admin's allow-list refuses spec.origin; no Secret was read and the peer was not asked. */
   endpointNotAllowed?: string;
   /** A Secret that did not resolve; the probe never ran. */
@@ -52,9 +56,11 @@ function verdict(code: Exclude<VerdictCode, 'Ready'>, message: string, failureCl
 }
 
 export function judgeReadiness(input: VerdictInput): Verdict {
+  if (input.overCap !== undefined) return verdict('TooManyPeerFleets', input.overCap, 'config');
   if (input.endpointNotAllowed !== undefined) return verdict('EndpointNotAllowed', input.endpointNotAllowed, 'config');
   if (input.secret) return secretVerdict(input, input.secret.field, input.secret.error);
   if (input.probeError !== undefined) return peerVerdict(input, input.probeError);
+  if (input.overBudget !== undefined) return verdict('PeerOverBudget', input.overBudget);
   // Checked after the peer, so that a namespace fixed first shows the next problem at once.
   // Until the namespace was read its label is not known: lending waits rather than assume it.
   if (input.namespaceUnread) {
