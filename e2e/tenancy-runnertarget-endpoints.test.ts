@@ -4,7 +4,8 @@
 // controller runs with the chart's own RBAC and admission policy. A Secret
 // reference into another namespace is refused at admission; an endpoint the
 // admin did not list stops the target (EndpointNotAllowed) before any Secret
-// is read, and the tenant's server hears nothing; an allowed endpoint that
+// is read, and the tenant's server hears nothing (and such a target, never
+// having launched anything, goes at once when deleted); an allowed endpoint that
 // redirects to the tenant's server never delivers the credential there.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
@@ -106,6 +107,15 @@ describe('a RunnerTarget written by a namespace user', () => {
     expect(heard).toHaveLength(0);
     // Refused before any call: not even the listed Compute Engine was asked for a token.
     expect(gce.requests.length).toBe(gceBefore);
+  });
+
+  it('goes at once when deleted while refused, having never launched anything', async () => {
+    await target('refused-deleted', { github: { apiURL: tenantURL } });
+    await notReady('refused-deleted', 'EndpointNotAllowed');
+    expect((await getJSON(kubectl, ['runnertarget', 'refused-deleted', '-n', tenant.ns]))?.metadata.finalizers).toContain('leasehold.dev/runner-hosts');
+    expect((await tenant.kubectl(['delete', 'runnertarget', 'refused-deleted', '--wait=false'])).code).toBe(0);
+    await waitFor('the refused RunnerTarget gone', async () => (await getJSON(kubectl, ['runnertarget', 'refused-deleted', '-n', tenant.ns])) === undefined, 60_000);
+    expect(heard).toHaveLength(0);
   });
 
   it("stops with EndpointNotAllowed when the team's service account key names its own token endpoint, and the tenant server hears nothing", async () => {
