@@ -300,6 +300,23 @@ describe('the Helm chart', () => {
     }
   });
 
+  it('sets the heap from the memory limit unless nodeOptions does, and passes the peer budget and the cap per namespace', async () => {
+    const container = async (...set: string[]) => docs((await helmOK(['template', 'rel', chart, ...kv, ...set])).stdout).find((d) => d.kind === 'Deployment').spec.template.spec.containers[0];
+    const nodeOptions = async (...set: string[]) => ((await container(...set)).env as { name: string; value?: string }[]).find((e) => e.name === 'NODE_OPTIONS')?.value;
+    expect(await nodeOptions()).toBe('--max-semi-space-size=2 --max-old-space-size=768');
+    expect(await nodeOptions('--set', 'resources.limits.memory=2Gi')).toBe('--max-semi-space-size=2 --max-old-space-size=1536');
+    expect(await nodeOptions('--set', 'resources.limits.memory=1500M')).toBe('--max-semi-space-size=2 --max-old-space-size=1072');
+    expect(await nodeOptions('--set', 'nodeOptions=--max-old-space-size=300')).toBe('--max-old-space-size=300');
+    expect(await nodeOptions('--set', 'resources.limits.memory=null')).toBe('--max-semi-space-size=2');
+    const budget = (args: string[]) => args.filter((a) => /^--(peer-budget-|max-peerfleets-)/.test(a));
+    expect(budget((await container()).args)).toEqual(['--peer-budget-bytes=32Mi', '--peer-budget-objects=5000', '--peer-budget-retry=10m', '--max-peerfleets-per-namespace=4']);
+    expect(budget((await container('--set', 'peerFleet.peerBudget.bytes=64Mi,peerFleet.peerBudget.objects=100,peerFleet.peerBudget.retryAfter=1m,peerFleet.maxPerNamespace=0')).args))
+      .toEqual(['--peer-budget-bytes=64Mi', '--peer-budget-objects=100', '--peer-budget-retry=1m', '--max-peerfleets-per-namespace=0']);
+    const refused = await helm(['template', 'rel', chart, ...kv, '--set', 'peerFleet.peerBudget.bytes=32MB']);
+    expect(refused.code).toBe(1);
+    expect(refused.stderr).toContain('/peerFleet/peerBudget/bytes');
+  });
+
   it('grants PeerFleet lending exactly what it needs, and none of it with peerFleet.enabled=false', async () => {
     const render = async (...set: string[]) => docs((await helmOK(['template', 'rel', chart, ...kv, '--namespace', 'ops', ...set])).stdout);
     // Every rule as "Kind namespace/name group/resource[names]: verbs", one line per resource.

@@ -131,3 +131,26 @@ then runs with --no-peer-lending: PeerFleets report readiness only).
   resources: ["networkpolicies"]
   verbs: ["list", "watch"]
 {{- end -}}
+
+{{/*
+NODE_OPTIONS: the nodeOptions value, and --max-old-space-size at three
+quarters of the container's memory limit unless nodeOptions sets it. Node's
+own heap limit follows the machine's memory, not the container's: without
+this, the heap grows past the limit and the container is killed instead of
+collecting garbage. Limits in Gi, Mi, G, M or plain bytes are understood.
+*/}}
+{{- define "leasehold.nodeOptions" -}}
+{{- $opts := .Values.nodeOptions | default "" -}}
+{{- $limit := "" -}}
+{{- with .Values.resources }}{{ with .limits }}{{ with .memory }}{{ $limit = toString . }}{{ end }}{{ end }}{{ end -}}
+{{- $mib := 0 -}}
+{{- if regexMatch "^[0-9]+Gi$" $limit }}{{ $mib = mul (trimSuffix "Gi" $limit | int64) 1024 }}
+{{- else if regexMatch "^[0-9]+Mi$" $limit }}{{ $mib = trimSuffix "Mi" $limit | int64 }}
+{{- else if regexMatch "^[0-9]+G$" $limit }}{{ $mib = div (mul (trimSuffix "G" $limit | int64) 1000000000) 1048576 }}
+{{- else if regexMatch "^[0-9]+M$" $limit }}{{ $mib = div (mul (trimSuffix "M" $limit | int64) 1000000) 1048576 }}
+{{- else if regexMatch "^[0-9]+$" $limit }}{{ $mib = div ($limit | int64) 1048576 }}
+{{- end -}}
+{{- $heap := "" -}}
+{{- if and (gt (int64 $mib) 0) (not (contains "max-old-space-size" $opts)) }}{{ $heap = printf "--max-old-space-size=%d" (div (mul $mib 3) 4) }}{{ end -}}
+{{- trim (printf "%s %s" $opts $heap) -}}
+{{- end -}}
