@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 export NODE_OPTIONS := --experimental-vm-modules
 
-.PHONY: all deps binaries node-setup image test test-unit test-e2e typecheck crds cluster build clean-cache chart-lint bench krew-archive
+.PHONY: all deps binaries contracts node-setup image test test-unit test-e2e typecheck crds cluster build clean-cache chart-lint bench krew-archive
 
 all: test
 
@@ -19,6 +19,12 @@ node_modules/.installed: package.json package-lock.json
 # pinned Go modules, cached in ~/.cache/leasehold.
 binaries:
 	bash e2e/cluster/build.sh
+
+# The service descriptions the emulators are held to that are not npm packages: the
+# Compute Engine discovery document from the pinned Go module (e2e/fakes/gce/discovery.json),
+# through the Go module proxy, cached in ~/.cache/leasehold/specs.
+contracts:
+	bash e2e/fakes/gce/discovery.sh >/dev/null
 
 # The real node of e2e/installed.test.ts: containerd, runc, CNI plugins, buildah and
 # debootstrap from Debian packages, then its images (the controller's from the
@@ -40,10 +46,10 @@ typecheck: deps
 crds: deps
 	npm run --silent gen:crds
 
-test-unit: deps
+test-unit: deps contracts
 	npx jest --selectProjects unit emulators
 
-test-e2e: deps binaries node-setup
+test-e2e: deps contracts binaries node-setup
 	npx jest --selectProjects e2e
 
 # The binaries build in the background while the Node packages install and

@@ -31,6 +31,8 @@ node_setup=$!
 echo "make test: building the real node's images in the background (log: $node_log)"
 
 failed=()
+echo "make test: the pinned service descriptions"
+make --no-print-directory contracts || failed+=(contracts)
 echo "make test: typecheck"
 npx tsc --noEmit -p . || failed+=(typecheck)
 echo "make test: unit and emulator tests"
