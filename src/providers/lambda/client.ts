@@ -130,7 +130,6 @@ export class LambdaClient {
       ssh_key_names: p.sshKeyNames,
       file_system_names: p.fileSystemNames ?? [],
       name: p.name,
-      quantity: 1,
       ...(p.userData ? { user_data: p.userData } : {}),
     };
     const answer = z.object({ data: z.object({ instance_ids: z.array(z.string()) }) }).parse(await this.call('POST', '/instance-operations/launch', body, signal, 'launch', onSend));
@@ -229,7 +228,7 @@ export class LambdaClient {
       if (json === undefined) throw new ProviderError('Unknown', `Lambda ${what}: HTTP ${res.status} with a body that is not JSON`, { answerLost: true });
       return json;
     }
-    throw errorFor(what, res.status, json, res.headers.get('retry-after'));
+    throw errorFor(what, res.status, json, text, res.headers.get('retry-after'));
   }
 }
 
@@ -261,18 +260,25 @@ export class LambdaApiError extends ProviderError {
   }
 }
 
-function errorFor(what: string, status: number, json: unknown, retryAfter: string | null): LambdaApiError {
+function errorFor(what: string, status: number, json: unknown, text: string, retryAfter: string | null): LambdaApiError {
   const parsed = ErrorBody.safeParse(json);
   const code = parsed.success ? parsed.data.error.code : undefined;
+  // Not every error comes from Lambda's API: its rate limits are enforced in
+  // front of it and answer with Cloudflare's plain "error code: 1015". A short
+  // line of text like that says more than the status alone; a page does not.
+  const plain = !parsed.success && text.length <= 200 && !text.includes('<') && text.trim() !== '' ? text.trim() : undefined;
   const detail = parsed.success
     ? [parsed.data.error.message, parsed.data.error.suggestion].filter(Boolean).join(' ')
-    : `HTTP ${status}`;
+    : (plain ?? `HTTP ${status}`);
   const after = retryAfter && /^\d+(\.\d+)?$/.test(retryAfter) ? Math.round(Number(retryAfter) * 1000) : undefined;
   const msg = `Lambda ${what}: HTTP ${status}${code ? ` ${code}` : ''}: ${sanitize(detail)}`;
   let kind: ProviderErrorKind;
   let retryable: boolean | undefined;
   if (status === 401 || status === 403 || code === 'global/invalid-api-key') kind = 'Unauthorized';
-  else if (status === 429 || code === 'global/rate-limit-exceeded') kind = 'RateLimited';
+  // The status decides: Lambda's description gives no code for a refusal by
+  // its rate limits, and its docs say those come from Cloudflare (HTTP 429,
+  // "error code: 1015"), so a code in the body is nothing to wait for.
+  else if (status === 429) kind = 'RateLimited';
   else if (code?.endsWith('insufficient-capacity')) kind = 'InsufficientCapacity';
   else if (status === 404 || code === 'global/object-does-not-exist') kind = 'NotFound';
   else if (status >= 500) kind = 'Unknown';
