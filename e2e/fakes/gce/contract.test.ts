@@ -1,6 +1,7 @@
 // The emulator against the pinned Compute Engine discovery document
 // (discovery.json; fetched by `make contracts`).
 import { describe, it, expect } from '@jest/globals';
+import { METHOD_QUERY_PARAMETERS, STANDARD_PARAMETERS } from './contract.js';
 import { DISCOVERY_PIN, loadPinnedDocument, methodForRequest, methodsOf, pinnedDocumentPath } from './discovery.js';
 
 describe('the pinned discovery document', () => {
@@ -20,5 +21,25 @@ describe('the pinned discovery document', () => {
     expect(methodForRequest(doc, 'GET', 'projects/p/zones/z/instances/vm-1/getGuestAttributes')?.id).toBe('compute.instances.getGuestAttributes');
     expect(methodForRequest(doc, 'GET', 'projects/p/aggregated/instances')?.id).toBe('compute.instances.aggregatedList');
     expect(methodForRequest(doc, 'PATCH', 'projects/p/zones/z/instances/vm-1/nothing')).toBeUndefined();
+  });
+});
+
+describe('the query parameters the emulator takes', () => {
+  it('are, for each method it serves, exactly those the pinned document declares', () => {
+    const doc = loadPinnedDocument();
+    const methods = methodsOf(doc);
+    expect([...STANDARD_PARAMETERS].sort()).toEqual(Object.keys(doc.parameters).sort());
+    for (const [id, params] of Object.entries(METHOD_QUERY_PARAMETERS)) {
+      const m = methods.get(id);
+      expect(m).toBeDefined();
+      const declared = Object.entries(m!.parameters ?? {}).filter(([, p]) => p.location === 'query').map(([k]) => k);
+      expect({ [id]: Object.keys(params).sort() }).toEqual({ [id]: declared.sort() });
+    }
+  });
+
+  it('leave out returnPartialSuccess for instances.aggregatedList, which revision 20261106 does not declare', () => {
+    const m = methodsOf(loadPinnedDocument()).get('compute.instances.aggregatedList')!;
+    expect(Object.keys(m.parameters ?? {})).not.toContain('returnPartialSuccess');
+    expect(Object.keys(METHOD_QUERY_PARAMETERS['compute.instances.aggregatedList'])).not.toContain('returnPartialSuccess');
   });
 });

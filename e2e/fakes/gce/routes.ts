@@ -1,11 +1,13 @@
 // Compute Engine v1's routes the emulator serves, each with the operation
-// faults name it by: instances insert/get/list/delete/getGuestAttributes and
-// zoneOperations get/wait.
+// faults name it by: instances insert/get/list/aggregatedList/delete/getGuestAttributes and
+// zoneOperations get/wait. Each checks its query parameters against the pinned
+// discovery document's method (contract.ts) before anything else.
 import { createHash } from 'node:crypto';
 import type { ApiCall, ApiRoute } from '../kit/api.js';
 import { HttpError, type Reply } from '../kit/http.js';
 import { Accounts, type ServiceAccount } from './auth.js';
 import { COMPUTE_BASE, type Compute } from './compute.js';
+import { refuseQuery, type MethodId } from './contract.js';
 import { capacityReply, googleError } from './errors.js';
 import { parseFilter } from './filter.js';
 import { asksExternalIp, policyRefusal } from './policy.js';
@@ -145,15 +147,16 @@ export function gceRoutes(compute: Compute): Route[] {
   };
 
   // instances.aggregatedList: every zone's instances under items["zones/Z"], an empty zone as a
-  // NO_RESULTS_ON_PAGE warning; an unreachable zone is an UNREACHABLE warning and in unreachables
-  // with returnPartialSuccess, else the whole call fails. Pages run over the instances of all zones.
+  // NO_RESULTS_ON_PAGE warning, an unreachable zone as an UNREACHABLE warning and in unreachables.
+  // The pinned document (revision 20261106) declares no returnPartialSuccess for this method, so a
+  // caller has no way to ask for anything but these partial answers, which its response schema
+  // (InstanceAggregatedList.unreachables, the UNREACHABLE warning code) describes. Pages run over
+  // the instances of all zones.
   const aggregatedList = (call: Call): Reply => {
     if (!Accounts.canUseCompute(call.caller.scopes)) throw new HttpError(403, 'insufficientPermissions', 'Request had insufficient authentication scopes.');
     if (call.params.project !== project) throw notFound(`projects/${call.params.project}`);
     const { match, max, from } = paging(call);
-    const partial = call.query.get('returnPartialSuccess') === 'true';
     const down = compute.zones.filter((z) => compute.unreachableZones.has(z));
-    if (down.length > 0 && !partial) throw new HttpError(503, 'backendError', `Zones ${down.join(', ')} could not be reached; retry, or ask with returnPartialSuccess=true.`);
     const all = [...compute.instances.values()]
       .filter((i) => !compute.unreachableZones.has(i.zone) && match(i))
       .sort((a, b) => a.zone.localeCompare(b.zone) || a.name.localeCompare(b.name));
@@ -212,34 +215,43 @@ export function gceRoutes(compute: Compute): Route[] {
     return op;
   };
 
+  // The query parameters first: a request the method cannot take is refused whatever else it holds.
+  const declared = (method: MethodId, answer: (call: Call) => Reply | Promise<Reply>) => (call: Call) => refuseQuery(method, call.query) ?? answer(call);
+
   const base = '/projects/:project/zones/:zone';
   return [
-    { method: 'POST', path: `${base}/instances`, op: 'insert', answer: scoped(insert) },
-    { method: 'GET', path: `${base}/instances`, op: 'list', answer: scoped(list) },
-    { method: 'GET', path: '/projects/:project/aggregated/instances', op: 'aggregated-list', answer: aggregatedList },
-    { method: 'GET', path: `${base}/instances/:instance`, op: 'get', answer: scoped((call, zone) => ok(apiInstance(instanceOf(zone, call.params.instance!)))) },
+    { method: 'POST', path: `${base}/instances`, op: 'insert', answer: declared('compute.instances.insert', scoped(insert)) },
+    { method: 'GET', path: `${base}/instances`, op: 'list', answer: declared('compute.instances.list', scoped(list)) },
+    { method: 'GET', path: '/projects/:project/aggregated/instances', op: 'aggregated-list', answer: declared('compute.instances.aggregatedList', aggregatedList) },
+    { method: 'GET', path: `${base}/instances/:instance`, op: 'get', answer: declared('compute.instances.get', scoped((call, zone) => ok(apiInstance(instanceOf(zone, call.params.instance!))))) },
     {
       method: 'DELETE',
       path: `${base}/instances/:instance`,
       op: 'delete',
-      answer: scoped((call, zone) => {
-        const requestId = requestIdOf(call);
-        const again = requestId ? compute.operationByRequestId(requestId) : undefined;
-        if (again) return ok(compute.view(again));
-        return ok(compute.view(compute.delete(call.caller.email, instanceOf(zone, call.params.instance!), requestId)));
-      }),
+      answer: declared(
+        'compute.instances.delete',
+        scoped((call, zone) => {
+          const requestId = requestIdOf(call);
+          const again = requestId ? compute.operationByRequestId(requestId) : undefined;
+          if (again) return ok(compute.view(again));
+          return ok(compute.view(compute.delete(call.caller.email, instanceOf(zone, call.params.instance!), requestId)));
+        }),
+      ),
     },
-    { method: 'GET', path: `${base}/instances/:instance/getGuestAttributes`, op: 'guest-attributes', answer: scoped(guestAttributes) },
-    { method: 'GET', path: `${base}/operations/:operation`, op: 'get-operation', answer: scoped((call, zone) => ok(compute.view(operationOf(zone, call.params.operation!)))) },
+    { method: 'GET', path: `${base}/instances/:instance/getGuestAttributes`, op: 'guest-attributes', answer: declared('compute.instances.getGuestAttributes', scoped(guestAttributes)) },
+    { method: 'GET', path: `${base}/operations/:operation`, op: 'get-operation', answer: declared('compute.zoneOperations.get', scoped((call, zone) => ok(compute.view(operationOf(zone, call.params.operation!))))) },
     {
       method: 'POST',
       path: `${base}/operations/:operation/wait`,
       op: 'wait-operation',
-      answer: scoped(async (call, zone) => {
-        const op = operationOf(zone, call.params.operation!);
-        await compute.waitDone(op, compute.settings.waitMaxMs);
-        return ok(compute.view(op));
-      }),
+      answer: declared(
+        'compute.zoneOperations.wait',
+        scoped(async (call, zone) => {
+          const op = operationOf(zone, call.params.operation!);
+          await compute.waitDone(op, compute.settings.waitMaxMs);
+          return ok(compute.view(op));
+        }),
+      ),
     },
   ];
 }

@@ -394,6 +394,18 @@ describe('Compute Engine emulator', () => {
       },
     );
 
+    it('refuses a query parameter the method does not declare, and a declared one it does not act on, before anything else', async () => {
+      const a = await call(g, token, 'GET', `/zones/${ZONE}/instances/list-a-1?view=FULL`);
+      expectGoogleError(a, 400, 'invalid');
+      expect(a.body.error.message).toContain(`Unknown name "view": Cannot bind query parameter.`);
+      const sorted = await list({ orderBy: 'creationTimestamp desc' });
+      expectGoogleError(sorted, 400, 'invalid');
+      expect(sorted.body.error.message).toBe('The emulator does not implement the orderBy parameter of compute.instances.list.');
+      expectGoogleError(await call(g, token, 'DELETE', `/zones/${ZONE}/instances/list-a-1?requestId=${randomUUID()}&force=true`), 400, 'invalid');
+      expect(g.instance(ZONE, 'list-a-1')?.status).not.toBe('STOPPING');
+      expect((await list({ filter: 'name = list-a-1', alt: 'json', prettyPrint: 'false' })).status).toBe(200);
+    });
+
     it('takes regular-expression terms across fields with refuseRegexAcrossFields off', async () => {
       g.refuseRegexAcrossFields = false;
       try {
@@ -434,14 +446,20 @@ describe('Compute Engine emulator', () => {
         expect(seen).toEqual(['list-a-1', 'list-a-2', 'list-b-1', 'list-c-1']);
       });
 
-      it('answers an unreachable zone as an UNREACHABLE warning with returnPartialSuccess, else fails the call', async () => {
+      it('answers an unreachable zone as an UNREACHABLE warning, listed in unreachables, and the other zones in full', async () => {
         g.unreachableZones.add('us-central1-b');
-        const a = await aggregated({ filter: 'labels.leasehold-installation = list', returnPartialSuccess: 'true' });
+        const a = await aggregated({ filter: 'labels.leasehold-installation = list' });
         expect(a.status).toBe(200);
         expect(all(a)).toEqual(['list-a-1', 'list-a-2', 'list-b-1']);
         expect(a.body.items['zones/us-central1-b'].warning).toMatchObject({ code: 'UNREACHABLE' });
         expect(a.body.unreachables).toEqual(['zones/us-central1-b']);
-        expectGoogleError(await aggregated({ filter: 'labels.leasehold-installation = list' }), 503, 'backendError');
+      });
+
+      it('refuses returnPartialSuccess, which the pinned document does not declare for aggregatedList, as a parameter it cannot bind', async () => {
+        const a = await aggregated({ filter: 'labels.leasehold-installation = list', returnPartialSuccess: 'true' });
+        expectGoogleError(a, 400, 'invalid');
+        expect(a.body.error.message).toBe(`Invalid JSON payload received. Unknown name "returnPartialSuccess": Cannot bind query parameter. Field 'returnPartialSuccess' could not be found in request message.`);
+        expect(a.body.error.details).toEqual([{ '@type': 'type.googleapis.com/google.rpc.BadRequest', fieldViolations: [{ description: a.body.error.message }] }]);
       });
 
       it('refuses regular-expression terms on two fields with 400, as instances.list does', async () => {

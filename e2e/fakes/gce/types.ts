@@ -218,7 +218,7 @@ export interface GceEmulator {
   preempt(zone: string, name: string): void;
   /** Sets an instance's status as Compute Engine would show it (SUSPENDED, DEPROVISIONING, REPAIRING, or a status not yet documented); the lifecycle no longer moves it. */
   setStatus(zone: string, name: string, status: InstanceStatus): void;
-  /** Zones aggregatedList cannot reach: with returnPartialSuccess their scope carries an UNREACHABLE warning and is in `unreachables`; without it the call is a 503. */
+  /** Zones aggregatedList cannot reach: their scope carries an UNREACHABLE warning and is in `unreachables`. */
   readonly unreachableZones: Set<string>;
   /** Forgets every requestId seen, as after an outage longer than Google keeps them. */
   forgetRequestIds(): void;

@@ -209,7 +209,7 @@ describe('GceClient against the Compute Engine emulator', () => {
     expect(filterExpression({})).toBe('');
   });
 
-  it('lists every zone in one aggregatedList call with returnPartialSuccess, across pages, by two labels and a name prefix', async () => {
+  it('lists every zone in one aggregatedList call, across pages, by two labels and a name prefix', async () => {
     const labels = { 'leasehold-target': 'agg', 'leasehold-installation': 'i1' };
     for (const [zone, n] of [[ZONE, 'agg-1'], ['us-central1-b', 'agg-2'], ['us-central1-c', 'agg-3'], ['us-central1-c', 'nope-1']] as const) {
       await client.insert(spec(n, { zone, labels }));
@@ -225,7 +225,6 @@ describe('GceClient against the Compute Engine emulator', () => {
     expect(calls.length).toBe(2);
   });
 
-  // Without returnPartialSuccess the emulator fails the whole call, as the API does.
   it('reports a zone aggregatedList could not reach and still returns the others', async () => {
     const labels = { 'leasehold-target': 'agg-down', 'leasehold-installation': 'i1' };
     await client.insert(spec('aggd-1', { labels }));

@@ -91,7 +91,7 @@ export interface ComputeInstances {
   get(zone: string, name: string, signal?: AbortSignal): Promise<GceInstance>;
   /** Every instance of the zone matching the filter (all pages). */
   list(zone: string, filter: InstanceFilter, signal?: AbortSignal): Promise<GceInstance[]>;
-  /** Every instance of every zone matching the filter: one instances.aggregatedList (all pages), with returnPartialSuccess. */
+  /** Every instance of every zone matching the filter: one instances.aggregatedList (all pages); zones it could not read are named in `unreachable`. */
   listAll(filter: InstanceFilter, signal?: AbortSignal): Promise<InstanceListing>;
   delete(zone: string, name: string, requestId: string, signal?: AbortSignal): Promise<GceOperation>;
   /**
