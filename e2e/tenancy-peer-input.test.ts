@@ -6,14 +6,10 @@
 // released, /healthz answers, the process never exits, and every bad object
 // or answer is counted in leasehold_objects_dropped_total.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
-import { mkdtempSync, readFileSync } from 'node:fs';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { createServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { generatePKI } from './cluster/pki.js';
-import { apply, waitFor } from './support/kube.js';
+import { readFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { startHostilePeer, hostilePeerFleets, type HostilePeer } from './support/hostilepeer.js';
+import { waitFor } from './support/kube.js';
 import { sshdCommands } from './support/leases.js';
 import { leaseSuite } from './support/suite.js';
 
@@ -25,8 +21,7 @@ const QUEUES = ['malformed', 'endless-line', 'huge-list', 'endless-pages'] as co
 type Queue = (typeof QUEUES)[number];
 
 const served = { malformedLists: 0, malformedWatches: 0, malformedEvents: 0, endlessLineBytes: 0, hugeListBytes: 0, pages: 0 };
-let peer: Server;
-let origin: string;
+let peer: HostilePeer;
 
 const job = (name: string, patch: (j: any) => void = () => {}) => {
   const j: any = {
@@ -100,50 +95,18 @@ function answer(queue: Queue, req: IncomingMessage, res: ServerResponse): void {
 }
 
 beforeAll(async () => {
-  // https as a real peer serves it: the controller never talks plain http to a peer.
-  const pki = mkdtempSync(join(tmpdir(), 'leasehold-peer-input-'));
-  await generatePKI(pki);
-  const ca = readFileSync(join(pki, 'ca.crt'), 'utf8');
-  peer = createServer({ cert: readFileSync(join(pki, 'serving.crt')), key: readFileSync(join(pki, 'serving.key')) }, (req, res) => {
-    const m = /^\/apis\/batch\/v1\/namespaces\/([^/]+)\/jobs(\?|$)/.exec(req.url ?? '');
-    const queue = m?.[1] as Queue | undefined;
-    if (!queue || !QUEUES.includes(queue) || req.headers.authorization !== `Bearer ${PEER_TOKEN}`) {
-      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', code: 404, reason: 'NotFound', message: 'not found' }));
-      return;
-    }
-    answer(queue, req, res);
-  });
-  await new Promise<void>((r) => peer.listen(0, '127.0.0.1', r));
-  origin = `https://127.0.0.1:${(peer.address() as AddressInfo).port}`;
+  peer = await startHostilePeer(PEER_TOKEN, (queue) => QUEUES.includes(queue as Queue), (queue, req, res) => answer(queue as Queue, req, res));
   fx.controller = await fx.startController([
     '--check-interval', '1s',
     '--acquire-timeout', '60s',
     '--max-leases', '2',
-    '--allowed-peer-origins', origin,
+    '--allowed-peer-origins', peer.origin,
   ]);
-  await apply(fx.kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: fx.ns }, stringData: { token: PEER_TOKEN } }));
-  await apply(fx.kubectl, JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: fx.ns }, stringData: { 'ca.crt': ca } }));
-  for (const queue of QUEUES) {
-    await apply(fx.kubectl, JSON.stringify({
-      apiVersion: 'leasehold.dev/v1alpha1',
-      kind: 'PeerFleet',
-      metadata: { name: queue, namespace: fx.ns },
-      spec: {
-        origin,
-        namespace: queue,
-        credentialSecretRef: { name: 'peer-token' },
-        caSecretRef: { name: 'peer-ca' },
-        lendableNodes: { matchLabels: { 'leasehold.dev/pool': 'peer-input-none' } },
-        pricePerGPUHour: 1,
-        pollInterval: '5s',
-      },
-    }));
-  }
+  await hostilePeerFleets(fx.kubectl, fx.ns, peer, PEER_TOKEN, QUEUES.map((queue) => ({ name: queue, queue })));
 }, 60_000);
 
 afterAll(async () => {
-  peer?.closeAllConnections();
-  await new Promise<void>((r) => (peer ? peer.close(() => r()) : r()));
+  await peer?.close();
 });
 
 const dropped = async (queue: Queue, reason: string) => {

@@ -13,15 +13,12 @@
 // control plane of its own rather than the shared one.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
-import type { IncomingMessage, Server, ServerResponse } from 'node:http';
-import { createServer } from 'node:https';
-import type { AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import { join } from 'node:path';
 import { ControlPlane } from './cluster/controlplane.js';
-import { generatePKI } from './cluster/pki.js';
-import { apply, freshNamespace, getJSON, waitFor } from './support/kube.js';
+import { hostilePeerFleets, startHostilePeer, type HostilePeer } from './support/hostilepeer.js';
+import { freshNamespace, getJSON, waitFor } from './support/kube.js';
 import { sshdCommands } from './support/leases.js';
 import { leaseSuite } from './support/suite.js';
 
@@ -63,8 +60,7 @@ const fx = leaseSuite('peer-memory', {
 
 const served = { pages: 0, pageBytes: 0, floodJobs: 0, floodBytes: 0 };
 const PAD = 'x'.repeat(1024 * 1024);
-let peer: Server;
-let origin: string;
+let peer: HostilePeer;
 let hostile: string;
 let cgroup: string | undefined;
 
@@ -126,21 +122,7 @@ function memoryCgroup(pid: number): string | undefined {
 }
 
 beforeAll(async () => {
-  const pki = mkdtempSync(join(tmpdir(), 'leasehold-peer-memory-'));
-  await generatePKI(pki);
-  const ca = readFileSync(join(pki, 'ca.crt'), 'utf8');
-  peer = createServer({ cert: readFileSync(join(pki, 'serving.crt')), key: readFileSync(join(pki, 'serving.key')) }, (req, res) => {
-    const m = /^\/apis\/batch\/v1\/namespaces\/([^/]+)\/jobs(\?|$)/.exec(req.url ?? '');
-    const namespace = m?.[1] ?? '';
-    const queue = namespace.split('-')[0] as Queue;
-    if (!m || (queue !== 'pages' && queue !== 'flood') || req.headers.authorization !== `Bearer ${PEER_TOKEN}`) {
-      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', code: 404, reason: 'NotFound', message: 'not found' }));
-      return;
-    }
-    answer(queue, namespace, req, res);
-  });
-  await new Promise<void>((r) => peer.listen(0, '127.0.0.1', r));
-  origin = `https://127.0.0.1:${(peer.address() as AddressInfo).port}`;
+  peer = await startHostilePeer(PEER_TOKEN, (queue) => /^(pages|flood)-\d$/.test(queue), (queue, req, res) => answer(queue.split('-')[0] as Queue, queue, req, res));
   // The hostile team's namespace is not the Lease's.
   hostile = await freshNamespace(fx.kubectl, 'hostile');
   fx.controller = await fx.startController(
@@ -149,36 +131,18 @@ beforeAll(async () => {
       '--check-interval', '1s',
       '--acquire-timeout', '60s',
       '--max-leases', '2',
-      '--allowed-peer-origins', origin,
+      '--allowed-peer-origins', peer.origin,
       '--peer-budget-retry', '5s',
       '--max-peerfleets-per-namespace', '4',
     ],
     { NODE_OPTIONS: HEAP_FLAG },
   );
   cgroup = memoryCgroup(fx.controller.child.pid!);
-  await apply(fx.kubectl, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: hostile }, stringData: { token: PEER_TOKEN } });
-  await apply(fx.kubectl, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: hostile }, stringData: { 'ca.crt': ca } });
-  for (const [i, f] of FLEETS.entries()) {
-    await apply(fx.kubectl, {
-      apiVersion: 'leasehold.dev/v1alpha1',
-      kind: 'PeerFleet',
-      metadata: { name: f.name, namespace: hostile },
-      spec: {
-        origin,
-        namespace: `${f.queue}-${i}`,
-        credentialSecretRef: { name: 'peer-token' },
-        caSecretRef: { name: 'peer-ca' },
-        lendableNodes: { matchLabels: { 'leasehold.dev/pool': 'peer-memory-none' } },
-        pricePerGPUHour: 1,
-        pollInterval: '5s',
-      },
-    });
-  }
+  await hostilePeerFleets(fx.kubectl, hostile, peer, PEER_TOKEN, FLEETS.map((f, i) => ({ name: f.name, queue: `${f.queue}-${i}` })));
 }, 120_000);
 
 afterAll(async () => {
-  peer?.closeAllConnections();
-  await new Promise<void>((r) => (peer ? peer.close(() => r()) : r()));
+  await peer?.close();
   // The controller has stopped by now (the suite's afterAll ran first); an empty group can go.
   if (cgroup) {
     try {
