@@ -4,11 +4,23 @@
 import { timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 
-/** An answer: status, JSON body, extra headers. */
+/** An answer: status, JSON body (or a TextBody), extra headers. */
 export interface Reply {
   status: number;
   body: unknown;
   headers?: Record<string, string>;
+}
+
+/**
+ * A body sent as it is instead of as JSON: what a proxy in front of an API
+ * answers on its behalf (a CDN's plain-text rate-limit page), so that clients
+ * meet the body they will get from the real service.
+ */
+export class TextBody {
+  constructor(
+    readonly text: string,
+    readonly contentType = 'text/plain; charset=UTF-8',
+  ) {}
 }
 
 /**
@@ -66,8 +78,9 @@ export function sendJson(res: ServerResponse, reply: Reply): void {
     res.end();
     return;
   }
-  const text = JSON.stringify(reply.body);
-  res.writeHead(reply.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...(reply.headers ?? {}) });
+  const raw = reply.body instanceof TextBody ? reply.body : undefined;
+  const text = raw ? raw.text : JSON.stringify(reply.body);
+  res.writeHead(reply.status, { 'content-type': raw ? raw.contentType : 'application/json', 'content-length': Buffer.byteLength(text), ...(reply.headers ?? {}) });
   res.end(text);
 }
 

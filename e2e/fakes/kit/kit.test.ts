@@ -5,7 +5,7 @@ import { describe, it, expect, beforeAll, afterAll, beforeEach } from '@jest/glo
 import { request } from 'node:http';
 import { ControlApi, RestApi, type Exchange } from './api.js';
 import { FaultInjector, seededRandom } from './faults.js';
-import { HttpError, credentialsOf, listen, type ListeningServer } from './http.js';
+import { HttpError, TextBody, credentialsOf, listen, sendJson, type ListeningServer } from './http.js';
 import { IntervalLimiter, RequestRateLimiter } from './limits.js';
 import { RecordLog } from './log.js';
 import { RouteTable } from './routes.js';
@@ -56,6 +56,28 @@ describe('credentialsOf', () => {
     expect(credentialsOf(`Basic ${TOKEN}`)).toEqual([TOKEN]);
     expect(credentialsOf(`Token ${TOKEN}`)).toEqual([]);
     expect(credentialsOf(undefined)).toEqual([]);
+  });
+});
+
+describe('sendJson', () => {
+  it('sends a body as JSON, and a TextBody as it is with its own content type', async () => {
+    const server = await listen({
+      mounts: [{ prefix: '/text', serve: (req, res) => (req.resume(), sendJson(res, { status: 429, body: new TextBody('error code: 1015'), headers: { 'retry-after': '3' } })) }],
+      unmounted: { status: 404, body: { fail: 'nothing here' } },
+    });
+    try {
+      const text = await fetch(`${server.origin}/text`);
+      expect({ status: text.status, type: text.headers.get('content-type'), retry: text.headers.get('retry-after'), body: await text.text() }).toEqual({
+        status: 429,
+        type: 'text/plain; charset=UTF-8',
+        retry: '3',
+        body: 'error code: 1015',
+      });
+      const json = await fetch(`${server.origin}/elsewhere`);
+      expect({ type: json.headers.get('content-type'), body: await json.text() }).toEqual({ type: 'application/json', body: '{"fail":"nothing here"}' });
+    } finally {
+      await server.close();
+    }
   });
 });
 
