@@ -41,6 +41,8 @@ export function controlRoutes(handle: LambdaEmulator, cloud: CloudState): Contro
     { method: 'GET', path: '/instances/:id', answer: ({ params }) => handle.instance(params.id!) },
     { method: 'GET', path: '/launches', answer: () => handle.launches },
     { method: 'GET', path: '/requests', answer: () => handle.requests },
+    { method: 'GET', path: '/refused-requests', answer: () => handle.refusedRequests },
+    { method: 'GET', path: '/contract-breaches', answer: () => handle.contractBreaches },
     { method: 'GET', path: '/catalog', answer: () => handle.catalog() },
     {
       method: 'PUT',

@@ -171,7 +171,6 @@ export class Fleet {
       region: { ...i.region },
       instance_type: copyType(i.type),
       actions: actionsOf(i),
-      is_reserved: false,
     };
   }
 

@@ -1,11 +1,12 @@
-// POST /instance-operations/launch: the launch rate limit, validation,
-// quota and capacity, and the record of every launch request.
+// POST /instance-operations/launch: the launch rate limit, the body checked
+// against the API description and the rules it states only in words, quota
+// and capacity, and the record of every launch request.
 import type { Exchange } from '../kit/api.js';
 import { HttpError, type Reply } from '../kit/http.js';
 import type { IntervalLimiter } from '../kit/limits.js';
 import type { RecordLog } from '../kit/log.js';
 import { isStringArray } from './cloud-config.js';
-import { RATE_LIMIT_CODE } from './errors.js';
+import type { Conformance } from './conformance.js';
 import type { Fleet } from './instances.js';
 import type { CloudState } from './state.js';
 import type { AccountState, ApiOp, LaunchRecord } from './types.js';
@@ -14,18 +15,6 @@ const MAX_USER_DATA = 1024 * 1024;
 
 export function validName(v: unknown): v is string {
   return typeof v === 'string' && v.length >= 1 && v.length <= 64;
-}
-
-/** An instance name: at most 64 characters; empty means none. */
-function validInstanceName(v: unknown): v is string {
-  return typeof v === 'string' && v.length <= 64;
-}
-
-/** `image`: `{id}` or `{family}`, one string each. */
-function validImage(v: unknown): boolean {
-  if (!v || typeof v !== 'object' || Array.isArray(v)) return false;
-  const keys = Object.keys(v);
-  return keys.length === 1 && (keys[0] === 'id' || keys[0] === 'family') && typeof (v as Record<string, unknown>)[keys[0]!] === 'string';
 }
 
 /** Starts the record of a launch request, once it is logged and its fault picked. */
@@ -53,6 +42,7 @@ export class Launcher {
     private readonly interval: IntervalLimiter,
     /** Whether refused launches (capacity, bad parameters) count towards the interval. */
     private readonly countFailures: boolean,
+    private readonly conformance: Conformance,
   ) {}
 
   launch(account: AccountState, body: unknown, record: LaunchRecord): Reply {
@@ -61,7 +51,7 @@ export class Launcher {
     const waitMs = this.interval.waitMs(account.id, now);
     if (waitMs > 0) {
       record.outcome = 'rate-limited';
-      throw new HttpError(429, RATE_LIMIT_CODE, 'Too many launch requests.', `Launch at most once every ${Math.ceil(settings.launchIntervalMs / 1000)} seconds.`, {
+      throw new HttpError(429, undefined, 'Too many launch requests.', `Launch at most once every ${Math.ceil(settings.launchIntervalMs / 1000)} seconds.`, {
         'retry-after': String(Math.max(1, Math.ceil(waitMs / 1000))),
       });
     }
@@ -75,24 +65,26 @@ export class Launcher {
       throw new HttpError(status, code, message, suggestion);
     };
     const invalid = (message: string): never => refuse('invalid-parameters', 400, 'global/invalid-parameters', message, 'Check the request body against the API reference.');
-    if (!body || typeof body !== 'object' || Array.isArray(body)) invalid('The request body must be a JSON object.');
-    if (typeof b.region_name !== 'string' || !b.region_name) invalid('region_name is required.');
-    if (typeof b.instance_type_name !== 'string' || !b.instance_type_name) invalid('instance_type_name is required.');
+    // After the rate limit, which Lambda enforces in front of the API: a
+    // malformed launch still takes its turn.
+    const refused = this.conformance.refusal('POST', '/instance-operations/launch', account, body);
+    if (refused) {
+      record.outcome = 'invalid-parameters';
+      throw refused;
+    }
+    // What the description says only in words.
     if (!isStringArray(b.ssh_key_names) || b.ssh_key_names.length !== 1) invalid('ssh_key_names must list exactly one SSH key name.');
-    if (b.file_system_names !== undefined && b.file_system_names !== null && (!isStringArray(b.file_system_names) || b.file_system_names.length > 1)) invalid('file_system_names may list at most one file system.');
-    if (b.quantity !== undefined && b.quantity !== 1) invalid('quantity must be 1.');
-    if (b.name !== undefined && b.name !== null && !validInstanceName(b.name)) invalid('name must be at most 64 characters.');
-    if (b.image !== undefined && b.image !== null && !validImage(b.image)) invalid('image must be {"id": ...} or {"family": ...}.');
-    if (b.user_data !== undefined && b.user_data !== null && (typeof b.user_data !== 'string' || Buffer.byteLength(b.user_data) > MAX_USER_DATA)) invalid('user_data must be a string of at most 1 MiB.');
+    if (isStringArray(b.file_system_names) && b.file_system_names.length > 1) invalid('file_system_names may list at most one file system.');
+    if (typeof b.user_data === 'string' && Buffer.byteLength(b.user_data) > MAX_USER_DATA) invalid('user_data must be at most 1 MiB.');
     const region = this.cloud.regionByName(b.region_name as string) ?? invalid(`Unknown region "${b.region_name as string}".`);
     const type = this.cloud.type(b.instance_type_name as string) ?? invalid(`Unknown instance type "${b.instance_type_name as string}".`);
     const keyNames = b.ssh_key_names as string[];
     const keys = keyNames.map(
       (n) => account.sshKeys.find((s) => s.name === n) ?? refuse('not-found', 404, 'global/object-does-not-exist', `SSH key "${n}" does not exist.`, 'Add the key with POST /ssh-keys first.'),
     );
-    const fsNames = (b.file_system_names as string[] | undefined | null) ?? [];
+    const fsNames = (b.file_system_names as string[] | undefined) ?? [];
     for (const n of fsNames) {
-      const fs = account.fileSystems.find((f) => f.name === n) ?? refuse('not-found', 404, 'global/object-does-not-exist', `File system "${n}" does not exist.`);
+      const fs = account.fileSystems.find((f) => f.name === n) ?? refuse('not-found', 404, 'global/object-does-not-exist', `File system "${n}" does not exist.`, 'Create the file system first, or launch without it.');
       if (fs.region.name !== region.name) {
         refuse('file-system-in-wrong-region', 400, 'instance-operations/launch/file-system-in-wrong-region', `File system "${n}" is in ${fs.region.name}, not ${region.name}.`, "Launch in the file system's region, or attach no file system.");
       }
@@ -107,12 +99,12 @@ export class Launcher {
     if (!this.countFailures) this.interval.count(account.id);
     const id = this.fleet.launch({
       account,
-      name: (b.name as string | undefined | null) || null,
+      name: (b.name as string | undefined) || null,
       sshKeyNames: keyNames,
       fileSystemNames: fsNames,
       region,
       type,
-      userData: (b.user_data as string | undefined | null) ?? undefined,
+      userData: b.user_data as string | undefined,
       authorizedKeys: keys.map((k) => k.public_key),
       holdsCapacity: this.cloud.takeCapacity(type.name, region.name),
     });

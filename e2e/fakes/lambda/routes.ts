@@ -6,6 +6,7 @@ import { promisify } from 'node:util';
 import type { ApiRoute } from '../kit/api.js';
 import { HttpError, type Reply } from '../kit/http.js';
 import { isStringArray } from './cloud-config.js';
+import type { Conformance } from './conformance.js';
 import type { Fleet } from './instances.js';
 import { validName, type Launcher } from './launch.js';
 import { hex, type CloudState } from './state.js';
@@ -24,7 +25,7 @@ function looksLikePublicKey(key: string): boolean {
 
 const noInstance = (id: string) => new HttpError(404, 'global/object-does-not-exist', `Instance ${id} does not exist.`);
 
-export function lambdaRoutes(cloud: CloudState, fleet: Fleet, launcher: Launcher, root: string): LambdaRoute[] {
+export function lambdaRoutes(cloud: CloudState, fleet: Fleet, launcher: Launcher, root: string, conformance: Conformance): LambdaRoute[] {
   // The account's instances named in {instance_ids}; any unknown one is a 404.
   const named = (account: AccountState, body: unknown): InstanceState[] => {
     const b = (body ?? {}) as Record<string, unknown>;
@@ -60,7 +61,21 @@ export function lambdaRoutes(cloud: CloudState, fleet: Fleet, launcher: Launcher
     return ok(privateKey === undefined ? { ...key } : { ...key, private_key: privateKey });
   };
 
-  return [
+  // A body the API description does not allow is refused before the route
+  // looks at it. The launch checks its own, after its rate limit.
+  const checked = (route: LambdaRoute): LambdaRoute =>
+    route.op === 'launch'
+      ? route
+      : {
+          ...route,
+          answer: (call) => {
+            const refused = conformance.refusal(route.method, route.path, call.caller, call.body);
+            if (refused) throw refused;
+            return route.answer(call);
+          },
+        };
+
+  const routes: LambdaRoute[] = [
     { method: 'GET', path: '/instance-types', op: 'list-types', answer: () => ok(cloud.instanceTypes()) },
     { method: 'GET', path: '/instances', op: 'list-instances', answer: ({ caller }) => ok(fleet.visible(caller).map((i) => fleet.apiView(i))) },
     {
@@ -129,4 +144,5 @@ export function lambdaRoutes(cloud: CloudState, fleet: Fleet, launcher: Launcher
         ),
     },
   ];
+  return routes.map(checked);
 }

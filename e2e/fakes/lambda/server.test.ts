@@ -1,14 +1,15 @@
 // The Lambda Cloud emulator over real HTTP (Node's fetch) with real sshds and
-// a real OpenSSH client: auth and error shapes, the catalog, the instance
-// lifecycle, the launch rate limit, capacity, faults, accounts, the control
-// API, the CLI, and that nothing of sshd outlives terminate or stop.
+// a real OpenSSH client: auth and error shapes, the API description it holds
+// requests and answers to, the catalog, the instance lifecycle, the launch
+// rate limit, capacity, faults, accounts, the control API, the CLI, and that
+// nothing of sshd outlives terminate or stop.
 import { describe, it, expect, beforeAll, afterAll } from '@jest/globals';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { startLambdaEmulator, RATE_LIMIT_CODE, type LambdaEmulator, type ApiInstance } from './server.js';
+import { startLambdaEmulator, lambdaContract, RATE_LIMIT_BODY, type LambdaEmulator, type ApiInstance } from './server.js';
 
 const work = mkdtempSync(join(tmpdir(), 'lambda-emulator-test-'));
 const keygen = (name: string) => {
@@ -33,7 +34,8 @@ async function call(e: LambdaEmulator, method: string, path: string, body?: unkn
   if (signal) init.signal = signal;
   const r = await fetch(`${e.url}${path}`, init);
   const text = await r.text();
-  return { status: r.status, headers: r.headers, body: text ? JSON.parse(text) : undefined };
+  const json = r.headers.get('content-type')?.startsWith('application/json');
+  return { status: r.status, headers: r.headers, body: text && json ? JSON.parse(text) : text || undefined };
 }
 
 const bearer = (key: string) => `Bearer ${key}`;
@@ -164,6 +166,94 @@ describe('auth and error shape', () => {
   });
 });
 
+describe("Lambda's API description", () => {
+  const contract = lambdaContract();
+  /** A call whose answer must be one the description allows for that operation and status. */
+  const described = async (e: LambdaEmulator, method: string, path: string, body?: unknown, auth?: string | null): Promise<Answer> => {
+    const a = await call(e, method, path, body, auth === undefined ? bearer(e.apiKey) : auth);
+    const op = contract.operation(method, `/api/v1${path}`);
+    expect({ call: `${method} ${path}`, status: a.status, problems: op?.checkAnswer(a.status, a.body) }).toEqual({ call: `${method} ${path}`, status: a.status, problems: [] });
+    return a;
+  };
+
+  it('refuses a body with a field the description does not have, or of the wrong shape, as Lambda refuses a bad request, and counts it', async () => {
+    const e = await emulator({ sshd: false });
+    await addDeviceKey(e);
+    const quantity = await described(e, 'POST', '/instance-operations/launch', launchBody({ quantity: 1 }));
+    expectError(quantity, 400, 'global/invalid-parameters');
+    expect(quantity.body.error.message).toContain('quantity is not a field the API describes');
+    expect(e.instances()).toEqual([]);
+    expect(e.launches.at(-1)).toMatchObject({ outcome: 'invalid-parameters', status: 400 });
+    const id = await launch(e);
+    expectError(await described(e, 'POST', '/instance-operations/terminate', { instance_ids: [id], force: true }), 400, 'global/invalid-parameters');
+    expectError(await described(e, 'POST', '/instance-operations/terminate', { instance_ids: id }), 400, 'global/invalid-parameters');
+    expectError(await described(e, 'POST', '/ssh-keys', { name: 'k2', public_key: device.pub, comment: 'laptop' }), 400, 'global/invalid-parameters');
+    expectError(await described(e, 'POST', '/ssh-keys', { name: '' }), 400, 'global/invalid-parameters');
+    expectError(await described(e, 'POST', '/ssh-keys'), 400, 'global/invalid-parameters');
+    expect(e.instance(id)!.status).not.toMatch(/^terminat/);
+    expect(e.refusedRequests.map((r) => ({ operationId: r.operationId, problems: r.problems, account: r.account }))).toEqual([
+      { operationId: 'launchInstance', problems: ['quantity is not a field the API describes'], account: e.accounts[0]!.id },
+      { operationId: 'terminateInstance', problems: ['force is not a field the API describes'], account: e.accounts[0]!.id },
+      { operationId: 'terminateInstance', problems: ['instance_ids must be array'], account: e.accounts[0]!.id },
+      { operationId: 'addSSHKey', problems: ['comment is not a field the API describes'], account: e.accounts[0]!.id },
+      { operationId: 'addSSHKey', problems: ['name must NOT have fewer than 1 characters'], account: e.accounts[0]!.id },
+      { operationId: 'addSSHKey', problems: ['the request body is missing'], account: e.accounts[0]!.id },
+    ]);
+    const remote = await fetch(`${e.origin}/_emulator/refused-requests`);
+    expect(((await remote.json()) as { data: unknown[] }).data).toHaveLength(6);
+  });
+
+  it('gives only answers the description allows: the catalog, SSH keys, file systems, launch, list and get, restart, terminate, and their refusals', async () => {
+    const e = await emulator({ sshd: false, fileSystems: [{ name: 'shared', region: 'us-west-1' }] });
+    e.setCapacity('gpu_1x_h100_pcie', { 'us-east-1': 0 });
+    expect((await described(e, 'GET', '/instance-types')).status).toBe(200);
+    expect((await described(e, 'GET', '/instances', undefined, null)).status).toBe(401);
+    expect((await described(e, 'POST', '/ssh-keys', { name: 'device', public_key: device.pub })).status).toBe(200);
+    const generated = await described(e, 'POST', '/ssh-keys', { name: 'generated' });
+    expect(generated.body.data.private_key).toEqual(expect.any(String));
+    expect((await described(e, 'GET', '/ssh-keys')).body.data).toHaveLength(2);
+    expect((await described(e, 'DELETE', `/ssh-keys/${generated.body.data.id}`)).status).toBe(200);
+    expect((await described(e, 'DELETE', `/ssh-keys/${generated.body.data.id}`)).status).toBe(400);
+    expect((await described(e, 'GET', '/file-systems')).body.data).toHaveLength(1);
+    const launched = await described(e, 'POST', '/instance-operations/launch', launchBody({ name: 'worker', user_data: '#cloud-config\n', image: { family: 'lambda-stack-22-04' } }));
+    const id = launched.body.data.instance_ids[0] as string;
+    expect((await described(e, 'GET', `/instances/${id}`)).body.data.status).toBe('booting');
+    expect((await described(e, 'GET', '/instances')).body.data).toHaveLength(1);
+    await e.waitForStatus(id, 'active');
+    expect((await described(e, 'GET', `/instances/${id}`)).body.data.ip).toEqual(expect.any(String));
+    expect((await described(e, 'POST', '/instance-operations/restart', { instance_ids: [id] })).status).toBe(200);
+    await e.waitForStatus(id, 'active');
+    expect((await described(e, 'POST', '/instance-operations/terminate', { instance_ids: [id] })).body.data.terminated_instances[0].status).toBe('terminating');
+    await e.waitForStatus(id, 'terminated');
+    expect((await described(e, 'GET', '/instances')).body.data[0].status).toBe('terminated');
+    // The refusals, each in the shape the description gives that operation and status.
+    const refusals: [string, string, unknown, number][] = [
+      ['GET', '/instances/0000', undefined, 404],
+      ['POST', '/instance-operations/terminate', { instance_ids: ['0000'] }, 404],
+      ['POST', '/instance-operations/restart', { instance_ids: ['0000'] }, 404],
+      ['POST', '/instance-operations/launch', launchBody({ instance_type_name: 'gpu_1x_nope' }), 400],
+      ['POST', '/instance-operations/launch', launchBody({ ssh_key_names: ['nobody'] }), 404],
+      ['POST', '/instance-operations/launch', launchBody({ file_system_names: ['missing'] }), 404],
+      ['POST', '/instance-operations/launch', launchBody({ file_system_names: ['shared'] }), 400],
+      ['POST', '/instance-operations/launch', launchBody({ instance_type_name: 'gpu_1x_h100_pcie' }), 400],
+    ];
+    for (const [method, path, body, status] of refusals) expect((await described(e, method, path, body)).status).toBe(status);
+    e.instanceQuota = 0;
+    expectError(await described(e, 'POST', '/instance-operations/launch', launchBody()), 400, 'global/quota-exceeded');
+    expect(e.contractBreaches).toEqual([]);
+  });
+
+  it('records an answer of its own that the description does not allow, and stop() then rejects, after cleaning up', async () => {
+    const e = await startLambdaEmulator({ sshd: false, requestsPerSecond: 0, catalog: [{ name: 'gpu_half', description: 'half a GPU', gpu_description: 'A10', price_cents_per_hour: 40, specs: { vcpus: 4, memory_gib: 16, storage_gib: 100, gpus: 0.5 }, regions: ['us-east-1'] }] });
+    expect((await call(e, 'GET', '/instance-types')).status).toBe(200);
+    expect(e.contractBreaches).toEqual([
+      { time: expect.any(Number), method: 'GET', path: '/api/v1/instance-types', status: 200, operationId: 'listInstanceTypes', problems: ['data.gpu_half.instance_type.specs.gpus must be integer'] },
+    ]);
+    await expect(e.stop()).rejects.toThrow('GET /api/v1/instance-types answered 200: data.gpu_half.instance_type.specs.gpus must be integer');
+    expect(() => readdirSync(e.dir)).toThrow();
+  });
+});
+
 describe('catalog', () => {
   let e: LambdaEmulator;
   beforeAll(async () => {
@@ -216,7 +306,9 @@ describe('launch, validation and capacity', () => {
     e.bootMs = 400;
     const id = await launch(e, { name: 'worker-1' });
     const booting = await statusOf(e, id);
-    expect(booting).toMatchObject({ id, name: 'worker-1', status: 'booting', ssh_key_names: ['device'], file_system_names: [], region: { name: 'us-east-1' }, is_reserved: false });
+    expect(booting).toMatchObject({ id, name: 'worker-1', status: 'booting', ssh_key_names: ['device'], file_system_names: [], region: { name: 'us-east-1' } });
+    // The description's Instance has no is_reserved (only its examples show one).
+    expect(booting).not.toHaveProperty('is_reserved');
     // Optional fields are left out until they have a value, never null.
     for (const field of ['ip', 'private_ip', 'hostname', 'jupyter_token', 'jupyter_url']) expect(booting).not.toHaveProperty(field);
     expect(booting.actions).toEqual({
@@ -286,13 +378,13 @@ describe('launch, validation and capacity', () => {
 });
 
 describe('launch rate limit', () => {
-  it('refuses a second launch within the default 12 s with 429 in the Lambda error shape', async () => {
+  it("refuses a second launch within the default 12 s with 429 and Cloudflare's plain text, as Lambda's docs say", async () => {
     const e = await emulator({ sshd: false, launchIntervalMs: undefined });
     expect(e.launchIntervalMs).toBe(12_000);
     await addDeviceKey(e);
     await launch(e);
     const second = await call(e, 'POST', '/instance-operations/launch', launchBody());
-    expectError(second, 429, RATE_LIMIT_CODE);
+    expect({ status: second.status, type: second.headers.get('content-type'), body: second.body }).toEqual({ status: 429, type: 'text/plain; charset=UTF-8', body: RATE_LIMIT_BODY });
     expect(Number(second.headers.get('retry-after'))).toBeGreaterThanOrEqual(11);
     expect(e.launches.map((l) => l.outcome)).toEqual(['launched', 'rate-limited']);
     expect(e.instances()).toHaveLength(1);
@@ -415,8 +507,8 @@ describe('faults', () => {
     e.fault({ op: 'launch', mode: 'status', status: 503, times: 2 });
     const before = e.instances().length;
     const r = await call(e, 'POST', '/instance-operations/launch', launchBody());
-    expectError(r, 503, 'global/unknown');
-    expectError(await call(e, 'POST', '/instance-operations/launch', launchBody()), 503, 'global/unknown');
+    expectError(r, 503, 'global/internal-error');
+    expectError(await call(e, 'POST', '/instance-operations/launch', launchBody()), 503, 'global/internal-error');
     expect(e.instances()).toHaveLength(before);
     e.fault({ op: 'list-instances', mode: 'status', status: 400, code: 'instance-operations/launch/insufficient-capacity' });
     expectError(await call(e, 'GET', '/instances'), 400, 'instance-operations/launch/insufficient-capacity');
@@ -463,7 +555,7 @@ describe('control API', () => {
     expect(types.body.data.gpu_1x_a10.instance_type.price_cents_per_hour).toBe(42);
     expect(types.body.data.gpu_1x_a10.regions_with_capacity_available.map((r: any) => r.name)).toEqual(['us-south-1']);
     await ctl('POST', '/faults', { op: 'get-instance', mode: 'status', status: 500, times: 1 });
-    expectError(await call(e, 'GET', '/instances/x'), 500, 'global/unknown');
+    expectError(await call(e, 'GET', '/instances/x'), 500, 'global/internal-error');
     expect((await ctl('POST', '/settings', { bootMs: 50, launchIntervalMs: 5000 })).body.data).toMatchObject({ bootMs: 50, launchIntervalMs: 5000 });
     expect(e.bootMs).toBe(50);
     expect((await ctl('GET', '/requests')).body.data.length).toBeGreaterThan(0);

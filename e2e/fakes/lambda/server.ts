@@ -4,8 +4,9 @@
 // through the returned handle, or over HTTP under /_emulator/ (see README.md).
 //
 // The parts: state.ts (accounts, catalog, capacity), instances.ts (instance
-// lifecycle), launch.ts and routes.ts (the API), control.ts (the control API);
-// the HTTP pipeline, faults, rate limits and request log come from ../kit.
+// lifecycle), launch.ts and routes.ts (the API), conformance.ts (requests and
+// answers held to Lambda's API description, spec/), control.ts (the control
+// API); the HTTP pipeline, faults, rate limits and request log come from ../kit.
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -15,6 +16,8 @@ import { listen, type ListeningServer } from '../kit/http.js';
 import { IntervalLimiter, RequestRateLimiter } from '../kit/limits.js';
 import { RecordLog } from '../kit/log.js';
 import type { Capacity } from './catalog.js';
+import { Conformance } from './conformance.js';
+import { lambdaContract } from './contract.js';
 import { controlRoutes } from './control.js';
 import { LAMBDA_ERRORS, errorBody } from './errors.js';
 import { Fleet } from './instances.js';
@@ -27,10 +30,12 @@ import type { AccountState, ApiOp, FaultSpec, InstanceStatus, LambdaEmulator, La
 export type { Capacity, CatalogEntry, InstanceType, InstanceTypeSpecs, Region } from './catalog.js';
 export { DEFAULT_CATALOG, DEFAULT_REGIONS } from './catalog.js';
 export { hostKeysFromUserData } from './cloud-config.js';
-export { RATE_LIMIT_CODE } from './errors.js';
+export { RATE_LIMIT_BODY } from './errors.js';
+export { DESCRIPTION_FILE, lambdaContract, type OperationContract } from './contract.js';
 export type {
   Account,
   ApiInstance,
+  ContractBreach,
   EmulatedInstance,
   Fault,
   FaultMode,
@@ -42,6 +47,7 @@ export type {
   LambdaEmulatorOptions,
   LaunchOutcome,
   LaunchRecord,
+  RefusedRequest,
   RequestRecord,
   SshKey,
 } from './types.js';
@@ -62,17 +68,21 @@ export async function startLambdaEmulator(opts: LambdaEmulatorOptions = {}): Pro
   const cloud = new CloudState(opts);
   const { settings } = cloud;
   const fleet = new Fleet(cloud, { root, sshPort, sshUser, useSshd, sshLagMs: opts.sshLagMs ?? 0, addressPrefix });
-  const launcher = new Launcher(cloud, fleet, new IntervalLimiter(() => settings.launchIntervalMs), opts.launchLimitCountsFailures ?? true);
+  const conformance = new Conformance(lambdaContract(), API_BASE);
+  const launcher = new Launcher(cloud, fleet, new IntervalLimiter(() => settings.launchIntervalMs), opts.launchLimitCountsFailures ?? true, conformance);
   const launches = new RecordLog<LaunchRecord>();
   const api = new RestApi<ApiOp, AccountState, LaunchRecord | undefined>({
     basePath: API_BASE,
-    routes: lambdaRoutes(cloud, fleet, launcher, root),
+    routes: lambdaRoutes(cloud, fleet, launcher, root, conformance),
     errors: LAMBDA_ERRORS,
     callerOf: (key) => cloud.accountByKey(key),
     faults: new FaultInjector<ApiOp>(),
     requestLimit: new RequestRateLimiter(() => settings.requestsPerSecond),
     trace: (ex) => traceLaunch(launches, ex),
-    settle: settleLaunch,
+    settle: (ex, record) => {
+      settleLaunch(ex, record);
+      conformance.observe(ex);
+    },
     // Lambda answers a known path with a wrong method as it answers an unknown path.
     unrouted: noSuchEndpoint,
   });
@@ -145,6 +155,12 @@ export async function startLambdaEmulator(opts: LambdaEmulatorOptions = {}): Pro
     get requests() {
       return api.requests.items.map((r) => ({ ...r }));
     },
+    get refusedRequests() {
+      return conformance.refused.items.map((r) => ({ ...r, problems: [...r.problems] }));
+    },
+    get contractBreaches() {
+      return conformance.breaches.items.map((b) => ({ ...b, problems: [...b.problems] }));
+    },
     instances: (ref?: string) => {
       const account = ref === undefined ? undefined : cloud.accountByRef(ref);
       if (ref !== undefined && !account) return [];
@@ -164,6 +180,11 @@ export async function startLambdaEmulator(opts: LambdaEmulatorOptions = {}): Pro
       if (ownsRoot) rmSync(root, { recursive: true, force: true });
       else for (const i of fleet.list()) rmSync(i.dir, { recursive: true, force: true });
       await closed;
+      // Last, once everything is cleaned up: an emulator that answered outside
+      // Lambda's description has tested its callers against something Lambda
+      // would not send, so the run that used it must not pass quietly.
+      const breach = conformance.breachError();
+      if (breach) throw breach;
     },
   };
 

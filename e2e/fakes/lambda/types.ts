@@ -13,7 +13,7 @@ export type InstanceStatus = 'booting' | 'active' | 'unhealthy' | 'terminating' 
 export type ApiOp = 'launch' | 'terminate' | 'restart' | 'list-types' | 'list-instances' | 'get-instance' | 'ssh-keys' | 'file-systems';
 export type FaultOp = ApiOp | 'any';
 
-/** A fault; an injected status's code defaults from the status: 400 global/invalid-parameters, 401 global/invalid-api-key, 404 global/object-does-not-exist, 429 RATE_LIMIT_CODE, else global/unknown. */
+/** A fault; an injected status's code defaults from the status: 400 global/invalid-parameters, 401 global/invalid-api-key, 403 global/account-inactive, 404 global/object-does-not-exist, 5xx global/internal-error; a 429 is Cloudflare's plain text (RATE_LIMIT_BODY). */
 export type FaultSpec = KitFaultSpec<ApiOp>;
 export type Fault = KitFault<ApiOp>;
 export type RequestRecord = KitRequestRecord<ApiOp>;
@@ -46,6 +46,30 @@ export interface LaunchRecord {
   instanceIds: string[];
   /** Set when a fault hit this request. */
   fault?: FaultMode;
+}
+
+/** A request whose body Lambda's API description does not allow, answered 400 global/invalid-parameters. */
+export interface RefusedRequest {
+  time: number;
+  /** Account ID (never the key). */
+  account: string;
+  method: string;
+  /** The description's path template, e.g. "/api/v1/instance-operations/launch". */
+  path: string;
+  operationId: string;
+  /** What is wrong, one field each. */
+  problems: string[];
+}
+
+/** An answer of the emulator that Lambda's API description does not allow: a bug in the emulator. */
+export interface ContractBreach {
+  time: number;
+  method: string;
+  /** The request's path, with the base. */
+  path: string;
+  status: number;
+  operationId: string;
+  problems: string[];
 }
 
 export interface Account {
@@ -90,7 +114,6 @@ export interface ApiInstance {
   jupyter_token?: string;
   jupyter_url?: string;
   actions: Record<'migrate' | 'rebuild' | 'restart' | 'cold_reboot' | 'terminate', InstanceActionAvailability>;
-  is_reserved: boolean;
 }
 
 /** An instance as the emulator knows it: the API view plus where its machine is. */
@@ -187,6 +210,10 @@ export interface LambdaEmulator {
   readonly faults: readonly Fault[];
   readonly launches: readonly LaunchRecord[];
   readonly requests: readonly RequestRecord[];
+  /** Requests refused because the API description does not allow their body. */
+  readonly refusedRequests: readonly RefusedRequest[];
+  /** Answers that broke the API description; stop() throws when there are any. */
+  readonly contractBreaches: readonly ContractBreach[];
   /** Instances of one account (by API key or account ID), or of all. */
   instances(apiKeyOrAccount?: string): EmulatedInstance[];
   instance(id: string): EmulatedInstance | undefined;
@@ -194,7 +221,7 @@ export interface LambdaEmulator {
   waitForStatus(id: string, status: InstanceStatus, timeoutMs?: number): Promise<EmulatedInstance>;
   /** PIDs of every live process of every machine (listeners and sessions). */
   sshdProcesses(): number[];
-  /** Terminates everything, closes the server, removes the directories. */
+  /** Terminates everything, closes the server, removes the directories; then rejects if any answer broke the API description. */
   stop(): Promise<void>;
 }
 
