@@ -43,3 +43,22 @@ describe('the query parameters the emulator takes', () => {
     expect(Object.keys(METHOD_QUERY_PARAMETERS['compute.instances.aggregatedList'])).not.toContain('returnPartialSuccess');
   });
 });
+
+describe('the filter grammar the emulator reads (filter.ts)', () => {
+  // If a new pin words the grammar differently, filter.ts and the client's filterExpression need a look.
+  it.each(['compute.instances.list', 'compute.instances.aggregatedList'])('is the one the filter parameter of %s describes', (id) => {
+    const text = methodsOf(loadPinnedDocument()).get(id)!.parameters!.filter!.description!.replace(/\s+/g, ' ');
+    for (const sentence of [
+      'These two types of filter expressions cannot be mixed in one request.',
+      'The value must be a string, a number, or a boolean. The operator must be either `=`, `!=`, `>`, `<`, `<=`, `>=` or `:`.',
+      'The `:*` comparison can be used to test whether a key has been defined.',
+      'To filter on multiple expressions, provide each separate expression within parentheses.',
+      'By default, each expression is an `AND` expression. However, you can include `AND` and `OR` expressions explicitly.',
+      'use the `eq` (equal) or `ne` (not equal) operator against a single un-parenthesized expression with or without quotes or against multiple parenthesized expressions.',
+      'The literal value must match the entire field.',
+      'You cannot combine constraints on multiple fields using regular expressions.',
+    ]) {
+      expect(text).toContain(sentence);
+    }
+  });
+});

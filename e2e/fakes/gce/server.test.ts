@@ -372,13 +372,14 @@ describe('Compute Engine emulator', () => {
     const list = (q: Record<string, string>) => call(g, token, 'GET', `/zones/${ZONE}/instances?${new URLSearchParams(q)}`);
 
     it.each([
-      ['labels.leasehold-installation = list AND labels.leasehold-target = alpha', ['list-a-1', 'list-a-2']],
+      ['(labels.leasehold-installation = list) AND (labels.leasehold-target = alpha)', ['list-a-1', 'list-a-2']],
       ['(labels.leasehold-installation = "list") (labels.leasehold-target != alpha)', ['list-b-1']],
       ['(name eq list-a-.*)', ['list-a-1', 'list-a-2']],
       ['(name eq list-.*) (name ne list-a-.*)', ['list-b-1']],
       ['(name eq list-.*) (name ne list-a-2)', ['list-a-1', 'list-b-1']],
       ['name = list-b-1', ['list-b-1']],
-      ['labels.leasehold-installation : * AND labels.leasehold-target = beta', ['list-b-1']],
+      ['(labels.leasehold-installation:*) (labels.leasehold-target = beta)', ['list-b-1']],
+      ['(labels.leasehold-target = beta) OR (name = list-a-2)', ['list-a-2', 'list-b-1']],
       ['labels.leasehold-target = nobody', []],
     ])('filters %s', async (filter, want) => {
       const a = await list({ filter });
@@ -387,12 +388,20 @@ describe('Compute Engine emulator', () => {
       if (want.length === 0) expect(a.body.items).toBeUndefined();
     });
 
-    it.each([['name = a OR name = b'], ['(name eq a) (labels.x = b)'], ['zone = x'], ['name eq ('], ['(labels.leasehold-installation eq list) (labels.leasehold-target eq alpha)'], ['(labels.leasehold-installation eq list)(name eq list-a-.*)']])(
-      'refuses the filter %s with 400',
-      async (filter) => {
-        expectGoogleError(await list({ filter }), 400, 'invalid');
-      },
-    );
+    it.each([
+      ['labels.leasehold-installation = "list" AND labels.leasehold-target = "alpha"'],
+      ['name = a OR name = b'],
+      ['(name eq a) (labels.x = b)'],
+      ['zone = x'],
+      ['name eq ('],
+      ['(labels.leasehold-installation eq list) (labels.leasehold-target eq alpha)'],
+      ['(labels.leasehold-installation eq list)(name eq list-a-.*)'],
+    ])('refuses the filter %s with 400, as Compute Engine refuses a filter it cannot read', async (filter) => {
+      const a = await list({ filter });
+      expectGoogleError(a, 400, 'invalid');
+      expect(a.body.error).toMatchObject({ status: 'INVALID_ARGUMENT', errors: [{ domain: 'global', reason: 'invalid', message: a.body.error.message }] });
+      expect(a.body.error.message).toContain(`Invalid value for field 'filter': '${filter}'. Invalid list filter expression.`);
+    });
 
     it('refuses a query parameter the method does not declare, and a declared one it does not act on, before anything else', async () => {
       const a = await call(g, token, 'GET', `/zones/${ZONE}/instances/list-a-1?view=FULL`);
@@ -425,7 +434,7 @@ describe('Compute Engine emulator', () => {
       afterEach(() => g.unreachableZones.clear());
 
       it('keys every zone under items["zones/Z"]: instances, or a NO_RESULTS_ON_PAGE warning', async () => {
-        const a = await aggregated({ filter: 'labels.leasehold-installation = "list" AND labels.leasehold-target = "alpha"' });
+        const a = await aggregated({ filter: '(labels.leasehold-installation = "list") (labels.leasehold-target = "alpha")' });
         expect(a.status).toBe(200);
         expect(a.body.kind).toBe('compute#instanceAggregatedList');
         expect(Object.keys(a.body.items).sort()).toEqual(g.zones.map((z) => `zones/${z}`).sort());
@@ -462,8 +471,9 @@ describe('Compute Engine emulator', () => {
         expect(a.body.error.details).toEqual([{ '@type': 'type.googleapis.com/google.rpc.BadRequest', fieldViolations: [{ description: a.body.error.message }] }]);
       });
 
-      it('refuses regular-expression terms on two fields with 400, as instances.list does', async () => {
+      it('refuses regular-expression terms on two fields, and several expressions not each in parentheses, with 400, as instances.list does', async () => {
         expectGoogleError(await aggregated({ filter: '(labels.leasehold-installation eq list) (labels.leasehold-target eq alpha)' }), 400, 'invalid');
+        expectGoogleError(await aggregated({ filter: 'labels.leasehold-installation = "list" AND labels.leasehold-target = "alpha"' }), 400, 'invalid');
       });
     });
 

@@ -204,8 +204,9 @@ describe('GceClient against the Compute Engine emulator', () => {
     expect(isProviderError(e, 'NotFound')).toBe(true);
   });
 
-  it('builds filters Compute Engine accepts: label comparisons joined by AND, no regular expression across fields', () => {
-    expect(filterExpression({ labels: { a: 'x', b: 'y' }, namePrefix: 'lh-i1-' })).toBe('labels.a = "x" AND labels.b = "y"');
+  it('builds filters in the documented form: each label comparison in parentheses, ANDed by a space, no regular expression across fields', () => {
+    expect(filterExpression({ labels: { a: 'x', b: 'y' }, namePrefix: 'lh-i1-' })).toBe('(labels.a = "x") (labels.b = "y")');
+    expect(filterExpression({ labels: { a: 'x' } })).toBe('(labels.a = "x")');
     expect(filterExpression({})).toBe('');
   });
 

@@ -96,12 +96,14 @@ function toOperation(o: ApiOperation): GceOperation {
  * The `filter` of instances.list and aggregatedList, in the comparison form
  * (AIP-160): Compute Engine cannot combine regular-expression constraints on
  * more than one field, so the labels are compared for equality and a name
- * prefix is applied to the answer instead (matchesFilter).
+ * prefix is applied to the answer instead (matchesFilter). The parameter's
+ * description wants each of several expressions in parentheses, ANDed when
+ * nothing joins them: `(labels.a = "x") (labels.b = "y")`.
  */
 export function filterExpression(f: InstanceFilter): string {
   return Object.entries(f.labels ?? {})
-    .map(([k, v]) => `labels.${k} = ${JSON.stringify(v)}`)
-    .join(' AND ');
+    .map(([k, v]) => `(labels.${k} = ${JSON.stringify(v)})`)
+    .join(' ');
 }
 
 const matchesFilter = (f: InstanceFilter) => (i: GceInstance) => !f.namePrefix || i.name.startsWith(f.namePrefix);
