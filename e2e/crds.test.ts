@@ -31,7 +31,7 @@ describe('CRDs', () => {
     const good = await kubectl(['apply', '-f', '-'], lease('{where: "gpu=h100,gpus>=2"}').replace('bad', 'good').replace('NS', ns));
     expect(good.stderr).toBe('');
     const get = await kubectl(['-n', ns, 'get', 'leases.leasehold.dev']);
-    expect(get.stdout.split('\n')[0]).toMatch(/NAME\s+PHASE\s+WHERE\s+OFFER\s+PRICE\/H\s+HOST\s+ENDED\s+AGE/);
+    expect(get.stdout.split('\n')[0]).toMatch(/NAME\s+PHASE\s+WHERE\s+OFFER\s+PRICE\/H\s+HOST\s+BUSY\s+ENDED\s+AGE/);
     const wide = await kubectl(['-n', ns, 'get', 'leases.leasehold.dev', '-o', 'wide']);
     expect(wide.stdout.split('\n')[0]).toMatch(/INSTANCE-TYPE\s+REGION\s+EXPIRES/);
     const category = await kubectl(['-n', ns, 'get', 'leasehold']);

@@ -2,7 +2,8 @@
 // rent a machine, make it ready (agent, keys, facts), check it, release it.
 // The implementation (controllers/lease/machine-driver.ts) combines a provider
 // with the SSH agent; tests of the reconciler can give it a fake.
-import type { Lease, LeaseStatus } from '../../src/api/index.js';
+import type { BusyKind, Lease, LeaseStatus } from '../../src/api/index.js';
+import type { WorkSeen } from './policy/busy.js';
 
 export type Facts = NonNullable<LeaseStatus['facts']>;
 export type Endpoint = NonNullable<LeaseStatus['machine']>;
@@ -12,7 +13,18 @@ export type AcquireResult =
   | { kind: 'failed'; reason: string; message: string; state?: string; /** The provider refused before asking for a machine: none exists. */ nothingRented?: boolean };
 
 export type MachineCheck =
-  | { kind: 'ok'; facts: Facts; busy: number; keysHash: string; machine: Endpoint }
+  | {
+      kind: 'ok';
+      facts: Facts;
+      /** Jobs started through leasehold-run that are running. */
+      busy: number;
+      keysHash: string;
+      machine: Endpoint;
+      /** Everything the probe counted; absent, only the jobs in busy are known. */
+      usage?: WorkSeen;
+      /** The Offer's spec.busyWhen as the check found it; absent when the Offer is gone. */
+      busyWhen?: BusyKind[];
+    }
   | { kind: 'unreachable'; message: string }
   | { kind: 'mismatch'; reason: 'HostKeyMismatch' | 'FactsMismatch' | 'UnsupportedTarget'; message: string };
 

@@ -204,3 +204,30 @@ describe('failureReason', () => {
   });
 });
 
+
+describe('MachineDriver.check', () => {
+  const FACTS = { os: 'linux', arch: 'amd64', cpus: 2, memoryGiB: 4, gpus: 2, gpuModel: 'NVIDIA H100', vramGiB: 80 };
+  const ready = (extra: Partial<NonNullable<Lease['status']>> = {}) =>
+    lease('box', { phase: 'Ready', machine: { ssh: { host: '127.0.0.1', port: 22, user: 'u', hostKey: FAKE_HOST_KEY } }, facts: FACTS, ...extra });
+  const probing = (result: Awaited<ReturnType<MachineDriverOptions['agent']['probe']>>) => driver({ agent: { probe: async () => result } });
+
+  it('reports every kind of work the probe counted, and the busyWhen of the Offer as it is now', async () => {
+    const withBusyWhen = { ...commandOffer, spec: { ...commandOffer.spec, busyWhen: ['sessions'] } } as unknown as Offer;
+    const d = driver({
+      offers: { get: () => withBusyWhen, list: () => [withBusyWhen] },
+      agent: { probe: async () => ({ kind: 'ok', facts: FACTS, busy: 1, sessions: 2, gpuProcesses: 3 }) },
+    });
+    expect(await d.check(ready(), live)).toMatchObject({ kind: 'ok', busy: 1, usage: { jobs: 1, sessions: 2, gpuProcesses: 3 }, busyWhen: ['sessions'] });
+  });
+
+  it('fails the check, with the evidence, when nvidia-smi fails or hangs', async () => {
+    const d = probing({ kind: 'ok', facts: { ...FACTS, gpus: 0 }, busy: 0, sessions: 0, gpuProcesses: 0, gpuError: 'nvidia-smi --query-gpu did not answer within 10s' });
+    expect(await d.check(ready(), live)).toEqual({ kind: 'mismatch', reason: 'FactsMismatch', message: 'the GPU check failed: nvidia-smi --query-gpu did not answer within 10s' });
+  });
+
+  it('fails the check when nvidia-smi reports fewer GPUs than the machine had when it became ready', async () => {
+    const d = probing({ kind: 'ok', facts: { ...FACTS, gpus: 1 }, busy: 0, sessions: 0, gpuProcesses: 0 });
+    expect(await d.check(ready(), live)).toMatchObject({ kind: 'mismatch', reason: 'FactsMismatch', message: expect.stringContaining('gpus: nvidia-smi reports 1, the machine had 2 when it became ready') });
+    expect(await probing({ kind: 'ok', facts: FACTS, busy: 0 }).check(ready(), live)).toMatchObject({ kind: 'ok' });
+  });
+});

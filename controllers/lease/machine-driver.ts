@@ -23,7 +23,16 @@ export interface MachineAgent {
 }
 
 export type ProbeResult =
-  | { kind: 'ok'; facts: NonNullable<Lease['status']>['facts'] & object; busy: number }
+  | {
+      kind: 'ok';
+      facts: NonNullable<Lease['status']>['facts'] & object;
+      /** leasehold-run jobs running. */
+      busy: number;
+      sessions?: number;
+      gpuProcesses?: number;
+      /** nvidia-smi is there but failed or hung: the check cannot answer. */
+      gpuError?: string;
+    }
   | { kind: 'unreachable'; message: string }
   | { kind: 'hostKeyMismatch'; message: string };
 
@@ -177,11 +186,24 @@ export class MachineDriver implements LeaseDriver {
     const result = await this.opts.agent.probe(machine, await this.opts.key(), write ? devices : undefined, signal);
     if (result.kind === 'unreachable') return { kind: 'unreachable', message: result.message };
     if (result.kind === 'hostKeyMismatch') return { kind: 'mismatch', reason: 'HostKeyMismatch', message: result.message };
+    // A GPU check that cannot answer cannot say the machine is idle, nor that it still has its GPUs.
+    if (result.gpuError) return { kind: 'mismatch', reason: 'FactsMismatch', message: `the GPU check failed: ${result.gpuError}` };
     const differences = this.opts.compare(lease, result.facts);
+    const had = lease.status?.facts?.gpus;
+    if (had !== undefined && (result.facts.gpus ?? 0) < had) differences.push(`gpus: nvidia-smi reports ${result.facts.gpus ?? 0}, the machine had ${had} when it became ready`);
     if (differences.length) {
       return { kind: 'mismatch', reason: 'FactsMismatch', message: `the machine does not match Offer ${lease.status?.offer}: ${differences.join('; ')}` };
     }
-    return { kind: 'ok', facts: result.facts, busy: result.busy, keysHash: hash, machine };
+    const offer = this.opts.offers.get(undefined, lease.status?.offer ?? '');
+    return {
+      kind: 'ok',
+      facts: result.facts,
+      busy: result.busy,
+      keysHash: hash,
+      machine,
+      usage: { jobs: result.busy, sessions: result.sessions ?? 0, gpuProcesses: result.gpuProcesses ?? 0 },
+      ...(offer?.spec.busyWhen ? { busyWhen: offer.spec.busyWhen } : {}),
+    };
   }
 
   async release(lease: Lease, signal: AbortSignal): Promise<void> {

@@ -25,8 +25,8 @@ export function sshAgent(connectTimeoutMs = 10_000): MachineAgent {
         // undefined: the keys on the machine are already the wanted ones.
         await installAgent(session, { deviceKeys, controllerKey: key.publicKey });
         const p = await probe(session);
-        const { busy, jobs: _jobs, ...facts } = p as typeof p & { jobs?: number };
-        return { kind: 'ok', facts: facts as never, busy };
+        const { busy, jobs: _jobs, sessions, gpuProcesses, gpuError, ...facts } = p;
+        return { kind: 'ok', facts: facts as never, busy, sessions, gpuProcesses, ...(gpuError ? { gpuError } : {}) };
       } catch (err) {
         return { kind: 'unreachable', message: signal?.aborted ? 'probe cancelled' : errorText(err) };
       } finally {

@@ -136,6 +136,7 @@ describe('Lease CRD details', () => {
       ['OFFER', '.status.offer', 0],
       ['PRICE/H', '.status.pricePerHour', 0],
       ['HOST', '.status.machine.ssh.host', 0],
+      ['BUSY', '.status.usage.busy', 0],
       ['ENDED', '.status.endReason', 0],
       ['AGE', '.metadata.creationTimestamp', 0],
       ['INSTANCE-TYPE', '.status.instanceType', 1],

@@ -80,6 +80,7 @@ export const KINDS: readonly KindDefinition[] = [
       { name: 'Offer', type: 'string', jsonPath: '.status.offer', description: 'The Offer the machine came from.' },
       { name: 'Price/h', type: 'number', jsonPath: '.status.pricePerHour', description: 'US dollars per hour.' },
       { name: 'Host', type: 'string', jsonPath: '.status.machine.ssh.host', description: 'SSH host of the machine.' },
+      { name: 'Busy', type: 'string', jsonPath: '.status.usage.busy', description: 'What the last check saw keeping the machine busy, or none.' },
       { name: 'Ended', type: 'string', jsonPath: '.status.endReason', description: 'Why the lease ended (or is ending).' },
       age,
       {

@@ -204,6 +204,21 @@ export const FactsSchema = z
   })
   .describe('What the machine measured about itself after boot, checked against the Offer and spec.where.');
 
+export const UsageSchema = z
+  .object({
+    jobs: count('Jobs started through leasehold-run that were running.'),
+    sessions: count("Open SSH sessions other than the controller's own."),
+    gpuProcesses: count('Processes holding a GPU, as nvidia-smi listed them.'),
+    busy: z
+      .string()
+      .max(256)
+      .describe('What kept the machine busy, of what the Offer\'s busyWhen counts, e.g. "2 sessions, 1 GPU process"; "none" when idle.'),
+    at: timestamp('When the check that saw this ran.'),
+  })
+  .describe(
+    'What the last check saw running on the machine. Written when it changes or work is seen, so an idle machine costs no status writes.',
+  );
+
 export const LeaseStatusSchema = z
   .object({
     observedGeneration: count('The metadata.generation this status was computed from.').optional(),
@@ -246,6 +261,7 @@ export const LeaseStatusSchema = z
       .describe('Digest of the spec.sshKeys last installed on the machine, to tell when they need updating.'),
     parsedWhere: ParsedWhereSchema.optional(),
     readyAt: timestamp('When the lease became Ready.').optional(),
+    usage: UsageSchema.optional(),
     lastActivityAt: timestamp('When work was last seen on the machine, or it was last handed out.').optional(),
     idleTimeout: duration(
       "The Offer's idleTimeout copied at launch: the machine is released this long after its last activity, even if the Offer changes later.",

@@ -24,6 +24,9 @@ export const LAST_LIST_ERROR_MAX_CHARS = 4096;
 import { DEFAULT_IDLE_TIMEOUT } from './activity.js';
 export { DEFAULT_IDLE_TIMEOUT };
 export const DEFAULT_MAX_LIFETIME = '12h';
+/** The kinds of work a probe reports, each of which an Offer's spec.busyWhen may count. */
+export const BUSY_KINDS = ['jobs', 'sessions', 'gpuProcesses'] as const;
+export type BusyKind = (typeof BUSY_KINDS)[number];
 export const DEFAULT_LAMBDA_ENDPOINT = 'https://cloud.lambda.ai/api/v1';
 export const DEFAULT_LAMBDA_LOGIN = 'ubuntu';
 export const DEFAULT_MAX_PRICE_PER_HOUR = 10;
@@ -178,6 +181,19 @@ export const OfferSpecSchema = kube(
       maxLifetime: duration(
         'How long after its machine was requested a lease is released, even if work is still running, e.g. 12h. Defaults to 12h. It counts from the launch, not from Ready, so a slow boot cannot stretch it.',
       ).default(DEFAULT_MAX_LIFETIME),
+      busyWhen: kube(
+        z
+          .array(z.enum(BUSY_KINDS).describe('A kind of work: jobs, sessions or gpuProcesses.'))
+          .min(1)
+          .max(BUSY_KINDS.length)
+          .refine((kinds) => new Set(kinds).size === kinds.length, { message: 'each kind of work may be named once' })
+          .default([...BUSY_KINDS]),
+        {
+          description:
+            "What keeps a Ready lease from going idle, looked at every check interval: jobs (commands run through leasehold-run, as leasehold run does), sessions (open SSH sessions other than the controller's own: shells, scp and sftp, port forwards) and gpuProcesses (processes holding a GPU, as nvidia-smi lists them: a training run left in a detached tmux). Defaults to all three. maxLifetime ends a lease whatever this says.",
+          'x-kubernetes-list-type': 'set',
+        },
+      ),
       namespaceSelector: LabelSelectorSchema.optional().describe(
         'Which namespaces may lease from this Offer, by their labels (e.g. matchLabels: {team: ml}). Absent or empty: every namespace. A Lease in a namespace it does not select waits Pending with reason NamespaceNotAllowed.',
       ),
@@ -200,7 +216,7 @@ export const OfferSpecSchema = kube(
     }),
   {
     description:
-      'The desired state of the Offer: exactly one provider (command or lambda), its price and its release timers. Changing an Offer only affects new leases.',
+      'The desired state of the Offer: exactly one provider (command or lambda), its price and its release timers. Changing an Offer only affects new leases, except busyWhen, which every check reads.',
     'x-kubernetes-validations': [
       { rule: 'has(self.command) != has(self.lambda)', message: 'an Offer takes exactly one of command or lambda' },
       {

@@ -81,10 +81,15 @@ describe('authorizedKeys', () => {
 });
 
 describe('parseProbe', () => {
-  const line = '{"os":"linux","arch":"amd64","cpus":4,"memoryGiB":16,"gpus":0,"busy":1,"jobs":3}';
+  const line = '{"os":"linux","arch":"amd64","cpus":4,"memoryGiB":16,"gpus":0,"busy":1,"jobs":3,"sessions":2,"gpuProcesses":0}';
 
   it('reads the last line of output', () => {
-    expect(parseProbe(`motd noise\n${line}\n\n`)).toEqual({ os: 'linux', arch: 'amd64', cpus: 4, memoryGiB: 16, gpus: 0, busy: 1, jobs: 3 });
+    expect(parseProbe(`motd noise\n${line}\n\n`)).toEqual({ os: 'linux', arch: 'amd64', cpus: 4, memoryGiB: 16, gpus: 0, busy: 1, jobs: 3, sessions: 2, gpuProcesses: 0 });
+  });
+
+  it('keeps what nvidia-smi said when it failed', () => {
+    expect(parseProbe(line.replace('"gpus":0', '"gpus":0,"gpuError":"nvidia-smi --query-gpu did not answer within 10s"'))).toMatchObject({ gpus: 0, gpuError: 'nvidia-smi --query-gpu did not answer within 10s' });
+    expect(() => parseProbe(line.replace(',"sessions":2', ''))).toThrow(/unexpected facts \(sessions: /);
   });
 
   it('keeps the GPU model and VRAM only when there are GPUs', () => {
@@ -160,21 +165,119 @@ describe('the agent on a machine', () => {
     expect(p).toMatchObject({ os: platform(), arch: arch() === 'x64' ? 'amd64' : arch(), cpus: nproc, memoryGiB: Math.round(totalmem() / 2 ** 30), busy: 0, jobs: 0 });
   });
 
-  it('reads GPUs from nvidia-smi: count, first model, smallest memory', async () => {
+  // A stand-in nvidia-smi that answers the two queries the agent asks, from files in its directory.
+  function fakeSmi(): string {
     const fake = join(dir, 'fakebin');
-    mkdirSync(fake);
+    mkdirSync(fake, { recursive: true });
     writeFileSync(
       join(fake, 'nvidia-smi'),
-      `#!/bin/sh\n[ "$*" = "--query-gpu=name,memory.total --format=csv,noheader,nounits" ] || exit 9\n[ -n "\${FAIL:-}" ] && { echo "NVIDIA-SMI has failed"; exit 9; }\nprintf 'NVIDIA H100 80GB HBM3, 81559\\nNVIDIA H100 80GB HBM3, 81000\\n'\n`,
+      [
+        '#!/bin/sh',
+        'd=$(dirname "$0")',
+        '[ -e "$d/hang" ] && exec sleep 600',
+        '[ -e "$d/fail" ] && { echo "NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver" >&2; exit 9; }',
+        'case "$*" in',
+        '  "--query-gpu=name,memory.total --format=csv,noheader,nounits") printf \'NVIDIA H100 80GB HBM3, 81559\\nNVIDIA H100 80GB HBM3, 81000\\n\' ;;',
+        '  "--query-compute-apps=pid --format=csv,noheader") cat "$d/apps" 2>/dev/null || true ;;',
+        '  *) exit 9 ;;',
+        'esac',
+        '',
+      ].join('\n'),
     );
     chmodSync(join(fake, 'nvidia-smi'), 0o755);
     env.PATH = `${fake}:${env.PATH}`;
+    return fake;
+  }
+
+  it('reads GPUs from nvidia-smi: count, first model, smallest memory, and the processes holding them', async () => {
+    const fake = fakeSmi();
     await installAgent(shell, { controllerKey: controller, deviceKeys: [] });
-    expect(await probe(shell)).toMatchObject({ gpus: 2, gpuModel: 'NVIDIA H100 80GB HBM3', vramGiB: 79 });
-    env.FAIL = '1';
+    expect(await probe(shell)).toMatchObject({ gpus: 2, gpuModel: 'NVIDIA H100 80GB HBM3', vramGiB: 79, gpuProcesses: 0 });
+    expect(await probe(shell)).not.toHaveProperty('gpuError');
+    // One process on both GPUs counts once.
+    writeFileSync(join(fake, 'apps'), '4242\n4242\n4343\n');
+    expect(await probe(shell)).toMatchObject({ gpus: 2, gpuProcesses: 2 });
+  });
+
+  it('reports an nvidia-smi that fails, with what it said, instead of a machine without GPUs', async () => {
+    const fake = fakeSmi();
+    writeFileSync(join(fake, 'fail'), '');
+    await installAgent(shell, { controllerKey: controller, deviceKeys: [] });
     const failed = await probe(shell);
-    expect(failed.gpus).toBe(0);
+    expect(failed).toMatchObject({ gpus: 0, gpuProcesses: 0, gpuError: 'nvidia-smi --query-gpu exited 9: NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver' });
     expect(failed).not.toHaveProperty('gpuModel');
+  });
+
+  it('bounds a hung nvidia-smi and says it did not answer', async () => {
+    const fake = fakeSmi();
+    writeFileSync(join(fake, 'hang'), '');
+    env.LEASEHOLD_NVIDIA_SMI_TIMEOUT = '1';
+    await installAgent(shell, { controllerKey: controller, deviceKeys: [] });
+    const t0 = Date.now();
+    const hung = await probe(shell);
+    expect(Date.now() - t0).toBeLessThan(8000);
+    expect(hung).toMatchObject({ gpus: 0, gpuError: 'nvidia-smi --query-gpu did not answer within 1s' });
+  });
+
+  it("counts authenticated SSH sessions of this machine's sshd, leaving out the one the probe runs in", async () => {
+    // A stand-in ps: this process's real ancestors, the oldest of them placed
+    // under a made-up sshd session (the controller's, as over SSH), then the
+    // sessions of the case.
+    const fake = join(dir, 'fakebin');
+    mkdirSync(fake, { recursive: true });
+    writeFileSync(
+      join(fake, 'ps'),
+      [
+        '#!/bin/sh',
+        '[ "$*" = "-eo pid=,ppid=,comm=,args=" ] || exit 9',
+        'pid=$PPID',
+        'while [ "$pid" -gt 1 ]; do',
+        '  ppid=$(sed \'s/^.*) //\' "/proc/$pid/stat" | cut -d" " -f2)',
+        '  [ "$ppid" = "$FAKE_PS_STOP" ] && ppid=900001',
+        '  echo "$pid $ppid $(cat /proc/$pid/comm) $(tr "\\000" " " < /proc/$pid/cmdline)"',
+        '  [ "$ppid" = 900001 ] && break',
+        '  pid=$ppid',
+        'done',
+        'cat "$(dirname "$0")/ps.txt"',
+        '',
+      ].join('\n'),
+    );
+    chmodSync(join(fake, 'ps'), 0o755);
+    writeFileSync(
+      join(fake, 'ps.txt'),
+      [
+        '900000 1 sshd sshd: /usr/sbin/sshd -D [listener] 0 of 10-100 startups',
+        '900001 900000 sshd sshd: root@notty', // the controller's: the probe runs in it
+        '900002 900000 sshd sshd: alice [priv]', // alice's shell: its monitor does not count...
+        '900003 900002 sshd sshd: alice@pts/0', // ...its session does: 1
+        '900004 900000 sshd sshd: root', // a port forward (ssh -N), no channel open: 2
+        '900005 900000 sshd sshd: unknown [preauth]', // still logging in: not a session
+        '900006 1 sshd sshd: bob@notty', // left by a restarted sshd: 3
+        '900008 900009 sshd-session sshd-session: carol@notty', // OpenSSH 9.8: 4
+        '900009 900000 sshd-session sshd-session: carol [priv]',
+        '900010 900000 bash sshd: mallory@pts/9', // not sshd, whatever its title says
+        '910000 1 sshd sshd: /usr/sbin/sshd -f /other/sshd_config [listener] 0 of 10-100 startups',
+        '910001 910000 sshd sshd: root@pts/1', // another machine on this host
+        '',
+      ].join('\n'),
+    );
+    env.PATH = `${fake}:${env.PATH}`;
+    env.FAKE_PS_STOP = String(process.pid);
+    await installAgent(shell, { controllerKey: controller, deviceKeys: [] });
+    expect((await probe(shell)).sessions).toBe(4);
+    // Not under any sshd (this test's own shell): every session on the host counts.
+    writeFileSync(join(fake, 'ps.txt'), readFileSync(join(fake, 'ps.txt'), 'utf8').replace('900001 900000 sshd sshd: root@notty', '900001 900000 bash bash'));
+    expect((await probe(shell)).sessions).toBe(5);
+  });
+
+  it('fails the probe when it cannot count sessions', async () => {
+    const fake = join(dir, 'fakebin');
+    mkdirSync(fake, { recursive: true });
+    writeFileSync(join(fake, 'ps'), '#!/bin/sh\nexit 1\n');
+    chmodSync(join(fake, 'ps'), 0o755);
+    env.PATH = `${fake}:${env.PATH}`;
+    await installAgent(shell, { controllerKey: controller, deviceKeys: [] });
+    await expect(probe(shell)).rejects.toThrow(/exit 3.*cannot count SSH sessions/);
   });
 
   it('counts jobs run through leasehold-run while they run, and drops records of dead ones', async () => {

@@ -2,12 +2,17 @@
 // machine over SSH. It replaces authorized_keys, measures the machine and
 // counts the jobs running on it.
 //
-// Busy, precisely: the agent also installs `$LEASEHOLD_HOME/bin/leasehold-run`
+// Busy, precisely: the probe reports three kinds of work, and the Offer's
+// spec.busyWhen says which of them keep the machine: jobs (below), open SSH
+// sessions other than the controller's (ssh_sessions in the script), and
+// processes holding a GPU (nvidia-smi --query-compute-apps).
+//
+// Jobs: the agent also installs `$LEASEHOLD_HOME/bin/leasehold-run`
 // (LEASEHOLD_HOME defaults to ~/.leasehold). Running `leasehold-run CMD...`
 // records the wrapper's PID (and its start time) in `$LEASEHOLD_HOME/jobs/<pid>`
 // and removes the record when CMD ends. `busy` is the number of records whose
-// process is still alive; the probe deletes the rest. Work started any other
-// way is invisible to the probe. `jobs` is how many jobs leasehold-run has
+// process is still alive; the probe deletes the rest.
+// `jobs` is how many jobs leasehold-run has
 // started since the agent was first installed, so that a job that started and
 // ended between two probes still shows as activity.
 import { z } from 'zod';
@@ -39,6 +44,66 @@ start_time() {
   if [ -r "/proc/$1/stat" ]; then
     sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f20
   fi
+}
+
+# nvidia-smi, bounded: a driver that hangs must not hold the probe, and a
+# check that cannot answer is reported as such, not taken for an idle machine.
+smi() {
+  if command -v timeout >/dev/null 2>&1; then
+    timeout -k 2 "\${LEASEHOLD_NVIDIA_SMI_TIMEOUT:-10}" nvidia-smi "$@"
+  else
+    nvidia-smi "$@"
+  fi
+}
+
+# The evidence of a failed nvidia-smi call, fit for a JSON string: what was
+# asked, how it ended, and the first line it printed.
+smi_failure() {
+  if [ "$2" -eq 124 ] || [ "$2" -eq 137 ]; then
+    how="did not answer within \${LEASEHOLD_NVIDIA_SMI_TIMEOUT:-10}s"
+  else
+    how="exited $2"
+  fi
+  said=$({ cat "$smi_err" 2>/dev/null; printf '%s\\n' "$3"; } | grep -m1 '[^[:space:]]' | tr -d '\\000-\\037"\\\\' | cut -c1-200)
+  printf 'nvidia-smi %s %s%s' "$1" "$how" "\${said:+: $said}"
+}
+
+# Open SSH sessions on this machine, other than the one this probe runs in
+# (the controller's). A session is an authenticated connection: its sshd
+# process is titled "sshd: USER" or "sshd: USER@TTY" (sshd-session on
+# OpenSSH 9.8 and later); titles with a bracket ([priv], [net], [preauth],
+# [listener]) are monitors, connections still logging in and listeners, so a
+# port scan never counts. The controller opens one connection at a time to a
+# machine and runs this probe inside it, so its own session is the sshd
+# session this process descends from. Only sessions of the same listening
+# sshd count (machines may share a host), and those left behind by a
+# restarted sshd (no listener above them).
+ssh_sessions() {
+  ps -eo pid=,ppid=,comm=,args= 2>/dev/null | awk -v self="$$" '
+    function authed(t) { return t ~ /^sshd(-session)?: [^ []+$/ }
+    function perconn(t) { return t ~ /^sshd(-session)?: [^ []+( \\[[a-z]+\\])?$/ }
+    function top(p,  n) { n = 0; while ((parent[p] in sshd) && sshd[parent[p]] && n++ < 64) p = parent[p]; return p }
+    {
+      args = $0
+      sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ +/, "", args)
+      parent[$1] = $2; sshd[$1] = ($3 ~ /^sshd(-session)?$/); title[$1] = args; seen++
+    }
+    END {
+      if (!seen) exit 1
+      own = ""; p = self; n = 0
+      while ((p in parent) && n++ < 64) {
+        if (sshd[p] && authed(title[p])) { own = p; break }
+        p = parent[p]
+      }
+      mine = own == "" ? "" : top(own)
+      count = 0
+      for (p in title) {
+        if (!sshd[p] || !authed(title[p]) || p == own) continue
+        t = top(p)
+        if (mine == "" || t == mine || perconn(title[t])) count++
+      }
+      print count
+    }'
 }
 
 run() {
@@ -79,24 +144,50 @@ probe() {
   fi
 
   gpu_json=',"gpus":0'
+  gpu_procs=0
+  gpu_error=''
+  smi_err="$home/.nvidia-smi.err"
   if command -v nvidia-smi >/dev/null 2>&1; then
     # One "NAME, MIB" line per GPU; vramGiB is the smallest GPU's memory.
-    gpu_json=$(nvidia-smi --query-gpu=name,memory.total --format=csv,noheader,nounits 2>/dev/null | awk -F',' '
-      NF >= 2 {
-        name = $1; mib = $2
-        gsub(/[^ -~]|["\\\\]/, "", name); sub(/^ +/, "", name); sub(/ +$/, "", name)
-        gsub(/ /, "", mib)
-        if (name == "") next
-        n++
-        if (n == 1) model = name
-        if (mib ~ /^[0-9]+$/ && (min == "" || mib + 0 < min)) min = mib + 0
-      }
-      END {
-        if (n == 0) { printf ",\\"gpus\\":0"; exit }
-        printf ",\\"gpus\\":%d,\\"gpuModel\\":\\"%s\\"", n, model
-        if (min != "") printf ",\\"vramGiB\\":%d", min / 1024 + 0.5
-      }')
-    [ -n "$gpu_json" ] || gpu_json=',"gpus":0'
+    # stderr is kept aside: when nvidia-smi fails, what it said is the evidence.
+    smi_out=$(smi --query-gpu=name,memory.total --format=csv,noheader,nounits 2>"$smi_err")
+    smi_code=$?
+    if [ "$smi_code" -ne 0 ]; then
+      gpu_error=$(smi_failure "--query-gpu" "$smi_code" "$smi_out")
+    else
+      gpu_json=$(printf '%s\\n' "$smi_out" | awk -F',' '
+        NF >= 2 {
+          name = $1; mib = $2
+          gsub(/[^ -~]|["\\\\]/, "", name); sub(/^ +/, "", name); sub(/ +$/, "", name)
+          gsub(/ /, "", mib)
+          if (name == "") next
+          n++
+          if (n == 1) model = name
+          if (mib ~ /^[0-9]+$/ && (min == "" || mib + 0 < min)) min = mib + 0
+        }
+        END {
+          if (n == 0) { printf ",\\"gpus\\":0"; exit }
+          printf ",\\"gpus\\":%d,\\"gpuModel\\":\\"%s\\"", n, model
+          if (min != "") printf ",\\"vramGiB\\":%d", min / 1024 + 0.5
+        }')
+      [ -n "$gpu_json" ] || gpu_json=',"gpus":0'
+      # Processes holding a GPU (a training run in a detached tmux): each PID
+      # once, however many GPUs it holds.
+      smi_out=$(smi --query-compute-apps=pid --format=csv,noheader 2>"$smi_err")
+      smi_code=$?
+      if [ "$smi_code" -ne 0 ]; then
+        gpu_error=$(smi_failure "--query-compute-apps" "$smi_code" "$smi_out")
+      else
+        gpu_procs=$(printf '%s\\n' "$smi_out" | awk '$1 ~ /^[0-9]+$/ { print $1 }' | sort -u | awk 'END { print NR }')
+      fi
+    fi
+  fi
+  rm -f "$smi_err"
+  if [ -n "$gpu_error" ]; then gpu_json="$gpu_json,\\"gpuError\\":\\"$gpu_error\\""; fi
+
+  if ! sessions=$(ssh_sessions); then
+    echo "leasehold-agent: cannot count SSH sessions: ps -eo pid,ppid,comm,args failed; install procps" >&2
+    exit 3
   fi
 
   # busy: jobs started through leasehold-run that are still running. A record
@@ -120,8 +211,8 @@ probe() {
   started=0
   if [ -f "$started_log" ]; then started=$(awk 'END { print NR }' "$started_log"); fi
 
-  printf '{"os":"%s","arch":"%s","cpus":%d,"memoryGiB":%d%s,"busy":%d,"jobs":%d}\\n' \\
-    "$os" "$arch" "\${cpus:-0}" "\${memory:-0}" "$gpu_json" "$busy" "$started"
+  printf '{"os":"%s","arch":"%s","cpus":%d,"memoryGiB":%d%s,"busy":%d,"jobs":%d,"sessions":%d,"gpuProcesses":%d}\\n' \\
+    "$os" "$arch" "\${cpus:-0}" "\${memory:-0}" "$gpu_json" "$busy" "$started" "\${sessions:-0}" "\${gpu_procs:-0}"
 }
 
 keys() {
@@ -196,6 +287,12 @@ export interface Probe {
   busy: number;
   /** Jobs started through leasehold-run since the agent was first installed. */
   jobs: number;
+  /** Open SSH sessions other than the one the probe ran in (the controller's). */
+  sessions: number;
+  /** Processes holding a GPU, by nvidia-smi --query-compute-apps; 0 without nvidia-smi. */
+  gpuProcesses: number;
+  /** Set when nvidia-smi is there but failed or did not answer in time: the evidence. */
+  gpuError?: string;
 }
 
 const count = z.number().int().min(0);
@@ -209,6 +306,9 @@ const ProbeSchema = z.object({
   vramGiB: count.optional(),
   busy: count,
   jobs: count,
+  sessions: count,
+  gpuProcesses: count,
+  gpuError: z.string().max(512).optional(),
 });
 
 /**
@@ -277,7 +377,8 @@ export function parseProbe(stdout: string): Probe {
     throw new Error(`the agent's probe printed unexpected facts (${issue?.path.join('.') || 'facts'}: ${issue?.message}): ${excerpt(last)}`);
   }
   const p = parsed.data;
-  const out: Probe = { os: p.os, arch: p.arch, cpus: p.cpus, memoryGiB: p.memoryGiB, gpus: p.gpus, busy: p.busy, jobs: p.jobs };
+  const out: Probe = { os: p.os, arch: p.arch, cpus: p.cpus, memoryGiB: p.memoryGiB, gpus: p.gpus, busy: p.busy, jobs: p.jobs, sessions: p.sessions, gpuProcesses: p.gpuProcesses };
+  if (p.gpuError) out.gpuError = p.gpuError;
   if (p.gpus > 0 && p.gpuModel !== undefined) out.gpuModel = p.gpuModel;
   if (p.gpus > 0 && p.vramGiB !== undefined) out.vramGiB = p.vramGiB;
   return out;

@@ -115,3 +115,29 @@ describe('observeMachine', () => {
     expect(observeMachine(input(nearly, ok(0)), 'Ready')).toMatchObject({ requeueAfter: 30_000, wake: { at: NOW + 30_000 } });
   });
 });
+
+describe('what keeps a machine busy', () => {
+  const seen = (jobs: number, sessions: number, gpuProcesses: number, busyWhen?: Array<'jobs' | 'sessions' | 'gpuProcesses'>) =>
+    done({ kind: 'check', check: { kind: 'ok', facts: FACTS, busy: jobs, keysHash: 'k2', machine: MACHINE, usage: { jobs, sessions, gpuProcesses }, ...(busyWhen ? { busyWhen } : {}) }, at: NOW });
+  const usage = (jobs: number, sessions: number, gpuProcesses: number, busy: string, time = at(0)) => ({ jobs, sessions, gpuProcesses, busy, at: time });
+  it.each<[string, ReturnType<typeof done>, Record<string, unknown>]>([
+    ['an open shell: Ready, activity now', seen(0, 1, 0), { event: { type: 'BUSY', message: 'busy: 1 session' }, status: { lastActivityAt: at(0), usage: usage(0, 1, 0, '1 session') } }],
+    ['a detached GPU process: Ready, activity now', seen(0, 0, 1), { event: { type: 'BUSY', message: 'busy: 1 GPU process' }, status: { lastActivityAt: at(0), usage: usage(0, 0, 1, '1 GPU process') } }],
+    ['sessions the Offer does not count: Idle, the sessions still shown', seen(0, 2, 0, ['jobs', 'gpuProcesses']), { event: { type: 'IDLE' }, status: { usage: usage(0, 2, 0, 'none') } }],
+    ['GPU processes the Offer does not count: Idle', seen(0, 0, 3, ['jobs', 'sessions']), { event: { type: 'IDLE' }, status: { usage: usage(0, 0, 3, 'none') } }],
+    ['only the counted kinds are named', seen(1, 2, 0, ['jobs']), { event: { type: 'BUSY', message: 'busy: 1 job' }, status: { usage: usage(1, 2, 0, '1 job') } }],
+  ])('%s', (_name, effect, want) => {
+    const obs = observeMachine(input(leaseWith(ready), effect), 'Ready');
+    expect(obs).toMatchObject(want);
+  });
+
+  it('an idle check that sees what the last one saw writes no usage', () => {
+    const lease = leaseWith({ ...ready, usage: usage(0, 0, 0, 'none', at(-60_000)) });
+    expect(observeMachine(input(lease, seen(0, 0, 0)), 'Ready').status).not.toHaveProperty('usage');
+  });
+
+  it('maxLifetime ends a Lease with an open shell and a GPU process', () => {
+    const lease = leaseWith({ ...ready, expiresAt: at(-1) });
+    expect(observeMachine(input(lease, seen(0, 1, 1)), 'Ready').event).toMatchObject({ type: 'EXPIRED', reason: 'MaxLifetime' });
+  });
+});

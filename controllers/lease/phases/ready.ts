@@ -9,6 +9,7 @@ import { doneOf, waiting, type Decision, type PhaseInput } from '../decision.js'
 import { checkInputsOf } from '../status.js';
 import { ACTIVITY_ANNOTATION, idleDeadline, idleTimeoutMs, lastActivity } from '../../../src/api/activity.js';
 import { annotatedActivity, judgeUsage, nextCheckIn } from '../policy/timing.js';
+import { busyOf, nextUsage } from '../policy/busy.js';
 
 export function observeMachine(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>): Decision {
   const { lease, now, settings } = input;
@@ -38,9 +39,11 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
   // The probe takes time (seconds on a slow link): judge and plan the next
   // check from when it answered, not from before it started, or every check
   // would come one probe late and the release a probe later still.
-  const busy = check.busy;
+  const seen = check.usage ?? { jobs: check.busy, sessions: 0, gpuProcesses: 0 };
+  const { busy, summary } = busyOf(seen, check.busyWhen);
+  const usage = nextUsage(st.usage, seen, summary, busy > 0, rfc3339(new Date(at)));
   // What the probe installed: the next check rewrites keys only when spec.sshKeys differs from it.
-  const keysStatus: Partial<LeaseStatus> = { installedKeysHash: check.keysHash };
+  const keysStatus: Partial<LeaseStatus> = { installedKeysHash: check.keysHash, ...(usage ? { usage } : {}) };
   const idleMs = idleTimeoutMs(st);
   const raw = (lease.metadata?.annotations as Record<string, string> | undefined)?.[ACTIVITY_ANNOTATION];
   // The annotation as it stood at the last check (wakes are kept in memory:
@@ -56,7 +59,7 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
     ? { reason: 'ActivityInFuture', message: `${ACTIVITY_ANNOTATION} ${raw} is in the future; counted as activity now (${new Date(at).toISOString()}), once. Set it to the time work was seen` }
     : undefined;
   if (v.kind === 'busy') {
-    return { event: { type: 'BUSY', message: `${busy} job(s) running` }, status: { ...keysStatus, lastActivityAt: rfc3339(new Date(at)) }, wake, requeueAfter, ...(notice ? { notice } : {}) };
+    return { event: { type: 'BUSY', message: `busy: ${summary}` }, status: { ...keysStatus, lastActivityAt: rfc3339(new Date(at)) }, wake, requeueAfter, ...(notice ? { notice } : {}) };
   }
   // Activity annotated since the controller last recorded any: the Lease is
   // active within its idle window, so Ready (again, if it was Idle).
