@@ -1,5 +1,6 @@
 // leasehold leases [-A] [--json]: this namespace's Leases (every namespace
-// with -A): name, phase, where, offer, price, host, idle deadline, why it ended.
+// with -A): name, phase, where, offer, price, host, idle deadline, what keeps
+// it busy, why it ended.
 import type { Lease } from '../src/api/lease.js';
 import { idleDeadline as releaseDeadline, lastActivity } from '../src/api/activity.js';
 import { commonFlags, parseCommand, positionals } from './flags.js';
@@ -34,11 +35,19 @@ export function leaseRow(lease: Lease, now: number, allNamespaces: boolean): str
     price(st.pricePerHour),
     ssh ? `${ssh.user}@${ssh.host}:${ssh.port ?? 22}` : '-',
     deadline === undefined ? '-' : `${new Date(deadline).toISOString().replace(/\.\d+Z$/, 'Z')} (in ${span(deadline - now)})`,
+    busyText(lease),
     st.endReason ?? (st.phase === 'Pending' && st.reason ? `waiting: ${st.reason}` : '-'),
   ];
 }
 
-export const LEASE_HEADER = ['NAME', 'PHASE', 'WHERE', 'OFFER', 'PRICE/H', 'HOST', 'IDLE DEADLINE', 'ENDED'];
+export const LEASE_HEADER = ['NAME', 'PHASE', 'WHERE', 'OFFER', 'PRICE/H', 'HOST', 'IDLE DEADLINE', 'BUSY', 'ENDED'];
+
+/** What the last check saw keeping a Ready or Idle Lease's machine (status.usage.busy): "1 session, 1 GPU process", or "none". */
+function busyText(lease: Lease): string {
+  const st = lease.status ?? {};
+  if (st.phase !== 'Ready' && st.phase !== 'Idle') return '-';
+  return st.usage?.busy ?? '-';
+}
 
 export function leasesTable(leases: readonly Lease[], now: number, allNamespaces: boolean): string {
   const sorted = [...leases].sort((a, b) => `${a.metadata?.namespace}/${a.metadata?.name}`.localeCompare(`${b.metadata?.namespace}/${b.metadata?.name}`));
@@ -59,6 +68,7 @@ export function leaseJSON(lease: Lease): Record<string, unknown> {
     ssh: st.machine?.ssh ?? null,
     idleDeadline: deadline === undefined ? null : new Date(deadline).toISOString(),
     expiresAt: st.expiresAt ?? null,
+    usage: st.usage ?? null,
     endReason: st.endReason ?? null,
     reason: st.reason ?? null,
     message: st.message ?? null,

@@ -13,18 +13,19 @@ const ready = {
   status: {
     phase: 'Ready', offer: 'lambda', pricePerHour: 2.99, idleTimeout: '20m', lastActivityAt: '2026-03-01T11:50:00Z', readyAt: '2026-03-01T11:40:00Z',
     expiresAt: '2026-03-01T23:00:00Z', machine: { ssh: { host: '10.0.0.5', port: 22, user: 'ubuntu', hostKey: 'ssh-ed25519 AAAA' } },
+    usage: { jobs: 0, sessions: 1, gpuProcesses: 1, busy: '1 session, 1 GPU process', at: '2026-03-01T11:50:00Z' },
   },
 } as unknown as Lease;
 const ended = { metadata: { name: 'old', namespace: 'ml' }, spec: { where: 'cpus>=8' }, status: { phase: 'Released', offer: 'box', endReason: 'IdleTimeout' } } as unknown as Lease;
 const waiting = { metadata: { name: 'w', namespace: 'dev' }, spec: { where: 'gpu' }, status: { phase: 'Pending', reason: 'MaxLeases' } } as unknown as Lease;
 
 describe('leasehold leases', () => {
-  it('prints name, phase, where, offer, price, host, idle deadline and why it ended', () => {
+  it('prints name, phase, where, offer, price, host, idle deadline, what keeps it busy and why it ended', () => {
     expect(leasesTable([ended, ready], now, false)).toBe(
       [
-        'NAME           PHASE     WHERE     OFFER   PRICE/H  HOST                IDLE DEADLINE                  ENDED',
-        'gpu-h100-7f3a  Ready     gpu=h100  lambda  $2.99    ubuntu@10.0.0.5:22  2026-03-01T12:10:00Z (in 10m)  -',
-        'old            Released  cpus>=8   box     -        -                   -                              IdleTimeout',
+        'NAME           PHASE     WHERE     OFFER   PRICE/H  HOST                IDLE DEADLINE                  BUSY                      ENDED',
+        'gpu-h100-7f3a  Ready     gpu=h100  lambda  $2.99    ubuntu@10.0.0.5:22  2026-03-01T12:10:00Z (in 10m)  1 session, 1 GPU process  -',
+        'old            Released  cpus>=8   box     -        -                   -                              -                         IdleTimeout',
         '',
       ].join('\n'),
     );
@@ -33,7 +34,7 @@ describe('leasehold leases', () => {
   it('adds the namespace with -A, and says why a Pending Lease waits', () => {
     const out = leasesTable([waiting, ready], now, true);
     expect(out.split('\n')[0]).toMatch(/^NAMESPACE\s+NAME\s+PHASE/);
-    expect(out).toMatch(/^dev\s+w\s+Pending\s+gpu\s+-\s+-\s+-\s+-\s+waiting: MaxLeases$/m);
+    expect(out).toMatch(/^dev\s+w\s+Pending\s+gpu\s+-\s+-\s+-\s+-\s+-\s+waiting: MaxLeases$/m);
   });
 
   it('idle deadline: idle timeout after the last activity, or the lifetime end when sooner; none unless Ready or Idle', () => {
@@ -44,7 +45,7 @@ describe('leasehold leases', () => {
   });
 
   it('--json gives the same fields as values', () => {
-    expect(leaseJSON(ready)).toMatchObject({ name: 'gpu-h100-7f3a', phase: 'Ready', pricePerHour: 2.99, idleDeadline: '2026-03-01T12:10:00.000Z', endReason: null, ssh: { host: '10.0.0.5' } });
+    expect(leaseJSON(ready)).toMatchObject({ name: 'gpu-h100-7f3a', phase: 'Ready', pricePerHour: 2.99, idleDeadline: '2026-03-01T12:10:00.000Z', usage: { sessions: 1, gpuProcesses: 1, busy: '1 session, 1 GPU process' }, endReason: null, ssh: { host: '10.0.0.5' } });
   });
 });
 
