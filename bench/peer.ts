@@ -11,7 +11,7 @@ import { ControlPlane } from '../e2e/cluster/controlplane.js';
 import { createFakeNodes, KWOK_RUN_FOR_ENV } from '../e2e/cluster/kwok.js';
 import { createPeerCredential } from '../e2e/cluster/peer.js';
 import { startController, type ControllerProcess } from '../e2e/support/controller.js';
-import { defaultDenyEgress } from '../e2e/support/lending.js';
+import { defaultDenyEgress, optedIn } from '../e2e/support/lending.js';
 import { NODE_LABEL, PEER_JOB_UID_LABEL } from '../controllers/peerfleet/labels.js';
 import { env, log, ms, quantiles, results, sleep, waitUntil } from './support.js';
 import { busyShare, nodeTimeline, type PeerJobSeen } from './peer-timeline.js';
@@ -158,7 +158,7 @@ export async function peerPhase(): Promise<void> {
     await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-token', namespace: NS }, stringData: { token: lender.token } });
     await apply(ours, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'peer-ca', namespace: NS }, stringData: { 'ca.crt': await readFile(join(peer.info.dir, 'pki', 'ca.crt'), 'utf8') } });
     const nodeNames = Array.from({ length: NODES }, (_, i) => `gpu-${String(i).padStart(3, '0')}`);
-    await createFakeNodes(ours.kubectl.bind(ours), nodeNames.map((name) => ({ name, gpus: GPUS, labels: { ...POOL, 'leasehold.dev/lendable': 'true' } })), '300s');
+    await createFakeNodes(ours.kubectl.bind(ours), nodeNames.map((name) => ({ name, gpus: GPUS, ...optedIn(NS, POOL) })), '300s');
     log(`peer: control planes up, ${NODES} KWOK nodes Ready`);
     await must(peer, ['create', '-f', '-'], JSON.stringify(list(Array.from({ length: JOBS }, (_, i) =>
       job(`p-${String(i).padStart(4, '0')}`, QUEUE, RUN_FOR, { managedBy: 'leasehold.dev/peer-lending', activeDeadlineSeconds: 3600 })))));

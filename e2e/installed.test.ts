@@ -18,7 +18,7 @@ import { startController, type ControllerProcess } from './support/controller.js
 import { chartDir, chartIdentity } from './support/helm.js';
 import { nodeInstallArgs, nodeOffer, startMachineService } from './support/installed.js';
 import { apply, getJSON, json, type Kubectl, must, testKubectl, waitFor } from './support/kube.js';
-import { fleetManifest, lendingNamespace, OPTED_IN, peerJob, QUEUE } from './support/lending.js';
+import { fleetManifest, lendingNamespace, optIn, peerJob, QUEUE } from './support/lending.js';
 
 const release = 'lh';
 const ns = 'leasehold-system';
@@ -112,8 +112,8 @@ beforeAll(async () => {
   node = await RealNode.start(cp, images);
   // The "cloud" of the command Offer: sshd machines on the node's address.
   await startMachineService(node, machines);
-  // The real node is lendable: opted in by the admin's label, with one (advertised) GPU.
-  await must(cp, ['label', 'node', NODE_NAME, ...Object.entries({ ...OPTED_IN, ...POOL }).map(([k, v]) => `${k}=${v}`)]);
+  // The real node is lendable: opted in by the admin for the lending namespace, with one (advertised) GPU.
+  await optIn(cp, NODE_NAME, LEND, POOL);
   await must(cp, ['patch', 'node', NODE_NAME, '--subresource=status', '--type=json', '-p',
     JSON.stringify([{ op: 'add', path: '/status/capacity/nvidia.com~1gpu', value: '1' }])]);
   const lender = await createPeerCredential(peer, { namespace: QUEUE });

@@ -13,7 +13,7 @@ import { createPeerCredential } from './cluster/peer.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { chartIdentity } from './support/helm.js';
 import { apply, json, must, waitFor } from './support/kube.js';
-import { fleetManifest, lendingNamespace, OPTED_IN, peerJob, QUEUE, startLendingClusters, type LendingClusters } from './support/lending.js';
+import { fleetManifest, lendingNamespace, optedIn, peerJob, QUEUE, startLendingClusters, type LendingClusters } from './support/lending.js';
 
 const NS = 'lendfx';
 const SLOW_QUEUE = 'slowq';
@@ -96,8 +96,8 @@ beforeAll(async () => {
   proxy = new SlowProxy({ host: url.hostname, port: Number(url.port) });
   const slowOrigin = await proxy.start();
   await createFakeNodes(ours.kubectl.bind(ours), [
-    { name: 'quick-a', gpus: 2, labels: { 'leasehold.dev/pool': 'quick', ...OPTED_IN } },
-    { name: 'slow-a', gpus: 2, labels: { 'leasehold.dev/pool': 'slow', ...OPTED_IN } },
+    { name: 'quick-a', gpus: 2, ...optedIn(NS, { 'leasehold.dev/pool': 'quick' }) },
+    { name: 'slow-a', gpus: 2, ...optedIn(NS, { 'leasehold.dev/pool': 'slow' }) },
   ]);
   const kubeconfig = await chartIdentity({
     kubectl: ours.kubectl.bind(ours),

@@ -13,7 +13,7 @@ import { startController, type ControllerProcess } from './support/controller.js
 import { chartIdentity } from './support/helm.js';
 import { SERIES_WRITE_MS } from '../src/kube/events.js';
 import { apply, json, must, waitFor } from './support/kube.js';
-import { fleetManifest, lendingNamespace, OPTED_IN, ourJob as ourJobIn, peerJob, QUEUE, startLendingClusters, type JobOptions, type LendingClusters } from './support/lending.js';
+import { fleetManifest, lendingNamespace, optedIn, ourJob as ourJobIn, peerJob, QUEUE, startLendingClusters, type JobOptions, type LendingClusters } from './support/lending.js';
 
 let clusters: LendingClusters;
 let ours: ControlPlane;
@@ -62,8 +62,8 @@ beforeAll(async () => {
   await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'work' } });
   await lendingNamespace(clusters, NS);
   await createFakeNodes(ours.kubectl.bind(ours), [
-    { name: 'gpu-a', gpus: 2, labels: { ...POOL, ...OPTED_IN } },
-    { name: 'gpu-b', gpus: 2, labels: { ...POOL, ...OPTED_IN } },
+    { name: 'gpu-a', gpus: 2, ...optedIn(NS, POOL) },
+    { name: 'gpu-b', gpus: 2, ...optedIn(NS, POOL) },
     { name: 'cpu-only', labels: { 'leasehold.dev/pool': 'other' } },
   ]);
   controller = await lenderAs(NS, CONTROLLER_ARGS);
@@ -287,7 +287,7 @@ describe('PeerFleet lending', () => {
     const NS2 = 'lend2';
     const POOL2 = { 'leasehold.dev/pool': 'lendable2' };
     await lendingNamespace(clusters, NS2);
-    await createFakeNodes(ours.kubectl.bind(ours), [{ name: 'gpu-c', gpus: 2, labels: { ...POOL2, ...OPTED_IN } }, { name: 'gpu-d', gpus: 2, labels: { ...POOL2, ...OPTED_IN } }]);
+    await createFakeNodes(ours.kubectl.bind(ours), [{ name: 'gpu-c', gpus: 2, ...optedIn(NS2, POOL2) }, { name: 'gpu-d', gpus: 2, ...optedIn(NS2, POOL2) }]);
     const second = await lenderAs(NS2, ['--namespace', NS2, '--watch-namespace', NS2, '--leader-election-namespace', NS2]);
     try {
       await apply(ours, fleet('rival', { lendableNodes: { matchLabels: POOL2 } }, NS2));

@@ -10,7 +10,7 @@
 // write when the room frees.
 import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import { apply, json, waitFor } from './support/kube.js';
-import { fleetManifest, OPTED_IN, peerJob, QUEUE, tenantLending, type TenantLending } from './support/lending.js';
+import { fleetManifest, optedIn, peerJob, QUEUE, tenantLending, type TenantLending } from './support/lending.js';
 
 const NS = 'lend';
 const POOL = { 'leasehold.dev/pool': 'next' };
@@ -28,7 +28,7 @@ interface PeerJob {
 }
 
 beforeAll(async () => {
-  env = await tenantLending('next-claim', NS, NODES.map((name) => ({ name, gpus: 1, labels: { ...POOL, ...OPTED_IN } })));
+  env = await tenantLending('next-claim', NS, NODES.map((name) => ({ name, gpus: 1, ...optedIn(NS, POOL) })));
 }, 400_000);
 
 afterAll(async () => {

@@ -8,7 +8,7 @@ import type { ControlPlane } from './cluster/controlplane.js';
 import { createFakeNodes } from './cluster/kwok.js';
 import { startController, type ControllerProcess } from './support/controller.js';
 import { apply, json, must, waitFor } from './support/kube.js';
-import { fleetManifest, lendingNamespace, OPTED_IN, ourJob, peerJob, QUEUE, startLendingClusters } from './support/lending.js';
+import { fleetManifest, lendingNamespace, optedIn, ourJob, peerJob, QUEUE, startLendingClusters } from './support/lending.js';
 
 const FULL = process.env.PEERFLEET_SOAK === 'full';
 const NODES = 20;
@@ -32,7 +32,7 @@ beforeAll(async () => {
   ({ ours, peer } = clusters);
   await apply(ours, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'work' } });
   await lendingNamespace(clusters, NS);
-  await createFakeNodes(ours.kubectl.bind(ours), Array.from({ length: NODES }, (_, i) => ({ name: `soak-${i}`, gpus: 2, labels: { ...POOL, ...OPTED_IN } })), '240s');
+  await createFakeNodes(ours.kubectl.bind(ours), Array.from({ length: NODES }, (_, i) => ({ name: `soak-${i}`, gpus: 2, ...optedIn(NS, POOL) })), '240s');
   controller = await startController(ours.info.kubeconfig, ['--namespace', NS, '--watch-namespace', NS, '--leader-election-namespace', NS, '--log-level', 'info', '--allowed-peer-origins', peer.info.server]);
   await apply(ours, fleetManifest(peer, 'soak', NS, { lendableNodes: { matchLabels: POOL }, pricePerGPUHour: 3, idleWindow: '2s', pollInterval: '5s' }));
   await must(ours, ['wait', '-n', NS, '--for=condition=Ready', '--timeout=120s', 'peerfleet.leasehold.dev/soak']);

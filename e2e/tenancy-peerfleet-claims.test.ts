@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ControlPlane } from './cluster/controlplane.js';
 import type { ControllerProcess } from './support/controller.js';
 import { apply, json, type Kubectl, must, waitFor } from './support/kube.js';
-import { fleetManifest, OPTED_IN, peerJob, QUEUE, tenantLending, type TenantLending } from './support/lending.js';
+import { fleetManifest, optedIn, peerJob, QUEUE, tenantLending, type TenantLending } from './support/lending.js';
 
 const NS = 'team-a';
 const POOL = { 'leasehold.dev/pool': 'gpu' };
@@ -20,7 +20,7 @@ let controller: ControllerProcess;
 let setup: TenantLending;
 
 beforeAll(async () => {
-  setup = await tenantLending('pfclaims', NS, [{ name: 'gpu-1', gpus: 8, labels: { ...POOL, ...OPTED_IN } }]);
+  setup = await tenantLending('pfclaims', NS, [{ name: 'gpu-1', gpus: 8, ...optedIn(NS, POOL) }]);
   ({ ours, peer, tenant, controller } = setup);
 }, 240_000);
 

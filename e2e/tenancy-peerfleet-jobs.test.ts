@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ControlPlane } from './cluster/controlplane.js';
 import type { ControllerProcess } from './support/controller.js';
 import { apply, json, type Kubectl, must, waitFor } from './support/kube.js';
-import { defaultDenyEgress, fleetManifest, OPTED_IN, peerJob, QUEUE, type JobOptions, tenantLending } from './support/lending.js';
+import { defaultDenyEgress, fleetManifest, optedIn, peerJob, QUEUE, type JobOptions, tenantLending } from './support/lending.js';
 
 const NS = 'team-a';
 const POOL = { 'leasehold.dev/pool': 'gpu' };
@@ -27,7 +27,7 @@ const verdict = (code: string) => waitFor(`PeerFleet verdict ${code}`, async () 
 }, 90_000, 500);
 
 beforeAll(async () => {
-  ({ ours, peer, tenant, controller } = await tenantLending('pfjobs', NS, [{ name: 'gpu-1', gpus: 8, labels: { ...POOL, ...OPTED_IN } }], ['--peer-allowed-registries', ALLOWED_REGISTRY]));
+  ({ ours, peer, tenant, controller } = await tenantLending('pfjobs', NS, [{ name: 'gpu-1', gpus: 8, ...optedIn(NS, POOL) }], ['--peer-allowed-registries', ALLOWED_REGISTRY]));
 }, 240_000);
 
 afterAll(async () => {

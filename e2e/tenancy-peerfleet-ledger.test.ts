@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from '@jest/globals';
 import type { ControlPlane } from './cluster/controlplane.js';
 import type { ControllerProcess } from './support/controller.js';
 import { apply, json, type Kubectl, must, waitFor } from './support/kube.js';
-import { fleetManifest, OPTED_IN, peerJob, QUEUE, tenantLending, type TenantLending } from './support/lending.js';
+import { fleetManifest, optedIn, peerJob, QUEUE, tenantLending, type TenantLending } from './support/lending.js';
 
 const NS = 'team-a';
 const POOL = { 'leasehold.dev/pool': 'gpu' };
@@ -26,7 +26,7 @@ const uidOf = async (name: string): Promise<string> => (await json(peer, ['-n', 
 const mirrorsOf = async (uid: string) => (await json(ours, ['-n', NS, 'get', 'jobs', '-l', `leasehold.dev/peer-job-uid=${uid}`])).items;
 
 beforeAll(async () => {
-  setup = await tenantLending('pfledger', NS, [{ name: 'gpu-1', gpus: 8, labels: { ...POOL, ...OPTED_IN } }]);
+  setup = await tenantLending('pfledger', NS, [{ name: 'gpu-1', gpus: 8, ...optedIn(NS, POOL) }]);
   ({ ours, peer, tenant, controller } = setup);
   const created = await tenant(['apply', '-f', '-'], JSON.stringify(fleetManifest(peer, 'fleet', NS, { lendableNodes: { matchLabels: POOL }, idleWindow: '1s', pollInterval: '5s' })));
   expect(created.code).toBe(0);

@@ -37,7 +37,7 @@ import { covered, fleetStatus, lendingChange, STATUS_BATCH_MS } from './status.j
 import { judgeReadiness, type Verdict, type VerdictInput } from './policy/verdict.js';
 
 /** Our side of a pass, as the informers hold it. */
-type OurSide = Pick<FleetWorld, 'clusterID' | 'nodes' | 'pods' | 'mirrors' | 'holders' | 'shared'>;
+type OurSide = Pick<FleetWorld, 'clusterID' | 'nodes' | 'pods' | 'mirrors' | 'holders' | 'shared' | 'notOptedIn'>;
 
 /** What lending needs beside the verdict; absent, the reconciler judges readiness only. */
 export interface LendingDeps {

@@ -23,8 +23,7 @@ import { holderLeaseName, HOLDER_LABEL } from './policy/holder.js';
 import { PEERFLEET_LABEL } from './labels.js';
 import { PeerFleetMetrics } from './metrics.js';
 import type { LendingPolicy } from './policy/mirror.js';
-import { lendableNodes, nodeChangeMatters } from './policy/nodes.js';
-import { selects } from '../../src/kube/selector.js';
+import { lendableNodes, nodeChangeMatters, notOptedInNodes, sharedNodes } from './policy/nodes.js';
 import { egressRefusal } from './policy/egress.js';
 import { LendingEffects } from './effects.js';
 import type { PeerAccess } from './peerreading.js';
@@ -175,7 +174,10 @@ function lendingDeps(
   });
   return {
     world: (fleet) => {
-      const selected = lendableNodes(nodes.list(), fleet.spec.lendableNodes, opts.policy.tolerate);
+      const namespace = fleet.metadata?.namespace ?? '';
+      const all = nodes.list();
+      const selected = lendableNodes(all, fleet.spec.lendableNodes, namespace, opts.policy.tolerate);
+      const notOptedIn = notOptedInNodes(all, fleet.spec.lendableNodes, namespace, opts.policy.tolerate);
       const held = new Map<string, V1Lease>();
       for (const n of selected) {
         const lease = holders.get(opts.controllerNamespace, holderLeaseName(n.metadata?.name ?? ''));
@@ -183,8 +185,8 @@ function lendingDeps(
       }
       // A dry-run or deleted PeerFleet starts no session: it takes no node from anyone.
       const others = fleets.list().filter((f) => objectKey(f) !== objectKey(fleet) && !f.spec.dryRun && !f.metadata?.deletionTimestamp);
-      const shared = new Set(selected.filter((n) => others.some((f) => selects(f.spec.lendableNodes, n.metadata?.labels ?? {}))).map((n) => n.metadata?.name ?? ''));
-      return { clusterID: opts.installationID, nodes: selected, pods: pods.list(), mirrors: mirrors.list(), holders: held, shared };
+      const shared = sharedNodes(selected, others.map((f) => ({ selector: f.spec.lendableNodes, namespace: f.metadata?.namespace ?? '' })), opts.policy.tolerate);
+      return { clusterID: opts.installationID, nodes: selected, notOptedIn, pods: pods.list(), mirrors: mirrors.list(), holders: held, shared };
     },
     podSecurity: (namespace) => {
       const found = namespaces.get(undefined, namespace);

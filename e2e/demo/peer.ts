@@ -19,7 +19,7 @@ import { stringify } from 'yaml';
 import { ControlPlane } from '../cluster/controlplane.js';
 import { createFakeNodes } from '../cluster/kwok.js';
 import { createPeerCredential } from '../cluster/peer.js';
-import { fleetManifest, lendingNamespace, OPTED_IN, ourJob as ourGPUJob, peerJob as lendableJob, QUEUE } from '../support/lending.js';
+import { fleetManifest, lendingNamespace, optedIn, ourJob as ourGPUJob, peerJob as lendableJob, QUEUE } from '../support/lending.js';
 import { PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from '../../controllers/peerfleet/labels.js';
 import { CLAIMED_BY_ANNOTATION } from '../../src/providers/peerqueue/types.js';
 import { ObjectWatch, type Obj } from './objects.js';
@@ -163,8 +163,10 @@ async function main(): Promise<void> {
 
   // 3. Three fake GPU nodes, played by KWOK.
   demo.check();
-  await createFakeNodes((args, input) => demo.kubectl(o, args, input), NODES.map((name) => ({ name, gpus: 2, labels: { ...POOL, ...OPTED_IN } })));
-  say(`nodes ${NODES.join(', ')} Ready (KWOK), 2 nvidia.com/gpu each, labelled ${Object.entries({ ...POOL, ...OPTED_IN }).map(([k, v]) => `${k}=${v}`).join(',')}`);
+  const opted = optedIn(NS, POOL);
+  await createFakeNodes((args, input) => demo.kubectl(o, args, input), NODES.map((name) => ({ name, gpus: 2, ...opted })));
+  const pairs = (m: Record<string, string>) => Object.entries(m).map(([k, v]) => `${k}=${v}`).join(',');
+  say(`nodes ${NODES.join(', ')} Ready (KWOK), 2 nvidia.com/gpu each, labelled ${pairs(opted.labels)}, annotated ${pairs(opted.annotations)}`);
 
   // 4. The controller.
   const leaderNS = 'leasehold-system';

@@ -10,13 +10,31 @@ import { createPeerCredential, type PeerCredential } from '../cluster/peer.js';
 import { startController, type ControllerProcess } from './controller.js';
 import { chartIdentity } from './helm.js';
 import { peerFleetManifest } from './builders.js';
-import { apply, must, type Kubectl } from './kube.js';
+import { apply, must, type Kubectl, type KubectlOf } from './kube.js';
 import { chartAdmission, namespaceUser } from './tenancy.js';
 
 export const QUEUE = 'queue';
 
-/** The admin's node label that opts a node into lending; every lendable test node carries it. */
-export const OPTED_IN = { 'leasehold.dev/lendable': 'true' };
+/**
+ * What an admin sets on a node to lend it to the PeerFleets of `namespaces`
+ * (`'*'`: every namespace): the label leasehold.dev/lendable=true and the
+ * annotation leasehold.dev/lendable-namespaces naming them. Spread into a
+ * FakeNode; `labels` are the node's other labels (a pool a selector picks).
+ */
+export function optedIn(namespaces: string | readonly string[], labels: Record<string, string> = {}): { labels: Record<string, string>; annotations: Record<string, string> } {
+  return {
+    labels: { ...labels, 'leasehold.dev/lendable': 'true' },
+    annotations: { 'leasehold.dev/lendable-namespaces': typeof namespaces === 'string' ? namespaces : namespaces.join(',') },
+  };
+}
+
+/** Opts an existing node in as optedIn says, with `kubectl label` and `kubectl annotate`. */
+export async function optIn(on: KubectlOf, node: string, namespaces: string | readonly string[], labels: Record<string, string> = {}): Promise<void> {
+  const set = optedIn(namespaces, labels);
+  const pairs = (m: Record<string, string>) => Object.entries(m).map(([k, v]) => `${k}=${v}`);
+  await must(on, ['label', 'node', node, '--overwrite', ...pairs(set.labels)]);
+  await must(on, ['annotate', 'node', node, '--overwrite', ...pairs(set.annotations)]);
+}
 
 export interface LendingClusters {
   ours: ControlPlane;

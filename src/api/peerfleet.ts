@@ -76,7 +76,7 @@ export const PeerFleetSpecSchema = z
       ),
       {
         description:
-          'Which of our nodes may be lent, by label. It must name at least one label or expression, so no node is lent by accident.',
+          'Which of our nodes may be lent, by label, among those an admin opted in for the namespace of this PeerFleet: the node label leasehold.dev/lendable=true and the node annotation leasehold.dev/lendable-namespaces listing the namespace (or *). It must name at least one label or expression, so no node is lent by accident.',
         'x-kubernetes-validations': [
           {
             rule: '(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)',
@@ -245,7 +245,7 @@ export const PeerHostSchema = z
     state: z
       .enum(HOST_STATES)
       .describe(
-        'Busy (our work runs there), Waiting (idle, within the idle window), Available (may lend, nothing to run), Lending (runs a peer job), Draining (finishing a peer job, taking no more) or Unlisted.',
+        'Busy (our work runs there), Waiting (idle, within the idle window), Available (may lend, nothing to run), Lending (runs a peer job), Draining (finishing a peer job, taking no more) or Unlisted (not listed for lending, or not opted in for this namespace).',
       ),
     since: timestamp('When the node entered this state.').optional(),
     idleSince: timestamp('When the node was last seen without our work, while it stays so; the idle window counts from here.').optional(),
@@ -273,7 +273,7 @@ export const PeerFleetStatusSchema = z
     conditions: conditions('Ready: the peer answers with our token and lending can start.').optional(),
     verdict: VerdictSchema.optional(),
     summary: message('Host counts by state, e.g. "2 Lending, 1 Draining, 3 Available".', 256).optional(),
-    hosts: z.array(PeerHostSchema).max(1024).optional().describe('Each node lendableNodes selects, and what it is doing: at most 1,024 (nodes already listed first, then by name); the summary counts the others, which are left alone.'),
+    hosts: z.array(PeerHostSchema).max(1024).optional().describe('Each node lendableNodes selects, and what it is doing: at most 1,024 (nodes already listed first, then by name); the summary counts the others, which are left alone. Then, while there is room, the selected nodes an admin opted in for lending but not for this namespace, Unlisted with reason NotOptedIn.'),
     accounting: AccountingSchema.optional(),
     ledger: LedgerSchema.optional(),
     plan: z.array(PlanStepSchema).max(1024).optional().describe('With spec.dryRun: what each node would do, and why. Absent otherwise.'),

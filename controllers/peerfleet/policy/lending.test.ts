@@ -506,3 +506,43 @@ describe('a PeerFleet selecting more nodes than its status holds', () => {
     expect(pass.summary).toBe('1024 Waiting');
   });
 });
+
+describe('selected nodes not opted in for the PeerFleet\'s namespace', () => {
+  const WHY = 'node gpu-9 is not opted in for lending to PeerFleets of namespace lend: …';
+  const notOptedIn = new Map([['gpu-9', WHY]]);
+
+  it('are reported Unlisted with why, after the lent nodes, and nothing is claimed, held or freed there', () => {
+    const pass = lendingPass(world({ fleet: fleet({}, [host('gpu-1', 'Available')]), notOptedIn, peerJobs: [peerJob(1), peerJob(2)] }));
+    expect(pass.hosts.map((h) => [h.node, h.state, h.reason])).toEqual([['gpu-1', 'Lending', 'Claimed'], ['gpu-9', 'Unlisted', 'NotOptedIn']]);
+    expect(pass.hosts[1]).toEqual({ node: 'gpu-9', state: 'Unlisted', since: new Date(NOW).toISOString().replace('.000Z', 'Z'), reason: 'NotOptedIn', message: WHY });
+    expect(pass.effects.filter((e) => 'node' in e && e.node === 'gpu-9')).toEqual([]);
+    expect(pass.effects.filter((e) => e.kind === 'claim')).toHaveLength(1);
+    expect(pass.summary).toBe('1 Lending, 1 Unlisted');
+  });
+
+  it('keep their since from pass to pass, so an unchanged fleet writes nothing new', () => {
+    const before = host('gpu-9', 'Unlisted', { reason: 'NotOptedIn', message: WHY, idleSince: undefined });
+    delete before.idleSince;
+    const pass = lendingPass(world({ fleet: fleet({}, [before]), notOptedIn }));
+    expect(pass.hosts.find((h) => h.node === 'gpu-9')).toEqual(before);
+  });
+
+  it('a node that lent to this PeerFleet and is no longer opted in for its namespace claims nothing more', () => {
+    const lending = host('gpu-9', 'Lending', { session: { job: 'job-1', startedAt: LONG_AGO } });
+    const pass = lendingPass(world({ fleet: fleet({}, [lending]), nodes: [], notOptedIn, mirrors: [mirror(1, 'gpu-9')], peerJobs: [peerJob(1, { claimedBy: CLAIM(1, 'gpu-9') }), peerJob(2)] }));
+    expect(pass.hosts).toEqual([expect.objectContaining({ node: 'gpu-9', state: 'Unlisted', reason: 'NotOptedIn' })]);
+    expect(pass.effects.filter((e) => e.kind === 'claim' || e.kind === 'start')).toEqual([]);
+  });
+
+  it('a dry run plans None for them, with why', () => {
+    const pass = lendingPass(world({ fleet: fleet({ dryRun: true }), notOptedIn }));
+    expect(pass.plan?.find((p) => p.node === 'gpu-9')).toEqual({ node: 'gpu-9', action: 'None', message: WHY });
+  });
+
+  it('take only the room the status has left after the lent nodes', () => {
+    const lent = Array.from({ length: 1023 }, (_, i) => node(`gpu-${String(i).padStart(4, '0')}`));
+    const pass = lendingPass(world({ fleet: fleet({}, []), nodes: lent, notOptedIn: new Map([['x-1', WHY], ['x-2', WHY]]) }));
+    expect(pass.hosts).toHaveLength(1024);
+    expect(pass.hosts[1023]).toMatchObject({ node: 'x-1', state: 'Unlisted' });
+  });
+});

@@ -22,7 +22,7 @@ import type { Verdict } from './verdict.js';
 import { recordLedger, settleAccounts, unrecorded } from './ledger.js';
 import { groupBy } from './group.js';
 import { lostStatusWrite, peerStatusWrite } from './writeback.js';
-import { planStep, summarize, withinHostBound, type PeerHost, type PlanStep } from './plan.js';
+import { MAX_HOSTS, planStep, summarize, withinHostBound, type PeerHost, type PlanStep } from './plan.js';
 
 export type { PeerHost, PlanStep } from './plan.js';
 
@@ -46,6 +46,12 @@ export interface FleetWorld {
    * session ends; elsewhere it is kept, and the next session writes none.
    */
   shared: ReadonlySet<string>;
+  /**
+   * Nodes lendableNodes would select that an admin opted in for lending but
+   * not for this PeerFleet's namespace, by name, with why: reported as
+   * Unlisted hosts, never lent.
+   */
+  notOptedIn?: ReadonlyMap<string, string>;
   /** The peer's lendable Jobs as the watch holds them; undefined until its first list. */
   peerJobs: readonly V1Job[] | undefined;
   verdict: Pick<Verdict, 'ready' | 'code'>;
@@ -93,6 +99,9 @@ export interface FleetPass {
   /** Peer Jobs claimed in our name that our record never named: reported, never run. */
   forged: number;
 }
+
+/** The reason of a host whose node is not opted in for the PeerFleet's namespace. */
+export const NOT_OPTED_IN = 'NotOptedIn';
 
 /** Claimed Jobs recovery starts in one pass; the rest wait for the next. */
 export const STARTS_PER_PASS = 4;
@@ -382,8 +391,24 @@ export function lendingPass(world: FleetWorld): FleetPass {
     out.accounting = fleet.status.accounting;
   }
   out.effects.push(...claimsNow);
+  reportNotOptedIn(out, plan, world, previous, spec.dryRun ?? false);
   out.summary = summarize(out.hosts, beyond);
   if (spec.dryRun) out.plan = plan;
   return out;
 }
 
+/**
+ * Selected nodes that are not opted in for the PeerFleet's namespace, as
+ * Unlisted hosts after the lent ones, while the status has room: the tenant
+ * sees why its selector's nodes are not lent, and what the admin would run.
+ */
+function reportNotOptedIn(out: FleetPass, plan: PlanStep[], world: FleetWorld, previous: ReadonlyMap<string, PeerHost>, dryRun: boolean): void {
+  const names = [...(world.notOptedIn?.keys() ?? [])].sort((a, b) => a.localeCompare(b));
+  for (const node of names.slice(0, Math.max(0, MAX_HOSTS - out.hosts.length))) {
+    const message = world.notOptedIn!.get(node)!.slice(0, 1024);
+    const prev = previous.get(node);
+    const since = prev?.state === 'Unlisted' && prev.reason === NOT_OPTED_IN && prev.since ? prev.since : rfc3339(new Date(world.now));
+    out.hosts.push({ node, state: 'Unlisted', since, reason: NOT_OPTED_IN, message });
+    if (dryRun) plan.push({ node, action: 'None', message });
+  }
+}
