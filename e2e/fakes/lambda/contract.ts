@@ -51,7 +51,7 @@ export class LambdaContract {
     // everything. These are OpenAPI's own, or the document's top level (which
     // is not a schema but holds the schemas the $refs point into).
     ajv.addVocabulary(['example', 'openapi', 'info', 'servers', 'paths', 'components', 'security', 'tags', 'x-lambda-api-keys-config-url']);
-    // The formats the description uses; date-time is checked, the other two only name what the string holds.
+    // The formats the description uses: date-time and ipv4network are checked; password only marks a secret.
     ajv.addFormat('date-time', /^\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$/);
     ajv.addFormat('password', true);
     ajv.addFormat('ipv4network', /^(\d{1,3}\.){3}\d{1,3}\/\d{1,2}$/);
