@@ -22,6 +22,10 @@
 #   SSHD_MACHINE_ACQUIRE_DELAY=S       acquire sleeps S seconds first
 #   SSHD_MACHINE_ADDRESS=IP            listen on IP instead of 127.0.0.1 (an address
 #                                      inside a test's network namespace)
+#   SSHD_MACHINE_GPUS=N                the machine has N GPUs: sessions find the
+#                                      nvidia-smi stand-in (nvidia-smi-standin.sh) first on
+#                                      PATH, reading <dir>/gpu/ (see there; tests write it)
+#   SSHD_MACHINE_GPU_MODEL=NAME        their model (default "NVIDIA H100 80GB HBM3")
 set -euo pipefail
 
 SSHD=/usr/sbin/sshd
@@ -126,7 +130,9 @@ accepts() {
 }
 
 write_config() {
-  local dir=$1 port=$2
+  local dir=$1 port=$2 path=""
+  # The stand-in first; the rest is sshd's own default PATH.
+  if [ -x "$dir/bin/nvidia-smi" ]; then path=" \"PATH=$dir/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin\""; fi
   cat > "$dir/sshd_config" <<CONF
 ListenAddress $addr
 Port $port
@@ -141,12 +147,12 @@ KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 PrintMotd no
 PrintLastLog no
-SetEnv "LEASEHOLD_HOME=$dir/home" "LEASEHOLD_AUTHORIZED_KEYS=$dir/authorized_keys"
+SetEnv "LEASEHOLD_HOME=$dir/home" "LEASEHOLD_AUTHORIZED_KEYS=$dir/authorized_keys"$path
 CONF
 }
 
 acquire() {
-  local key="${LEASEHOLD_LEASE_SSH_KEY:-}" dir="$root/$id" port pid hostkey attempt _
+  local key="${LEASEHOLD_LEASE_SSH_KEY:-}" dir="$root/$id" port pid hostkey attempt gpus _
   if [ -n "${SSHD_MACHINE_ACQUIRE_DELAY:-}" ]; then sleep "$SSHD_MACHINE_ACQUIRE_DELAY"; fi
   if [ "${SSHD_MACHINE_FAIL_ACQUIRE:-}" = 1 ]; then die "acquire fails (SSHD_MACHINE_FAIL_ACQUIRE=1)"; fi
   [ -n "$key" ] || die "LEASEHOLD_LEASE_SSH_KEY is not set: no key to admit"
@@ -166,6 +172,15 @@ acquire() {
   log "making a host key for leasehold-$id"
   ssh-keygen -q -t ed25519 -N '' -C "leasehold-$id" -f "$dir/host_key" < /dev/null
   printf '%s\n' "$key" > "$dir/authorized_keys"
+  gpus="${SSHD_MACHINE_GPUS:-0}"
+  [[ "$gpus" =~ ^[0-9]{1,2}$ ]] || die "SSHD_MACHINE_GPUS \"$gpus\" is not a small number"
+  if [ "$gpus" -gt 0 ]; then
+    log "giving the machine $gpus GPU(s) through the nvidia-smi stand-in"
+    mkdir -p "$dir/bin" "$dir/gpu"
+    cp "$(dirname "${BASH_SOURCE[0]}")/nvidia-smi-standin.sh" "$dir/bin/nvidia-smi"
+    chmod 755 "$dir/bin/nvidia-smi" "$dir/bin" "$dir/gpu" "$dir"
+    for _ in $(seq 1 "$gpus"); do printf '%s, 81559\n' "${SSHD_MACHINE_GPU_MODEL:-NVIDIA H100 80GB HBM3}"; done > "$dir/gpu/gpus"
+  fi
   # Root's sshd wants its privilege separation directory.
   if [ "$(id -u)" = 0 ] && [ ! -d /run/sshd ]; then mkdir -m 755 /run/sshd; fi
 
