@@ -124,6 +124,9 @@ describe('a machine from the sshd-machine provider', () => {
       memoryGiB: Math.round(totalmem() / 2 ** 30),
       busy: 0,
       jobs: 0,
+      // The probe's own session (the controller's) is not counted; there is no GPU.
+      sessions: 0,
+      gpuProcesses: 0,
     });
     expect(compareFacts({ os: facts.os, arch: facts.arch, cpus: nproc }, facts)).toEqual({ ok: true });
     expect(compareFacts({ os: facts.os, arch: facts.arch, cpus: nproc + 24 }, facts)).toEqual({ ok: false, differences: [`cpus: offer claims ${nproc + 24}, machine has ${nproc}`] });
