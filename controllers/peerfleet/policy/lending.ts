@@ -5,10 +5,10 @@
 // it is written. Effects come in the safety order: what brings the peer up
 // to date with a mirror first, then releases, then new claims (each claim
 // names the node and its session, written in the status before the claim).
-import type { V1Job, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
-import { durationMs, MIN_POLL_INTERVAL_MS, type Accounting, type PeerFleet, type PeerHostState, type PeerLedger } from '../../../src/api/index.js';
+import type { V1Job, V1Node, V1Pod } from '@kubernetes/client-node';
+import { durationMs, MIN_POLL_INTERVAL_MS, type PeerFleet, type PeerHostState } from '../../../src/api/index.js';
 import { rfc3339 } from '../../../src/kube/conditions.js';
-import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION, parseClaimant, type StatusWrite } from '../../../src/providers/peerqueue/types.js';
+import { CLAIMED_BY_ANNOTATION, REFUSED_ANNOTATION, parseClaimant } from '../../../src/providers/peerqueue/types.js';
 import { account } from './accounting.js';
 import { drainDecision, type DrainReason } from './drain.js';
 import { chooseJob, freeAllocatable, jobRequests, OrderedQueue, shortfall, type Resources } from './fit.js';
@@ -18,7 +18,6 @@ import { NODE_LABEL, PEER_JOB_UID_LABEL, PEERFLEET_LABEL } from '../labels.js';
 import { restore, step, type HostEffect } from '../machine.js';
 import { hostEvent } from './observe.js';
 import { recover } from './recovery.js';
-import type { Verdict } from './verdict.js';
 import { recordLedger, settleAccounts, unrecorded } from './ledger.js';
 import { groupBy } from './group.js';
 import { lostStatusWrite, peerStatusWrite } from './writeback.js';
@@ -26,79 +25,9 @@ import { MAX_HOSTS, planStep, summarize, withinHostBound, type PeerHost, type Pl
 
 export type { PeerHost, PlanStep } from './plan.js';
 
-export interface FleetWorld {
-  fleet: PeerFleet;
-  /** This installation's id: the first part of every claim. */
-  clusterID: string;
-  /** Our nodes that lendableNodes selects. */
-  nodes: readonly V1Node[];
-  /** Every pod of our cluster (idleness and free room need all of them). */
-  pods: readonly V1Pod[];
-  /** Every mirror Job of every PeerFleet this controller runs. */
-  mirrors: readonly V1Job[];
-  /** `namespace/name` of every PeerFleet this controller watches, deleted ones included: only their mirrors' pods are lent work. */
-  peerFleets: ReadonlySet<string>;
-  /** The nodes' holder Leases, by node. */
-  holders: ReadonlyMap<string, V1Lease>;
-  /**
-   * The nodes above that another PeerFleet's selector also picks. Only there
-   * does a holder Lease exclude anyone, so only there is it given up when a
-   * session ends; elsewhere it is kept, and the next session writes none.
-   */
-  shared: ReadonlySet<string>;
-  /**
-   * Nodes lendableNodes would select that an admin opted in for lending but
-   * not for this PeerFleet's namespace, by name, with why: reported as
-   * Unlisted hosts, never lent.
-   */
-  notOptedIn?: ReadonlyMap<string, string>;
-  /** The peer's lendable Jobs as the watch holds them; undefined until its first list. */
-  peerJobs: readonly V1Job[] | undefined;
-  verdict: Pick<Verdict, 'ready' | 'code'>;
-  now: number;
-}
+import type { FleetPass, FleetWorld, HostNote, LendEffect } from './pass.js';
 
-export type LendEffect =
-  /** Hold the node, claim the peer Job with its resourceVersion, start its mirror (or refuse the Job). */
-  | { kind: 'claim'; node: string; job: V1Job }
-  /** The Job is claimed and has no mirror yet (a restart between the two): start it. */
-  | { kind: 'start'; node: string; job: V1Job }
-  | { kind: 'release'; job: V1Job; message: string }
-  | { kind: 'writeBack'; job: V1Job; write: StatusWrite; lost?: boolean }
-  | { kind: 'deleteMirror'; mirror: V1Job }
-  /** Give the node's holder Lease up: no session there, and another PeerFleet may want the node (or this one is deleted). */
-  | { kind: 'freeNode'; node: string };
-
-export interface HostNote {
-  type: 'Normal' | 'Warning';
-  reason: string;
-  message: string;
-  /** A standing condition, seen again every pass: recorded when it first appears, not at every pass. */
-  standing?: boolean;
-  /** The node a Claimed note is about. */
-  node?: string;
-}
-
-export interface FleetPass {
-  hosts: PeerHost[];
-  summary: string;
-  plan?: PlanStep[];
-  accounting?: Accounting;
-  /** Our ledger with the mirrors that completed since the last pass. */
-  ledger?: PeerLedger;
-  effects: LendEffect[];
-  notes: HostNote[];
-  drains: DrainReason[];
-  sessionsStarted: number;
-  /** Mirrors of this PeerFleet that have not finished, and claims that wait for one. */
-  unfinished: number;
-  /** A node became Available with a Job that fits: run the next pass at once. */
-  again?: boolean;
-  /** When a node's idle window or session ends next: the pass to run then. */
-  wakeAt?: number;
-  /** Peer Jobs claimed in our name that our record never named: reported, never run. */
-  forged: number;
-}
+export type { FleetPass, FleetWorld, HostNote, LendEffect } from './pass.js';
 
 /** The reason of a host whose node is not opted in for the PeerFleet's namespace. */
 export const NOT_OPTED_IN = 'NotOptedIn';
