@@ -9,23 +9,11 @@ import { loadPinnedDocument, methodForRequest, queryParametersOf, type Discovery
 import { startGceEmulator, type GceEmulator } from '../../../e2e/fakes/gce/server.js';
 import { parseServiceAccountKey } from './auth.js';
 import { GceClient } from './client.js';
-import type { GceInstanceSpec } from './types.js';
+import { instanceSpec } from './testing/instances.js';
 
 const ZONE = 'us-central1-a';
 
-const spec = (name: string, zone = ZONE): GceInstanceSpec => ({
-  zone,
-  name,
-  machineType: 'e2-standard-4',
-  spot: true,
-  image: 'projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64',
-  serviceAccountEmail: 'runner-hosts@leasehold-test.iam.gserviceaccount.com',
-  sshUser: 'leasehold',
-  sshPublicKey: 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIControllerKey leasehold',
-  labels: { 'leasehold-target': 'contract', 'leasehold-installation': 'i1' },
-  requestId: randomUUID(),
-  maxRunDurationSeconds: 3600,
-});
+const spec = (name: string, zone = ZONE) => instanceSpec(name, { zone, labels: { 'leasehold-target': 'contract', 'leasehold-installation': 'i1' }, maxRunDurationSeconds: 3600 });
 
 describe('GceClient requests against the pinned discovery document', () => {
   let doc: DiscoveryDocument;

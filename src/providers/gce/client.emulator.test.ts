@@ -11,23 +11,11 @@ import { RateLimitedError } from '../ratelimit.js';
 import { parseServiceAccountKey } from './auth.js';
 import { GceClient, HOST_SCOPES, filterExpression } from './client.js';
 import { AlreadyExists, CapacityExhausted, GceApiError, PolicyRefused, QuotaExceeded } from './errors.js';
-import type { GceInstanceSpec } from './types.js';
+import { instanceSpec } from './testing/instances.js';
 
 const ZONE = 'us-central1-a';
 
-const spec = (name: string, over: Partial<GceInstanceSpec> = {}): GceInstanceSpec => ({
-  zone: ZONE,
-  name,
-  machineType: 'e2-standard-4',
-  spot: true,
-  image: 'projects/ubuntu-os-cloud/global/images/family/ubuntu-2404-lts-amd64',
-  serviceAccountEmail: 'runner-hosts@leasehold-test.iam.gserviceaccount.com',
-  sshUser: 'leasehold',
-  sshPublicKey: 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIControllerKey leasehold',
-  labels: { 'leasehold-target': 'ci', 'leasehold-installation': 'i1' },
-  requestId: randomUUID(),
-  ...over,
-});
+const spec = instanceSpec;
 
 async function caught(p: Promise<unknown>): Promise<ProviderError> {
   try {
