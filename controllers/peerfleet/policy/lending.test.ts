@@ -308,6 +308,14 @@ describe('lendingPass', () => {
     expect(pass.summary).toBe('1 Draining, 1 Waiting');
   });
 
+  it('counts a running mirror on a node it no longer lends as unfinished, so a deleted PeerFleet keeps its finalizer until the mirror ends', () => {
+    const gone = world({ fleet: fleet({}, [], { deletionTimestamp: LONG_AGO } as Partial<PeerFleet['metadata']>), nodes: [node('gpu-1')], mirrors: [mirror(2, 'gpu-cordoned'), mirror(3, 'gpu-cordoned', COMPLETE)], pods: [mirrorPod(2, 'gpu-cordoned')] });
+    expect(lendingPass(gone).unfinished).toBe(1);
+    expect(lendingPass({ ...gone, mirrors: [mirror(2, 'gpu-cordoned', COMPLETE)] }).unfinished).toBe(0);
+    // Another PeerFleet's mirror there is not ours to wait for.
+    expect(lendingPass({ ...gone, mirrors: [mirror(2, 'gpu-cordoned', undefined, 'other', 'elsewhere')] }).unfinished).toBe(0);
+  });
+
   it('accounts from the peer records, per node and in total', () => {
     const done = (n: number, nodeName: string) => peerJob(n, { gpus: 2, claimedBy: CLAIM(n, nodeName), status: COMPLETE });
     const pass = lendingPass(world({ peerJobs: [done(1, 'gpu-1'), done(2, 'gpu-1'), peerJob(3, { claimedBy: 'other/lend.gpu/gpu-1', status: COMPLETE })] }));

@@ -155,6 +155,12 @@ export function lendingPass(world: FleetWorld): FleetPass {
   };
 
   const { lent, beyond } = withinHostBound(world.nodes, previous);
+  // A mirror of ours on a node this pass no longer lends (cordoned, its
+  // label or opt-in removed) still runs: it holds the PeerFleet's finalizer
+  // like any other, or a deleted PeerFleet would go before the peer has its
+  // record.
+  const lentNames = new Set(lent.map((n) => n.metadata?.name ?? ''));
+  out.unfinished += mine.filter((m) => !finished(m) && !lentNames.has(m.metadata?.labels?.[NODE_LABEL] ?? '')).length;
   for (const node of lent) {
     const name = node.metadata?.name ?? '';
     const prev = previous.get(name);
