@@ -2,15 +2,17 @@
 // same sshd machine, from the command's start to the remote process's start
 // (see bench/README.md). The machine is this host, so one clock serves both.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { startController } from '../e2e/support/controller.js';
 import { G, api, controllerKeySecret, env, listLeases, log, namespace, offer, quantiles, results, sharedMachine, stopSharedMachine, waitUntil, work } from './support.js';
 
 const RUNS = env('BENCH_CLI_RUNS', 20);
+/** What npm installs as `leasehold` (package.json bin), so the default follows the build wherever it writes the CLI. */
+const INSTALLED = (JSON.parse(readFileSync(join(process.cwd(), 'package.json'), 'utf8')) as { bin: Record<string, string> }).bin.leasehold!;
 /** The CLI builds to measure, comma-separated; each is run as its own program (shebang), as an installed CLI is. */
-const PROGRAMS = (process.env.BENCH_CLI ?? join(process.cwd(), 'dist/cli/leasehold.mjs')).split(',').filter(Boolean);
+const PROGRAMS = (process.env.BENCH_CLI ?? join(process.cwd(), INSTALLED)).split(',').filter(Boolean);
 
 const exec = promisify(execFile);
 
