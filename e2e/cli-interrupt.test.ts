@@ -90,7 +90,7 @@ describe('Ctrl-C in leasehold run', () => {
     expect(r.stderr).toMatch(/detached from the command on .*; it keeps running on Lease/);
     // The wrapper's job record stays while the command runs: the controller counts the machine busy.
     const lease = (await leases()).find((l) => l.spec.where === 'cpus>=1');
-    await waitFor('a busy check', async () => /job\(s\) running/.test((await fx.status(lease.metadata.name)).message ?? ''), 20_000);
+    await waitFor('a busy check', async () => ((await fx.status(lease.metadata.name)).usage?.jobs ?? 0) >= 1, 20_000);
     // Released on request even with the detached command still running.
     const released = await start(['release', lease.metadata.name, '--wait']).result;
     expect(released.stdout).toBe(`Lease ${lease.metadata.name}: released\n`);
