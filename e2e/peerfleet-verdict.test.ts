@@ -100,7 +100,8 @@ beforeAll(async () => {
   });
   closedPort = await freePort();
   const origins = [peer.info.server, `https://127.0.0.1:${closedPort}`, `https://127.0.0.1:${(plainHTTP.address() as { port: number }).port}`];
-  controller = await startController(kubeconfig, ['--watch-namespace', ns, '--namespace', ns, '--leader-election-namespace', ns, '--allowed-peer-origins', origins.join(',')]);
+  // One PeerFleet per verdict, all in this namespace: more than the default cap per namespace serves, as an admin would raise it.
+  controller = await startController(kubeconfig, ['--watch-namespace', ns, '--namespace', ns, '--leader-election-namespace', ns, '--allowed-peer-origins', origins.join(','), '--max-peerfleets-per-namespace', '0']);
 }, 300_000);
 
 afterAll(async () => {
