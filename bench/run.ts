@@ -56,7 +56,8 @@ async function loopPhase() {
   const ns = await namespace('bench-loop');
   const pub = await controllerKeySecret(ns);
   const machine = sharedMachine('loop', pub);
-  await offer('bench-shared', { command: { acquire: machine.acquire, release: machine.release, shape: { os: 'linux', arch: process.arch === 'arm64' ? 'arm64' : 'amd64', cpus: 1 } }, pricePerHour: 0, idleTimeout: '1h', maxLifetime: '12h' });
+  // One sshd machine for every Lease (see bench-idle): sessions to the others are the controller's, not work.
+  await offer('bench-shared', { command: { acquire: machine.acquire, release: machine.release, shape: { os: 'linux', arch: process.arch === 'arm64' ? 'arm64' : 'amd64', cpus: 1 } }, pricePerHour: 0, idleTimeout: '1h', maxLifetime: '12h', busyWhen: ['jobs', 'gpuProcesses'] });
   const ctl = await startController(api.cp.info.kubeconfig, ['--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', String(N), '--check-interval', '1m', '--acquire-timeout', '30m'], { LEASEHOLD_LOG_LEVEL: 'info' });
   try {
     await sleep(2000);
@@ -172,7 +173,9 @@ async function idlePhase() {
   const ns = await namespace('bench-idle');
   const pub = await controllerKeySecret(ns);
   const machine = sharedMachine('idle', pub);
-  await offer('bench-idle', { command: { acquire: machine.acquire, release: machine.release, shape: { os: 'linux', arch: process.arch === 'arm64' ? 'arm64' : 'amd64', cpus: 1 } }, pricePerHour: 0, idleTimeout: IDLE_TIMEOUT, maxLifetime: '12h' });
+  // Every Lease of the phase is on this one sshd machine, so each probe would see the controller's
+  // sessions to the others as open sessions and keep every Lease busy: only jobs and GPU processes count here.
+  await offer('bench-idle', { command: { acquire: machine.acquire, release: machine.release, shape: { os: 'linux', arch: process.arch === 'arm64' ? 'arm64' : 'amd64', cpus: 1 } }, pricePerHour: 0, idleTimeout: IDLE_TIMEOUT, maxLifetime: '12h', busyWhen: ['jobs', 'gpuProcesses'] });
   const ctl = await startController(api.cp.info.kubeconfig, ['--no-leader-elect', '--watch-namespace', ns, '--namespace', ns, '--max-leases', String(IDLE_N), '--check-interval', IDLE_CHECK, '--acquire-timeout', '10m'], { LEASEHOLD_LOG_LEVEL: 'info' });
   try {
     await createLeases(ns, IDLE_N, () => ({ where: 'cpus>=1', offer: 'bench-idle' }));
