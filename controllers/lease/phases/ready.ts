@@ -40,8 +40,8 @@ function judge(input: PhaseInput, phase: Extract<Phase, 'Ready' | 'Idle'>, check
   // check from when it answered, not from before it started, or every check
   // would come one probe late and the release a probe later still.
   const seen = check.usage ?? { jobs: check.busy, sessions: 0, gpuProcesses: 0 };
-  const { busy, summary } = busyOf(seen, check.busyWhen);
-  const usage = nextUsage(st.usage, seen, summary, busy > 0, rfc3339(new Date(at)));
+  const { busy, summary, counted } = busyOf(seen, check.busyWhen);
+  const usage = nextUsage(st.usage, seen, counted, summary, busy > 0, rfc3339(new Date(at)));
   // What the probe installed: the next check rewrites keys only when spec.sshKeys differs from it.
   const keysStatus: Partial<LeaseStatus> = { installedKeysHash: check.keysHash, ...(usage ? { usage } : {}) };
   const idleMs = idleTimeoutMs(st);
