@@ -106,13 +106,12 @@ export function registerPeerFleetController(mgr: Manager, opts: PeerFleetControl
       // A peer cut off past its budget is watched again once its wait is over.
       if (kept.cutOff && Date.now() >= kept.cutOff.until) {
         kept.cutOff = undefined;
-        watchQueue(access, kept, { name: `peer:${access.fleetKey}`, server: access.origin, token: access.token, caPEM: access.caPEM });
+        watchQueue(access, kept, remoteOf(access));
       }
       return kept;
     }
     if (kept?.jobs) void mgr.dropInformer(kept.jobs as unknown as ResilientInformer<KubernetesObject>);
-    const name = `peer:${access.fleetKey}`;
-    const remote = { name, server: access.origin, token: access.token, caPEM: access.caPEM };
+    const remote = remoteOf(access);
     const entry: Peer = { fingerprint, queue: new KubePeerQueue({ ...remote, namespace: access.namespace, metrics: mgr.metrics }) };
     peers.set(access.fleetKey, entry);
     if (lend) watchQueue(access, entry, remote);
@@ -222,4 +221,9 @@ export function overBudgetMessage(access: Pick<PeerAccess, 'origin' | 'namespace
     `what it held was dropped, nothing more is claimed from this peer and running mirror Jobs finish; it is watched again at ${new Date(until).toISOString().replace(/\.\d{3}Z$/, 'Z')}; ` +
     'keep fewer or smaller lendable Jobs in the peer namespace, or ask an admin to raise the budget'
   );
+}
+
+/** The peer's API server as a remote cluster: its name (metrics, logs) is the PeerFleet's key. */
+function remoteOf(access: PeerAccess): RemoteCluster {
+  return { name: `peer:${access.fleetKey}`, server: access.origin, token: access.token, caPEM: access.caPEM };
 }
